@@ -1,0 +1,64 @@
+# Shared by bin/setup, bin/test and bin/ferry: installs what is missing and picks the JDK.
+# Sourced, not executed. Idempotent: a second call does nothing but checks.
+
+ferry_log() { printf 'ferry-setup: %s\n' "$*" >&2; }
+
+ferry_java_version() { # prints the feature version of the JDK at $1, or nothing
+  [ -x "$1/bin/java" ] && [ -x "$1/bin/javac" ] || return 0
+  "$1/bin/java" -XshowSettings:properties -version 2>&1 \
+    | sed -n 's/^ *java\.specification\.version = \([0-9]*\).*/\1/p' | head -n 1
+}
+
+ferry_find_jdk() {
+  local candidate version
+  for candidate in "${JAVA_HOME:-}" /usr/lib/jvm/*; do
+    [ -n "$candidate" ] && [ -d "$candidate" ] || continue
+    version=$(ferry_java_version "$candidate")
+    if [ -n "$version" ] && [ "$version" -ge 25 ]; then
+      printf '%s\n' "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+ferry_have_libfabric() {
+  ldconfig -p 2>/dev/null | grep -q 'libfabric\.so\.1 ' && return 0
+  ls /usr/lib/*/libfabric.so.1 /usr/lib/libfabric.so.1 /usr/local/lib/libfabric.so.1 >/dev/null 2>&1
+}
+
+ferry_apt_install() { # packages...
+  if [ "$(id -u)" -ne 0 ]; then
+    ferry_log "missing Debian packages: $*. Install them as root: apt-get install $*"
+    return 1
+  fi
+  ferry_log "installing $* (apt-get)"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/tmp/ferry-apt.log 2>&1; then
+    apt-get update -q >>/tmp/ferry-apt.log 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >>/tmp/ferry-apt.log 2>&1 || {
+      ferry_log "apt-get install $* failed; see /tmp/ferry-apt.log"
+      return 1
+    }
+  fi
+}
+
+ferry_setup() {
+  if ! ferry_have_libfabric; then
+    ferry_apt_install libfabric1 || return 1
+  fi
+  # fi_pingpong and fi_info (libfabric-bin) are the reference the benchmarks compare against.
+  if ! command -v fi_pingpong >/dev/null 2>&1; then
+    ferry_apt_install libfabric-bin || ferry_log "libfabric-bin missing: benchmarks will not compare with fi_pingpong"
+  fi
+  if ! command -v mvn >/dev/null 2>&1; then
+    ferry_apt_install maven || return 1
+  fi
+  local jdk
+  if ! jdk=$(ferry_find_jdk); then
+    ferry_log "no JDK >= 25 found (JAVA_HOME=${JAVA_HOME:-unset}, /usr/lib/jvm/*)."
+    ferry_log "Install one (e.g. Temurin 25) and point JAVA_HOME at it."
+    return 1
+  fi
+  export JAVA_HOME="$jdk"
+  export PATH="$JAVA_HOME/bin:$PATH"
+}

@@ -1,0 +1,27 @@
+package dev.ferry.transport;
+
+/**
+ * One local endpoint of a transport: it accepts peers that connect to {@link #localAddress()}
+ * and connects to others. Inbound messages go to the {@link MessageHandler} given at
+ * {@link Transports#open}, on the transport's progress thread.
+ */
+public interface Transport extends AutoCloseable {
+
+    /** The address peers pass to {@link #connect}, such as {@code 127.0.0.1:40123}. */
+    String localAddress();
+
+    /**
+     * Returns the peer at {@code address}, connecting first if needed. Blocks until the first
+     * link is up or {@link TransportConfig#connectTimeoutMillis()} passes.
+     *
+     * @throws TransportException if the peer cannot be reached
+     */
+    Peer connect(String address);
+
+    /** A consistent-enough snapshot of this transport's counters. */
+    TransportCounters counters();
+
+    /** Closes every link and frees every buffer; messages not yet delivered fail their futures. */
+    @Override
+    void close();
+}

@@ -1,0 +1,138 @@
+package dev.ferry.transport;
+
+import java.util.Objects;
+
+/**
+ * Every tunable of a transport, with its default and the reason for it. Start from
+ * {@link #defaults(String)} and change what you need with the {@code with*} methods.
+ *
+ * @param provider which transport: a libfabric provider ({@code shm}, {@code tcp}, {@code verbs},
+ *     {@code efa}, ...) or {@code netty} for kernel TCP
+ * @param bindHost the host this transport listens on; loopback by default, since the bootstrap
+ *     port must not be exposed by accident
+ * @param bindPort the bootstrap port; 0 picks a free one
+ * @param linksPerPeer links opened to one peer at most; all its streams share them. 2 lets a
+ *     large transfer use one link while small messages pass on the other, without the
+ *     queue-pair count growing with threads
+ * @param maxLinks links in the whole process at most; NIC caches thrash past a few thousand
+ *     queue pairs, and every link holds receive buffers
+ * @param eagerThreshold messages up to this many bytes go in one send; larger ones go by
+ *     rendezvous (the receiver pulls them with an RDMA read). 16 KiB is where a copy into a
+ *     posted buffer starts to cost more than one extra round trip on RDMA fabrics
+ * @param receiveBuffersPerLink receive buffers posted per link, each worth one credit to the
+ *     sender; 64 covers a round trip of small messages at full rate without much memory
+ * @param sendWindowBytesPerLink bytes in flight per link at most
+ * @param sendWindowBytesPerPeer bytes in flight per peer at most
+ * @param sendWindowBytesPerProcess bytes in flight in the process at most; this caps what the
+ *     process can dump into the fabric at once (incast), whatever the number of peers
+ * @param sendPoolBytes registered memory for send buffers
+ * @param receivePoolBytes registered memory for receive buffers, shared by all links
+ * @param rendezvousPoolBytes registered memory that receivers pull large messages into
+ * @param rendezvousChunkBytes a rendezvous pull is split into reads of this size, so a large
+ *     message delays small ones on the same link by one chunk at most
+ * @param maxMessageSize the largest message accepted; anything larger is refused as bad input
+ * @param connectTimeoutMillis how long {@link Transport#connect} and a blocking allocate wait
+ */
+public record TransportConfig(
+        String provider,
+        String bindHost,
+        int bindPort,
+        int linksPerPeer,
+        int maxLinks,
+        int eagerThreshold,
+        int receiveBuffersPerLink,
+        long sendWindowBytesPerLink,
+        long sendWindowBytesPerPeer,
+        long sendWindowBytesPerProcess,
+        long sendPoolBytes,
+        long receivePoolBytes,
+        long rendezvousPoolBytes,
+        int rendezvousChunkBytes,
+        int maxMessageSize,
+        long connectTimeoutMillis) {
+
+    /** Checks the settings against each other. */
+    public TransportConfig {
+        Objects.requireNonNull(provider, "provider");
+        Objects.requireNonNull(bindHost, "bindHost");
+        positive("linksPerPeer", linksPerPeer);
+        positive("maxLinks", maxLinks);
+        positive("receiveBuffersPerLink", receiveBuffersPerLink);
+        positive("eagerThreshold", eagerThreshold);
+        positive("rendezvousChunkBytes", rendezvousChunkBytes);
+        positive("maxMessageSize", maxMessageSize);
+        if (sendWindowBytesPerLink <= 0 || sendWindowBytesPerPeer < sendWindowBytesPerLink
+                || sendWindowBytesPerProcess < sendWindowBytesPerPeer) {
+            throw new IllegalArgumentException("send windows must be positive and grow from link to peer to process: "
+                    + sendWindowBytesPerLink + ", " + sendWindowBytesPerPeer + ", " + sendWindowBytesPerProcess);
+        }
+        if (sendPoolBytes <= 0 || receivePoolBytes <= 0 || rendezvousPoolBytes <= 0) {
+            throw new IllegalArgumentException("pool sizes must be positive");
+        }
+        if (bindPort < 0 || bindPort > 65535) {
+            throw new IllegalArgumentException("bindPort out of range: " + bindPort);
+        }
+    }
+
+    private static void positive(String name, long value) {
+        if (value <= 0) {
+            throw new IllegalArgumentException(name + " must be positive: " + value);
+        }
+    }
+
+    /** The defaults for {@code provider}. */
+    public static TransportConfig defaults(String provider) {
+        return new TransportConfig(provider, "127.0.0.1", 0,
+                2, 4096, 16 * 1024, 64,
+                4L << 20, 8L << 20, 64L << 20,
+                64L << 20, 32L << 20, 256L << 20,
+                1 << 20, 256 << 20, 10_000);
+    }
+
+    /** This configuration with another provider. */
+    public TransportConfig withProvider(String value) {
+        return new TransportConfig(value, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis);
+    }
+
+    /** This configuration listening on another port. */
+    public TransportConfig withBindPort(int value) {
+        return new TransportConfig(provider, bindHost, value, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis);
+    }
+
+    /** This configuration with other link counts. */
+    public TransportConfig withLinks(int perPeer, int max) {
+        return new TransportConfig(provider, bindHost, bindPort, perPeer, max, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis);
+    }
+
+    /** This configuration with other flow-control settings. */
+    public TransportConfig withFlowControl(int eager, int buffersPerLink, long windowPerLink, long windowPerPeer,
+            long windowPerProcess) {
+        return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eager,
+                buffersPerLink, windowPerLink, windowPerPeer, windowPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis);
+    }
+
+    /** This configuration with other pool sizes. */
+    public TransportConfig withPools(long send, long receive, long rendezvous) {
+        return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                send, receive, rendezvous, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis);
+    }
+
+    /** This configuration with another connect and allocate timeout. */
+    public TransportConfig withConnectTimeoutMillis(long value) {
+        return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, value);
+    }
+}

@@ -1,0 +1,238 @@
+package dev.ferry.memory;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The shared state of one pool: its slabs, the runs of each size class that still have free
+ * slots, and its quota. Thread caches come here, under the lock, only in batches.
+ *
+ * <p>Within a class, runs with free slots are kept in a queue: slots are taken from the run at
+ * the head, and a run that gets a slot back joins at the tail. The head run fills up while the
+ * others drain, and a run whose slots all came back returns its pages to the slab (as long as
+ * the class keeps another run), so memory moves between classes as the mix of sizes shifts.
+ *
+ * <p>The quota bounds the pool's slabs plus its large buffers in use. Slabs are never given back
+ * before the allocator closes: they were registered once to be used for the life of the process.
+ */
+final class PoolArena {
+
+    /** The runs of one class with slots left. */
+    private static final class ClassRuns {
+        final ArrayDeque<Run> runs = new ArrayDeque<>();
+    }
+
+    final RegisteredAllocator allocator;
+    final PoolKind kind;
+    final long quota;
+    final ReentrantLock lock = new ReentrantLock();
+    /** Signalled when memory comes back while someone waits for it. */
+    private final Condition released = lock.newCondition();
+    /** Threads blocked in allocate: while non-zero, releases bypass thread caches and signal. */
+    volatile int waiters;
+    private final ClassRuns[] classes;
+    private final List<Slab> slabs = new ArrayList<>();
+    private final long slabBytesWanted;
+    // Guarded by lock.
+    private long slabBytes;
+    private long largeBytes;
+    private long largeBuffers;
+
+    PoolArena(RegisteredAllocator allocator, PoolKind kind, long quota, int classCount, long slabBytes) {
+        this.allocator = allocator;
+        this.kind = kind;
+        this.quota = quota;
+        this.slabBytesWanted = slabBytes;
+        this.classes = new ClassRuns[classCount];
+        for (int i = 0; i < classCount; i++) {
+            classes[i] = new ClassRuns();
+        }
+    }
+
+    /** Moves up to {@code max} free buffers of class {@code classIndex} into {@code dst}; returns how many. */
+    int take(int classIndex, RegisteredBuffer[] dst, int max) {
+        lock.lock();
+        try {
+            ArrayDeque<Run> runs = classes[classIndex].runs;
+            int n = 0;
+            while (n < max) {
+                Run run = runs.peekFirst();
+                if (run == null) {
+                    run = newRun(classIndex);
+                    if (run == null) {
+                        break;
+                    }
+                    run.available = true;
+                    runs.addFirst(run);
+                }
+                while (n < max && run.hasSlots()) {
+                    dst[n++] = run.take();
+                }
+                if (!run.hasSlots()) {
+                    runs.pollFirst();
+                    run.available = false;
+                }
+            }
+            return n;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Returns {@code src[from, to)} to their runs and clears those entries. */
+    void put(RegisteredBuffer[] src, int from, int to) {
+        lock.lock();
+        try {
+            for (int i = from; i < to; i++) {
+                putLocked(src[i]);
+                src[i] = null;
+            }
+            if (waiters != 0) {
+                released.signalAll();
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    void put(RegisteredBuffer buffer) {
+        lock.lock();
+        try {
+            putLocked(buffer);
+            if (waiters != 0) {
+                released.signalAll();
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void putLocked(RegisteredBuffer buffer) {
+        Run run = buffer.run;
+        run.put(buffer);
+        ArrayDeque<Run> runs = classes[run.classIndex].runs;
+        if (!run.available) {
+            run.available = true;
+            runs.addLast(run);
+        }
+        if (run.unused() && runs.size() > 1) {
+            runs.remove(run);
+            run.available = false;
+            run.dispose();
+            run.slab.free(run.page, run.order);
+        }
+    }
+
+    /** Counts a large buffer against the quota; false when it does not fit. */
+    boolean reserveLarge(long bytes) {
+        lock.lock();
+        try {
+            if (slabBytes + largeBytes + bytes > quota) {
+                return false;
+            }
+            largeBytes += bytes;
+            largeBuffers++;
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    void releaseLarge(long bytes) {
+        lock.lock();
+        try {
+            largeBytes -= bytes;
+            largeBuffers--;
+            if (waiters != 0) {
+                released.signalAll();
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Waits for a release; the caller holds the lock. */
+    void awaitRelease(long nanos) throws InterruptedException {
+        released.await(nanos, TimeUnit.NANOSECONDS);
+    }
+
+    private Run newRun(int classIndex) {
+        long runBytes = SizeClasses.runBytes(SizeClasses.size(classIndex));
+        int order = Long.numberOfTrailingZeros(runBytes >>> SizeClasses.PAGE_SHIFT);
+        for (Slab slab : slabs) {
+            int page = slab.allocate(order);
+            if (page >= 0) {
+                return new Run(this, slab, page, order, classIndex);
+            }
+        }
+        long room = quota - slabBytes - largeBytes;
+        long size = Math.min(slabBytesWanted, room <= 0 ? 0 : Long.highestOneBit(room));
+        if (size < runBytes) {
+            return null;
+        }
+        Slab slab = newSlab(size);
+        return new Run(this, slab, slab.allocate(order), order, classIndex);
+    }
+
+    private Slab newSlab(long size) {
+        Arena arena = Arena.ofShared();
+        Slab slab;
+        try {
+            MemorySegment segment = arena.allocate(size, SizeClasses.SLAB_ALIGNMENT);
+            slab = new Slab(allocator.nextSlabIndex(), arena, segment, allocator.registrar.register(segment));
+        } catch (RuntimeException | Error e) {
+            arena.close();
+            throw e;
+        }
+        slabs.add(slab);
+        slabBytes += size;
+        return slab;
+    }
+
+    /** Counters for statistics: slabs, slab bytes, large bytes, large buffers. */
+    long[] snapshot() {
+        lock.lock();
+        try {
+            return new long[] {slabs.size(), slabBytes, largeBytes, largeBuffers};
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Deregisters and frees every slab. */
+    void close() {
+        lock.lock();
+        try {
+            RuntimeException failure = null;
+            for (Slab slab : slabs) {
+                try {
+                    slab.close();
+                } catch (RuntimeException e) {
+                    if (failure == null) {
+                        failure = e;
+                    } else {
+                        failure.addSuppressed(e);
+                    }
+                }
+            }
+            slabs.clear();
+            for (ClassRuns c : classes) {
+                c.runs.clear();
+            }
+            if (waiters != 0) {
+                released.signalAll();
+            }
+            if (failure != null) {
+                throw failure;
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+}

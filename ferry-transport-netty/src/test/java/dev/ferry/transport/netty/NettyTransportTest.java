@@ -1,0 +1,144 @@
+package dev.ferry.transport.netty;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.ferry.transport.AbstractTransportTest;
+import dev.ferry.transport.MessageHandler;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.PooledByteBufAllocator;
+import io.netty.util.ResourceLeakDetector;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.net.Socket;
+import java.net.SocketException;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** The behavioural suite on the Netty transport, with Netty's leak detector at paranoid. */
+class NettyTransportTest extends AbstractTransportTest {
+
+    /** Netty logs leaks through java.util.logging when nothing else is on the class path. */
+    private static final Logger LEAK_LOGGER = Logger.getLogger(ResourceLeakDetector.class.getName());
+    private static final List<String> LEAKS = new CopyOnWriteArrayList<>();
+
+    @BeforeAll
+    static void paranoidLeakDetection() {
+        ResourceLeakDetector.setLevel(ResourceLeakDetector.Level.PARANOID);
+        LEAK_LOGGER.addHandler(new Handler() {
+            @Override
+            public void publish(LogRecord record) {
+                if (record.getMessage() != null && record.getMessage().contains("LEAK")) {
+                    LEAKS.add(record.getMessage());
+                }
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        });
+    }
+
+    @Override
+    protected TransportConfig config() {
+        return TransportConfig.defaults(NettyTransportProvider.NAME);
+    }
+
+    /** Collects garbage, then allocates so the detector reports what it found. */
+    @Override
+    protected void assertNoLeaks() {
+        for (int round = 0; round < 3; round++) {
+            System.gc();
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            for (int i = 0; i < 64; i++) {
+                ByteBuf probe = PooledByteBufAllocator.DEFAULT.directBuffer(64);
+                probe.release();
+            }
+        }
+        List<String> leaks = List.copyOf(LEAKS);
+        LEAKS.clear();
+        assertTrue(leaks.isEmpty(), () -> "Netty reported leaks:\n" + String.join("\n", leaks));
+    }
+
+    @Test
+    @Timeout(60)
+    void garbageOnOneConnectionClosesItAndSparesTheOthers() throws Exception {
+        CountDownLatch goodArrived = new CountDownLatch(2);
+        List<String> closedPeers = new CopyOnWriteArrayList<>();
+        Transport server = open(config(), new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, dev.ferry.transport.InboundMessage message) {
+                message.release();
+                goodArrived.countDown();
+            }
+
+            @Override
+            public void onPeerClosed(Peer peer, Throwable cause) {
+                closedPeers.add(peer.address());
+            }
+        });
+        Transport good = open(config(), (from, message) -> message.release());
+        Peer peer = good.connect(server.localAddress());
+        peer.send(1, filled(peer, 1, 0, 100)).get(10, TimeUnit.SECONDS);
+
+        String[] hostPort = server.localAddress().split(":");
+        try (Socket raw = new Socket(hostPort[0], Integer.parseInt(hostPort[1]))) {
+            raw.setSoTimeout(10_000);
+            DataOutputStream out = new DataOutputStream(raw.getOutputStream());
+            byte[] address = "127.0.0.1:1".getBytes(StandardCharsets.UTF_8);
+            header(out, address.length, FrameDescriptor.TYPE_HELLO, 0);
+            out.write(address);
+            header(out, config().maxMessageSize() + 1, FrameDescriptor.TYPE_DATA, 5);
+            out.flush();
+            assertClosedByPeer(raw);
+        }
+        assertTrue(waitFor(() -> closedPeers.contains("127.0.0.1:1"), 10_000),
+                "the handler was not told about the garbage peer: " + closedPeers);
+        assertTrue(server.counters().linkFailures() >= 1);
+
+        peer.send(1, filled(peer, 1, 1, 100)).get(10, TimeUnit.SECONDS);
+        assertTrue(goodArrived.await(10, TimeUnit.SECONDS), "the good peer suffered from the bad one");
+        assertTrue(peer.isOpen());
+        assertEquals(List.of("127.0.0.1:1"), closedPeers);
+    }
+
+    private static void header(DataOutputStream out, int length, byte type, int stream) throws IOException {
+        out.writeInt(length);
+        out.writeByte(type);
+        out.writeByte(FrameDescriptor.VERSION);
+        out.writeShort(0);
+        out.writeInt(stream);
+    }
+
+    private static void assertClosedByPeer(Socket socket) throws IOException {
+        DataInputStream in = new DataInputStream(socket.getInputStream());
+        try {
+            int read = in.read();
+            assertEquals(-1, read, "the transport answered garbage instead of closing");
+        } catch (SocketException | EOFException e) {
+            // A reset is a close too.
+        }
+    }
+}

@@ -124,6 +124,31 @@ class NettyTransportTest extends AbstractTransportTest {
         assertEquals(List.of("127.0.0.1:1"), closedPeers);
     }
 
+    @Test
+    @Timeout(30)
+    void sendBuffersAreTheSegmentsTheApplicationWrote() {
+        Transport transport = open(config(), (from, message) -> message.release());
+        Peer peer = transport.connect(transport.localAddress());
+        NettyOutboundMessage message = (NettyOutboundMessage) peer.allocate(100);
+        for (int i = 0; i < 100; i++) {
+            message.segment().set(java.lang.foreign.ValueLayout.JAVA_BYTE, i, (byte) (i * 3));
+        }
+        message.truncate(60);
+        message.claim();
+        ByteBuf frame = message.frame(42);
+        try {
+            assertTrue(frame.isDirect());
+            assertEquals(FrameDescriptor.HEADER_LENGTH + 60, frame.readableBytes());
+            assertEquals(42, FrameDescriptor.stream(frame, 0));
+            assertEquals(60, FrameDescriptor.payloadLength(frame, 0));
+            for (int i = 0; i < 60; i++) {
+                assertEquals((byte) (i * 3), frame.getByte(FrameDescriptor.HEADER_LENGTH + i), "byte " + i);
+            }
+        } finally {
+            message.discard();
+        }
+    }
+
     private static void header(DataOutputStream out, int length, byte type, int stream) throws IOException {
         out.writeInt(length);
         out.writeByte(type);

@@ -26,14 +26,18 @@ final class LeakDetector {
     /** The phantom reference of one buffer object, with what a report needs. */
     static final class Sentinel extends PhantomReference<RegisteredBuffer> {
         final String slot;
-        volatile boolean live;
+        final long capacity;
+        /** Whether the buffer is out. Plain: read only after the buffer became unreachable. */
+        boolean live;
         PoolKind pool;
-        long capacity;
         Throwable site;
 
-        Sentinel(RegisteredBuffer buffer, ReferenceQueue<RegisteredBuffer> queue, String slot) {
+        Sentinel(RegisteredBuffer buffer, ReferenceQueue<RegisteredBuffer> queue, String slot, PoolKind pool,
+                 long capacity) {
             super(buffer, queue);
             this.slot = slot;
+            this.pool = pool;
+            this.capacity = capacity;
         }
     }
 
@@ -51,11 +55,11 @@ final class LeakDetector {
         this.listener = listener;
     }
 
-    Sentinel track(RegisteredBuffer buffer, String slot) {
+    Sentinel track(RegisteredBuffer buffer, String slot, PoolKind pool, long capacity) {
         if (level == LeakDetection.DISABLED) {
             return null;
         }
-        Sentinel sentinel = new Sentinel(buffer, queue, slot);
+        Sentinel sentinel = new Sentinel(buffer, queue, slot, pool, capacity);
         sentinels.add(sentinel);
         return sentinel;
     }

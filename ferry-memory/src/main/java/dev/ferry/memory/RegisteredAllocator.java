@@ -129,9 +129,10 @@ public final class RegisteredAllocator implements AutoCloseable {
         if (buffer != null) {
             return buffer;
         }
-        long timeoutNanos = timeout.toNanos();
-        long deadline = System.nanoTime() + timeoutNanos;
+        long deadline = System.nanoTime() + timeout.toNanos();
         PoolArena arena = pools[pool.ordinal()];
+        // This thread's cache exists before the lock is taken: making one sweeps every pool.
+        threadCaches.get();
         arena.lock.lock();
         try {
             arena.waiters++;
@@ -182,15 +183,13 @@ public final class RegisteredAllocator implements AutoCloseable {
         buffer.allocated();
         LeakDetector.Sentinel sentinel = buffer.sentinel;
         if (sentinel != null) {
-            track(cache, sentinel, buffer);
+            track(cache, sentinel);
         }
         return buffer;
     }
 
-    private void track(ThreadCache cache, LeakDetector.Sentinel sentinel, RegisteredBuffer buffer) {
+    private void track(ThreadCache cache, LeakDetector.Sentinel sentinel) {
         sentinel.live = true;
-        sentinel.pool = buffer.pool.kind;
-        sentinel.capacity = buffer.capacity();
         if (paranoid || --cache.sampleCountdown <= 0) {
             cache.sampleCountdown = detector.sampleInterval;
             sentinel.site = new Throwable("buffer allocated here");
@@ -314,7 +313,8 @@ public final class RegisteredAllocator implements AutoCloseable {
         buffer.allocated();
         LeakDetector.Sentinel sentinel = buffer.sentinel;
         if (sentinel != null) {
-            track(threadCaches.get(), sentinel, buffer);
+            sentinel.pool = pool;
+            track(threadCaches.get(), sentinel);
         }
         return buffer;
     }

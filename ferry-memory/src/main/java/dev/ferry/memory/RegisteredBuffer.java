@@ -80,7 +80,8 @@ public final class RegisteredBuffer {
         this.descriptor = descriptor;
         this.key = key;
         this.registeredOffset = registeredOffset;
-        this.sentinel = detector.track(this, "slab " + run.slab.index + " +0x" + Long.toHexString(registeredOffset));
+        this.sentinel = detector.track(this, "slab " + run.slab.index + " +0x" + Long.toHexString(registeredOffset),
+                pool.kind, segment.byteSize());
     }
 
     /** A large buffer owning a whole registration cache entry. */
@@ -95,7 +96,8 @@ public final class RegisteredBuffer {
         this.descriptor = entry.descriptor();
         this.key = entry.key();
         this.registeredOffset = 0;
-        this.sentinel = detector.track(this, "large @0x" + Long.toHexString(segment.address()));
+        this.sentinel = detector.track(this, "large @0x" + Long.toHexString(segment.address()), null,
+                segment.byteSize());
     }
 
     /** A fresh object for the same slot, continuing the generation (PARANOID reuse). */
@@ -111,7 +113,8 @@ public final class RegisteredBuffer {
         this.key = released.key;
         this.registeredOffset = released.registeredOffset;
         STATE.set(this, (long) STATE.get(released) & ~0xFFFF_FFFFL);
-        this.sentinel = detector.track(this, released.sentinel == null ? "?" : released.sentinel.slot);
+        this.sentinel = detector.track(this, released.sentinel == null ? "?" : released.sentinel.slot,
+                released.sentinel == null ? null : released.sentinel.pool, segment.byteSize());
     }
 
     /** A view of part of {@code parent}. */

@@ -11,6 +11,7 @@ import java.util.Queue;
 import java.util.SplittableRandom;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -58,13 +59,11 @@ class ConcurrentAllocationTest {
                     failure.compareAndSet(null, e);
                 } finally {
                     done.countDown();
-                    // Drain what neighbours still send until everyone is done.
+                    // Keep draining what the neighbour still sends until everyone is done.
                     try {
-                        done.await();
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                    }
-                    try {
+                        do {
+                            drain(inboxes.get(id), verified);
+                        } while (!done.await(1, TimeUnit.MILLISECONDS));
                         drain(inboxes.get(id), verified);
                     } catch (Throwable e) {
                         failure.compareAndSet(null, e);

@@ -49,8 +49,8 @@ import org.junit.jupiter.api.Timeout;
  *   <li>a receiver holds at most {@code linksPerPeer * receiveBuffersPerLink} unreleased
  *       messages (of eager size) from one peer before that peer's sends wait;</li>
  *   <li>a message may be released after its transport closed;</li>
- *   <li>{@code bytesInFlight} never exceeds {@code sendWindowBytesPerProcess} while no single
- *       message is larger than that window.</li>
+ *   <li>{@code bytesInFlight} counts message bytes (not headers) and never exceeds
+ *       {@code sendWindowBytesPerProcess} while no single message is larger than that window.</li>
  * </ul>
  */
 public abstract class AbstractTransportTest {

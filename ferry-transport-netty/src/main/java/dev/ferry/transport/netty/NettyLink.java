@@ -25,6 +25,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * message that is not admitted waits, and so does everything queued behind it; the drain that
  * stops at it registers the link with the transport, and any write completion anywhere in the
  * process wakes registered links. Bytes leave the windows when the socket took the whole frame.
+ * {@code trySend} refuses while anything waits on the link, a little stricter than "anything of
+ * its stream": the link is the unit of order here.
  *
  * <p><b>Receive side.</b> Every DATA frame handed to the application counts against the link
  * until released. Past {@link NettyTuning#heldFramesPerLink} frames or {@link
@@ -222,7 +224,7 @@ final class NettyLink {
             send.complete();
         } else {
             Throwable why = peer.failure() != null ? peer.failure() : cause;
-            send.fail("send to " + peer.address() + " failed: " + why.getMessage(), why);
+            send.fail("send to " + peer.address() + " failed: " + why, why);
         }
         transport.wakeStalled();
     }
@@ -248,7 +250,7 @@ final class NettyLink {
                 releaseWindows(send.bytes);
             }
             send.message.discard();
-            send.fail("send to " + peer.address() + " failed: " + cause.getMessage(), cause);
+            send.fail("send to " + peer.address() + " failed: " + cause, cause);
         }
         connected.completeExceptionally(cause);
         if (ch != null) {

@@ -72,11 +72,6 @@ final class NettyOutboundMessage implements OutboundMessage {
         return length;
     }
 
-    /** Bytes on the wire: header and payload. */
-    int frameLength() {
-        return FrameDescriptor.HEADER_LENGTH + length;
-    }
-
     boolean isOpen() {
         return state.get() == OPEN;
     }

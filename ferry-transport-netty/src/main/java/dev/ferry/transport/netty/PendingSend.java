@@ -14,6 +14,7 @@ final class PendingSend implements ChannelFutureListener {
     final NettyLink link;
     final NettyOutboundMessage message;
     final int stream;
+    /** What the message holds of the send windows. */
     final int bytes;
     /** Null for {@code trySend}, whose caller has no future to watch. */
     final CompletableFuture<Void> future;
@@ -24,7 +25,9 @@ final class PendingSend implements ChannelFutureListener {
         this.link = link;
         this.message = message;
         this.stream = stream;
-        this.bytes = message.frameLength();
+        // Windows count message bytes, as the counters do, not our header: the figures then mean
+        // the same on every transport.
+        this.bytes = message.length();
         this.future = future;
     }
 

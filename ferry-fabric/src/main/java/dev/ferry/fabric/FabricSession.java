@@ -1,0 +1,250 @@
+package dev.ferry.fabric;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * One provider opened for use: fabric, domain and one completion queue that every endpoint
+ * of the session reports to, plus what the endpoint type needs to reach peers: an event queue
+ * and a listener for connected ({@link EndpointType#MSG}) endpoints, or one shared endpoint and
+ * an address vector for reliable-datagram ({@link EndpointType#RDM}) ones. Peers exchange the
+ * bytes of {@link #address()} out of band and {@link #connect} with them; a MSG session
+ * {@link #accept accepts} the other side.
+ *
+ * <p>Not thread-safe for set-up; the data calls of its endpoints follow the provider's threading.
+ */
+public final class FabricSession implements AutoCloseable {
+
+    private final InfoList infos;
+    private final FabricInfo info;
+    private final Fabric fabric;
+    private final Domain domain;
+    private final CompletionQueue cq;
+    private final EventQueue eq;
+    private final PassiveEndpoint listener;
+    private final Endpoint shared;
+    private final AddressVector av;
+    private final byte[] address;
+    private final List<Connection> connections = new ArrayList<>();
+
+    private FabricSession(InfoList infos, FabricInfo info, int cqSize, boolean listen) {
+        this.infos = infos;
+        this.info = info;
+        Fabric f = Fabric.open(info);
+        try {
+            this.fabric = f;
+            this.domain = f.openDomain(info);
+            this.cq = domain.openCompletionQueue(cqSize, false);
+            if (info.endpointType() == EndpointType.MSG) {
+                this.eq = f.openEventQueue(64);
+                this.av = null;
+                this.shared = null;
+                if (listen) {
+                    this.listener = f.openPassiveEndpoint(info);
+                    listener.bind(eq);
+                    listener.listen();
+                    this.address = listener.name();
+                } else {
+                    this.listener = null;
+                    this.address = new byte[0];
+                }
+            } else {
+                this.eq = null;
+                this.listener = null;
+                this.av = domain.openAddressVector(256);
+                this.shared = domain.openEndpoint(info);
+                shared.bind(cq, Fi.TRANSMIT | Fi.RECV);
+                shared.bind(av);
+                shared.enable();
+                this.address = shared.name();
+            }
+        } catch (RuntimeException e) {
+            f.close();
+            infos.close();
+            throw e;
+        }
+    }
+
+    /**
+     * Opens {@code provider} with {@code type} endpoints on {@code host}. A MSG session with
+     * {@code listen} accepts connections on an ephemeral port of {@code host}.
+     *
+     * @throws FabricException if no provider matches, naming the hints
+     */
+    public static FabricSession open(String provider, EndpointType type, String host, boolean listen, int cqSize) {
+        Objects.requireNonNull(host, "host");
+        Hints base = Hints.of(provider, type);
+        // Bind to host: a listener on an ephemeral port, otherwise just the interface, so
+        // that network providers stay on the address asked for. Providers without network
+        // addresses (shm) match nothing then, and are asked again without one.
+        InfoList infos = InfoList.query(base.localAddress(host, listen && type == EndpointType.MSG ? "0" : null));
+        if (infos.entries().isEmpty()) {
+            infos.close();
+            infos = InfoList.query(base);
+        }
+        FabricInfo chosen = infos.entries().stream()
+                .filter(i -> provider == null || i.provider().equals(provider) || i.provider().startsWith(provider + ";"))
+                .findFirst().orElse(null);
+        if (chosen == null) {
+            infos.close();
+            throw new FabricException("no libfabric provider '" + provider + "' with " + type
+                    + " endpoints on this machine (fi_info -p " + provider + " lists what there is)");
+        }
+        return new FabricSession(infos, chosen, cqSize, listen);
+    }
+
+    /** The provider's info for this session. */
+    public FabricInfo info() {
+        return info;
+    }
+
+    /** The domain: register memory here. */
+    public Domain domain() {
+        return domain;
+    }
+
+    /** The completion queue of every endpoint of this session. */
+    public CompletionQueue completionQueue() {
+        return cq;
+    }
+
+    /** The bytes a peer passes to {@link #connect}: the listener's or the shared endpoint's name. */
+    public byte[] address() {
+        return address.clone();
+    }
+
+    /**
+     * Connects to the session whose {@link #address()} is {@code peerAddress}, waiting up to
+     * {@code timeoutMillis} for a MSG connection to be established.
+     *
+     * @throws FabricException if the peer refuses or does not answer in time
+     */
+    public Connection connect(byte[] peerAddress, int timeoutMillis) {
+        if (info.endpointType() == EndpointType.RDM) {
+            Connection c = new Connection(this, shared, av.insert(peerAddress), false);
+            connections.add(c);
+            return c;
+        }
+        Endpoint ep = domain.openEndpoint(info);
+        try {
+            ep.bind(cq, Fi.TRANSMIT | Fi.RECV);
+            ep.bind(eq);
+            ep.enable();
+            ep.connect(peerAddress);
+            awaitEvent(ep, ConnectionEvent.Type.CONNECTED, timeoutMillis, "connect");
+        } catch (RuntimeException e) {
+            ep.close();
+            throw e;
+        }
+        Connection c = new Connection(this, ep, Fi.ADDR_UNSPEC, true);
+        connections.add(c);
+        return c;
+    }
+
+    /**
+     * Accepts the next connection request on this listening MSG session, waiting up to
+     * {@code timeoutMillis}. Before accepting, {@code beforeAccept} may post receives on the
+     * new endpoint, so nothing the peer sends finds the queue empty.
+     */
+    public Connection accept(int timeoutMillis, java.util.function.Consumer<Endpoint> beforeAccept) {
+        if (listener == null) {
+            throw new IllegalStateException("session is not listening (open it with listen=true and MSG endpoints)");
+        }
+        try (ConnectionEvent request = awaitEvent(listener, ConnectionEvent.Type.CONNREQ, timeoutMillis, "accept")) {
+            Endpoint ep = domain.openEndpoint(request.info());
+            try {
+                ep.bind(cq, Fi.TRANSMIT | Fi.RECV);
+                ep.bind(eq);
+                ep.enable();
+                if (beforeAccept != null) {
+                    beforeAccept.accept(ep);
+                }
+                ep.accept();
+                awaitEvent(ep, ConnectionEvent.Type.CONNECTED, timeoutMillis, "accept").close();
+            } catch (RuntimeException e) {
+                ep.close();
+                throw e;
+            }
+            Connection c = new Connection(this, ep, Fi.ADDR_UNSPEC, true);
+            connections.add(c);
+            return c;
+        }
+    }
+
+    /** The next connection event for anything of this session, or null within {@code timeoutMillis}. */
+    public ConnectionEvent pollEvent(int timeoutMillis) {
+        return eq == null ? null : eq.await(timeoutMillis);
+    }
+
+    private ConnectionEvent awaitEvent(FabricObject target, ConnectionEvent.Type type, int timeoutMillis, String what) {
+        long deadline = System.nanoTime() + timeoutMillis * 1_000_000L;
+        while (true) {
+            long left = (deadline - System.nanoTime()) / 1_000_000L;
+            if (left <= 0) {
+                throw new FabricException(what + " timed out after " + timeoutMillis + " ms waiting for " + type);
+            }
+            ConnectionEvent event = eq.poll();
+            if (event == null) { Thread.onSpinWait(); }
+            if (event == null) {
+                continue;
+            }
+            if (event.type() == type && (event.concerns(target) || type == ConnectionEvent.Type.CONNREQ)) {
+                return event;
+            }
+            event.close();
+            if (event.type() == ConnectionEvent.Type.ERROR && event.concerns(target)) {
+                throw FabricException.of(event.errno(), what + " on " + info.provider());
+            }
+            if (event.type() == ConnectionEvent.Type.SHUTDOWN && event.concerns(target)) {
+                throw new FabricException(what + ": peer shut the connection down");
+            }
+        }
+    }
+
+    /** Closes every endpoint, the queues, the domain and the fabric, in that order. */
+    @Override
+    public void close() {
+        try {
+            fabric.close();
+        } finally {
+            infos.close();
+        }
+    }
+
+    /** A reachable peer: an endpoint and the handle to name the peer in data calls. */
+    public static final class Connection implements AutoCloseable {
+        private final FabricSession session;
+        private final Endpoint endpoint;
+        private final long peer;
+        private final boolean ownsEndpoint;
+
+        Connection(FabricSession session, Endpoint endpoint, long peer, boolean ownsEndpoint) {
+            this.session = session;
+            this.endpoint = endpoint;
+            this.peer = peer;
+            this.ownsEndpoint = ownsEndpoint;
+        }
+
+        /** The endpoint to post on. */
+        public Endpoint endpoint() {
+            return endpoint;
+        }
+
+        /** The peer handle for data calls ({@link Fi#ADDR_UNSPEC} on connected endpoints). */
+        public long peer() {
+            return peer;
+        }
+
+        /** Closes a connected endpoint, or forgets a datagram peer's address. */
+        @Override
+        public void close() {
+            session.connections.remove(this);
+            if (ownsEndpoint) {
+                endpoint.close();
+            } else if (!session.av.isClosed()) {
+                session.av.remove(peer);
+            }
+        }
+    }
+}

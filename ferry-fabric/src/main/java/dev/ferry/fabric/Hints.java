@@ -1,0 +1,53 @@
+package dev.ferry.fabric;
+
+import java.util.Objects;
+
+/**
+ * What Ferry asks of {@code fi_getinfo}: a provider, an endpoint type, capabilities, the mode
+ * bits and memory-registration modes it can honour, and optionally a node and service.
+ *
+ * @param provider provider name ({@code shm}, {@code tcp}, {@code verbs}, {@code tcp;ofi_rxm}), or null for any
+ * @param endpointType the endpoint type wanted
+ * @param caps capabilities wanted, e.g. {@code Fi.MSG | Fi.RMA}
+ * @param mode mode bits Ferry supports; by default {@code FI_CONTEXT | FI_CONTEXT2}, which
+ *     {@link OperationContexts} satisfies
+ * @param mrMode memory-registration modes Ferry handles
+ * @param threading requested threading model, {@link Fi#THREAD_UNSPEC} for the provider's choice
+ * @param node host to resolve, or null
+ * @param service port or service to resolve, or null
+ * @param source whether node/service name the local side ({@code FI_SOURCE}, for listeners)
+ */
+public record Hints(String provider, EndpointType endpointType, long caps, long mode, int mrMode, int threading,
+        String node, String service, boolean source) {
+
+    /** Checks the endpoint type is given. */
+    public Hints {
+        Objects.requireNonNull(endpointType, "endpointType");
+    }
+
+    /** Messages and RMA on {@code provider} with endpoints of {@code type}. */
+    public static Hints of(String provider, EndpointType type) {
+        return new Hints(provider, type, Fi.MSG | Fi.RMA, Fi.CONTEXT | Fi.CONTEXT2, Fi.MR_MODES_SUPPORTED,
+                Fi.THREAD_UNSPEC, null, null, false);
+    }
+
+    /** These hints resolving {@code node}:{@code service} as the local (listening) address. */
+    public Hints localAddress(String host, String port) {
+        return new Hints(provider, endpointType, caps, mode, mrMode, threading, host, port, true);
+    }
+
+    /** These hints resolving {@code node}:{@code service} as the remote address to connect to. */
+    public Hints remoteAddress(String host, String port) {
+        return new Hints(provider, endpointType, caps, mode, mrMode, threading, host, port, false);
+    }
+
+    /** These hints with other memory-registration modes. */
+    public Hints withMrMode(int value) {
+        return new Hints(provider, endpointType, caps, mode, value, threading, node, service, source);
+    }
+
+    /** These hints with another threading model. */
+    public Hints withThreading(int value) {
+        return new Hints(provider, endpointType, caps, mode, mrMode, value, node, service, source);
+    }
+}

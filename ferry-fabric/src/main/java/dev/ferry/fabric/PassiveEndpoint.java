@@ -1,0 +1,53 @@
+package dev.ferry.fabric;
+
+import static dev.ferry.fabric.InfoDescriptor.CM_LISTEN;
+import static dev.ferry.fabric.InfoDescriptor.CM_REJECT;
+import static dev.ferry.fabric.InfoDescriptor.EP_CM;
+
+/**
+ * A passive endpoint ({@code fid_pep}): listens for connection requests, which arrive as
+ * {@link ConnectionEvent.Type#CONNREQ} events on its bound event queue.
+ */
+public final class PassiveEndpoint extends FabricObject {
+
+    private final long cm;
+
+    PassiveEndpoint(long fid, Fabric fabric) {
+        super(fid, fabric);
+        this.cm = LibFabric.word(fid, EP_CM);
+    }
+
+    /** Sends connection events to {@code eq}. */
+    public void bind(EventQueue eq) {
+        ensureOpen();
+        bindTo(eq, 0, "fi_pep_bind");
+    }
+
+    /** Starts listening. */
+    public void listen() {
+        ensureOpen();
+        try {
+            LibFabric.check((int) LibFabric.I_J.invokeExact(LibFabric.function(cm, CM_LISTEN), fid), "fi_listen");
+        } catch (Throwable t) {
+            throw LibFabric.rethrow(t);
+        }
+    }
+
+    /** The address peers connect to (a {@code sockaddr} for tcp and verbs). */
+    public byte[] name() {
+        ensureOpen();
+        return Names.getName(fid, cm);
+    }
+
+    /** Refuses a connection request. */
+    public void reject(ConnectionEvent request) {
+        ensureOpen();
+        long handle = LibFabric.word(request.info().address, InfoDescriptor.offset(InfoDescriptor.INFO, "handle"));
+        try {
+            LibFabric.check((int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(cm, CM_REJECT), fid, handle, 0L, 0L),
+                    "fi_reject");
+        } catch (Throwable t) {
+            throw LibFabric.rethrow(t);
+        }
+    }
+}

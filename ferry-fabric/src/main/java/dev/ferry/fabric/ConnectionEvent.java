@@ -25,9 +25,15 @@ public final class ConnectionEvent implements AutoCloseable {
     private final FabricInfo info;
     private final int errno;
     private final String message;
+    private final byte[] data;
     private boolean closed;
 
     ConnectionEvent(Type type, long fid, long info, int errno, String message) {
+        this(type, fid, info, errno, message, new byte[0]);
+    }
+
+    ConnectionEvent(Type type, long fid, long info, int errno, String message, byte[] data) {
+        this.data = data;
         this.type = type;
         this.fid = fid;
         this.info = info == 0 ? null : new FabricInfo(info);
@@ -51,6 +57,11 @@ public final class ConnectionEvent implements AutoCloseable {
     /** The connection request's info, for {@link Domain#openEndpoint}; null for other events. */
     public FabricInfo info() {
         return info;
+    }
+
+    /** The connection data the peer passed to {@link Endpoint#connect(byte[], byte[])}. */
+    public byte[] data() {
+        return data.clone();
     }
 
     /** The positive errno of an {@link Type#ERROR} event. */

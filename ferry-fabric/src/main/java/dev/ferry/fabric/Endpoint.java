@@ -111,18 +111,32 @@ public final class Endpoint extends FabricObject {
 
     /** Starts connecting to a raw address (such as a passive endpoint's {@link PassiveEndpoint#name()}). */
     public void connect(byte[] address) {
+        connect(address, new byte[0]);
+    }
+
+    /**
+     * Starts connecting to a raw address, with {@code data} (a few bytes) delivered to the
+     * listener in its {@link ConnectionEvent#data() connection request}.
+     */
+    public void connect(byte[] address, byte[] data) {
         ensureOpen();
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment addr = arena.allocate(address.length);
             addr.copyFrom(MemorySegment.ofArray(address));
-            connectTo(addr.address());
+            MemorySegment param = arena.allocate(Math.max(1, data.length));
+            param.copyFrom(MemorySegment.ofArray(data));
+            connectTo(addr.address(), data.length == 0 ? 0 : param.address(), data.length);
         }
     }
 
     private void connectTo(long address) {
+        connectTo(address, 0, 0);
+    }
+
+    private void connectTo(long address, long param, long paramLength) {
         try {
-            LibFabric.check((int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(cm, CM_CONNECT), fid, address, 0L,
-                    0L), "fi_connect");
+            LibFabric.check((int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(cm, CM_CONNECT), fid, address, param,
+                    paramLength), "fi_connect");
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
         }

@@ -56,7 +56,9 @@ public final class EventQueue extends FabricObject {
             long fidOfEvent = entry.get(JAVA_LONG, offset(EQ_CM_ENTRY, "fid"));
             return switch (event.get(JAVA_INT, 0)) {
                 case FI_CONNREQ -> new ConnectionEvent(ConnectionEvent.Type.CONNREQ, fidOfEvent,
-                        entry.get(JAVA_LONG, offset(EQ_CM_ENTRY, "info")), 0, null);
+                        entry.get(JAVA_LONG, offset(EQ_CM_ENTRY, "info")), 0, null,
+                        entry.asSlice(EQ_CM_ENTRY.byteSize(), Math.max(0, rc - EQ_CM_ENTRY.byteSize()))
+                                .toArray(java.lang.foreign.ValueLayout.JAVA_BYTE));
                 case FI_CONNECTED -> new ConnectionEvent(ConnectionEvent.Type.CONNECTED, fidOfEvent, 0, 0, null);
                 case FI_SHUTDOWN -> new ConnectionEvent(ConnectionEvent.Type.SHUTDOWN, fidOfEvent, 0, 0, null);
                 default -> new ConnectionEvent(ConnectionEvent.Type.OTHER, fidOfEvent, 0, 0, null);

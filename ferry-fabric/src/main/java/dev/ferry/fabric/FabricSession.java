@@ -172,9 +172,41 @@ public final class FabricSession implements AutoCloseable {
         }
     }
 
-    /** The next connection event for anything of this session, or null within {@code timeoutMillis}. */
+    /**
+     * The next connection event for anything of this session: null if none came within
+     * {@code timeoutMillis}; 0 does not wait.
+     */
     public ConnectionEvent pollEvent(int timeoutMillis) {
-        return eq == null ? null : eq.await(timeoutMillis);
+        if (eq == null) {
+            return null;
+        }
+        return timeoutMillis <= 0 ? eq.poll() : eq.await(timeoutMillis);
+    }
+
+    /**
+     * Opens a connected endpoint reporting to this session's queues, enabled and ready for
+     * receives to be posted: from a connection request's info to accept it, or from this
+     * session's info (null) to connect. The caller connects or accepts and owns the endpoint.
+     */
+    public Endpoint openConnectedEndpoint(FabricInfo request) {
+        if (info.endpointType() != EndpointType.MSG) {
+            throw new IllegalStateException("only connected (MSG) sessions open connected endpoints");
+        }
+        Endpoint ep = domain.openEndpoint(request == null ? info : request);
+        try {
+            ep.bind(cq, Fi.TRANSMIT | Fi.RECV);
+            ep.bind(eq);
+            ep.enable();
+            return ep;
+        } catch (RuntimeException e) {
+            ep.close();
+            throw e;
+        }
+    }
+
+    /** The shared endpoint of a reliable-datagram session; null for MSG sessions. */
+    public Endpoint sharedEndpoint() {
+        return shared;
     }
 
     private ConnectionEvent awaitEvent(FabricObject target, ConnectionEvent.Type type, int timeoutMillis, String what) {

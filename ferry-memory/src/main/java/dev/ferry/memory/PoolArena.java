@@ -134,6 +134,9 @@ final class PoolArena {
         lock.lock();
         try {
             if (slabBytes + largeBytes + bytes > quota) {
+                reclaimUnusedSlabs(slabBytes + largeBytes + bytes - quota);
+            }
+            if (slabBytes + largeBytes + bytes > quota) {
                 return false;
             }
             largeBytes += bytes;
@@ -193,6 +196,35 @@ final class PoolArena {
         slabs.add(slab);
         slabBytes += size;
         return slab;
+    }
+
+    /**
+     * Gives back slabs that no run uses any more, until {@code needed} bytes of quota are free:
+     * small buffers that came and went must not keep a large request out for ever. The caller
+     * holds the lock.
+     */
+    private void reclaimUnusedSlabs(long needed) {
+        for (var sizeClass : classes) {
+            for (var it = sizeClass.runs.iterator(); it.hasNext(); ) {
+                Run run = it.next();
+                if (run.unused()) {
+                    it.remove();
+                    run.available = false;
+                    run.dispose();
+                    run.slab.free(run.page, run.order);
+                }
+            }
+        }
+        long freed = 0;
+        for (var it = slabs.iterator(); it.hasNext() && freed < needed; ) {
+            Slab slab = it.next();
+            if (slab.unused()) {
+                it.remove();
+                slabBytes -= slab.segment.byteSize();
+                freed += slab.segment.byteSize();
+                slab.close();
+            }
+        }
     }
 
     /** Counters for statistics: slabs, slab bytes, large bytes, large buffers. */

@@ -75,6 +75,11 @@ final class Slab {
         free[order].set(page);
     }
 
+    /** Whether every page is free: no run lives in the slab. */
+    boolean unused() {
+        return freePages == (int) (segment.byteSize() >>> SizeClasses.PAGE_SHIFT);
+    }
+
     int freePages() {
         return freePages;
     }

@@ -1,0 +1,139 @@
+package dev.ferry.transport.fabric;
+
+import java.net.Socket;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+
+import dev.ferry.memory.PoolExhaustedException;
+import dev.ferry.memory.PoolKind;
+import dev.ferry.memory.RegisteredBuffer;
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.TransportException;
+
+/** A peer of the fabric transport: its links, its control socket, and the bytes in flight to it. */
+final class FabricPeer implements Peer {
+
+    final FabricTransport transport;
+    private final String address;
+    final Socket control;
+    Link[] links = new Link[0];
+    /** Bytes in flight to this peer; guarded by the {@link SendWindow}. */
+    long inFlight;
+    /** Fabric-level handle of the peer (reliable-datagram sessions). */
+    long fabricAddress = -1;
+    final CompletableFuture<Void> ready = new CompletableFuture<>();
+    private volatile Throwable failure;
+
+    FabricPeer(FabricTransport transport, String address, Socket control) {
+        this.transport = transport;
+        this.address = address;
+        this.control = control;
+    }
+
+    @Override
+    public String address() {
+        return address;
+    }
+
+    Link link(int stream) {
+        return links[Math.floorMod(stream, links.length)];
+    }
+
+    @Override
+    public OutboundMessage allocate(int length) {
+        checkUsable(length);
+        try {
+            RegisteredBuffer buffer = transport.allocator().allocate(PoolKind.SEND,
+                    FrameDescriptor.PAYLOAD_OFFSET + (long) length, Duration.ofMillis(transport.config().connectTimeoutMillis()));
+            return new OutboundFrame(this, buffer, length);
+        } catch (PoolExhaustedException e) {
+            throw new TransportException("no send buffer of " + length + " bytes for " + address + " within "
+                    + transport.config().connectTimeoutMillis() + " ms: the send pool is exhausted", e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new TransportException("interrupted while waiting for a send buffer", e);
+        } catch (IllegalStateException e) {
+            throw new TransportException("transport closed", e);
+        }
+    }
+
+    @Override
+    public OutboundMessage tryAllocate(int length) {
+        checkUsable(length);
+        RegisteredBuffer buffer = transport.allocator().tryAllocate(PoolKind.SEND,
+                FrameDescriptor.PAYLOAD_OFFSET + (long) length);
+        return buffer == null ? null : new OutboundFrame(this, buffer, length);
+    }
+
+    private void checkUsable(int length) {
+        if (length < 0 || length > transport.config().maxMessageSize()) {
+            throw new TransportException("message of " + length + " bytes is outside 0.."
+                    + transport.config().maxMessageSize() + " (maxMessageSize)");
+        }
+        Throwable cause = failure;
+        if (cause != null) {
+            throw new TransportException("peer " + address + " has failed: " + cause.getMessage(), cause);
+        }
+    }
+
+    @Override
+    public CompletableFuture<Void> send(int stream, OutboundMessage message) {
+        OutboundFrame frame = (OutboundFrame) message;
+        frame.handOver(this);
+        frame.future = new CompletableFuture<>();
+        frame.stream = stream;
+        CompletableFuture<Void> future = frame.future;
+        Throwable cause = failure;
+        if (cause != null) {
+            frame.free();
+            future.completeExceptionally(new TransportException("peer " + address + " has failed", cause));
+            return future;
+        }
+        Link link = link(stream);
+        frame.link = link;
+        link.waiting.incrementAndGet();
+        transport.submitSend(frame);
+        return future;
+    }
+
+    @Override
+    public boolean trySend(int stream, OutboundMessage message) {
+        OutboundFrame frame = (OutboundFrame) message;
+        if (failure != null) {
+            return false;
+        }
+        Link link = link(stream);
+        if (!link.ready || link.waiting.get() > 0 || !link.credits.canSendMessage()
+                || !transport.window().tryAcquire(link, frame.length)) {
+            return false;
+        }
+        frame.admitted = true;
+        send(stream, frame);
+        return true;
+    }
+
+    @Override
+    public boolean isOpen() {
+        return failure == null && !transport.isClosed();
+    }
+
+    Throwable failure() {
+        return failure;
+    }
+
+    /** Marks the peer failed; true the first time. */
+    synchronized boolean fail(Throwable cause) {
+        if (failure != null) {
+            return false;
+        }
+        failure = cause;
+        ready.completeExceptionally(cause);
+        return true;
+    }
+
+    @Override
+    public String toString() {
+        return "peer " + address;
+    }
+}

@@ -1,0 +1,1466 @@
+package dev.ferry.transport.fabric;
+
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.Supplier;
+
+import dev.ferry.fabric.CompletionBatch;
+import dev.ferry.fabric.CompletionError;
+import dev.ferry.fabric.CompletionQueue;
+import dev.ferry.fabric.ConnectionEvent;
+import dev.ferry.fabric.Endpoint;
+import dev.ferry.fabric.EndpointType;
+import dev.ferry.fabric.Errno;
+import dev.ferry.fabric.FabricException;
+import dev.ferry.fabric.FabricSession;
+import dev.ferry.fabric.Fi;
+import dev.ferry.fabric.OperationContexts;
+import dev.ferry.memory.AllocatorConfig;
+import dev.ferry.memory.PoolKind;
+import dev.ferry.memory.RegisteredAllocator;
+import dev.ferry.memory.RegisteredBuffer;
+import dev.ferry.transport.MessageHandler;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.TransportCounters;
+import dev.ferry.transport.TransportException;
+
+/**
+ * The ByteExpress-style transport over libfabric.
+ *
+ * <p>One progress thread owns every libfabric call of the transport: it drains the completion
+ * queue in batches, posts what application threads hand it through a queue, pumps links (credits
+ * and send window permitting), pulls rendezvous payloads in chunks, and repost buffers the
+ * application releases. It spins briefly, then yields, then parks, so an idle transport uses no
+ * CPU. A small TCP control channel per peer exchanges fabric addresses and link ids
+ * (bootstrap) and tells each side when the other goes away.
+ */
+final class FabricTransport implements Transport {
+
+    private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
+    private static final int MAGIC = 0x46525931; // "FRY1"
+    private static final int SLOTS = 1 << 16;
+    private static final int BATCH = 64;
+    private static final int CONTROL_BUFFERS = 2048;
+    private static final int MAX_READS = 16;
+
+    // Operation kinds, per context slot.
+    private static final byte RECV = 1;
+    private static final byte SEND_MESSAGE = 2;
+    private static final byte SEND_CONTROL = 3;
+    private static final byte READ = 4;
+
+    private final TransportConfig config;
+    private final MessageHandler handler;
+    private final FabricSession session;
+    private final EndpointType type;
+    private final CompletionQueue cq;
+    private final RegisteredAllocator allocator;
+    private final SendWindow window;
+    private final int receiveBytes;
+    private final ServerSocket controlSocket;
+    private final String localAddress;
+    private final Thread progress;
+    private final Thread acceptor;
+    private volatile boolean closed;
+    private volatile boolean parked;
+
+    private final ConcurrentHashMap<String, FabricPeer> peers = new ConcurrentHashMap<>();
+    private final ConcurrentLinkedQueue<Object> commands = new ConcurrentLinkedQueue<>();
+
+    // Progress-thread state.
+    private final OperationContexts contexts = new OperationContexts(SLOTS);
+    private final byte[] opKind = new byte[SLOTS];
+    private final Object[] opTarget = new Object[SLOTS];
+    private final Link[] opLink = new Link[SLOTS];
+    private final long[] opBytes = new long[SLOTS];
+    private final int[] freeSlots = new int[SLOTS];
+    private int freeCount;
+    private final List<Link> links = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final ArrayDeque<Link> active = new ArrayDeque<>();
+    private final ArrayDeque<InboundFrame> pulls = new ArrayDeque<>();
+    private int readsInFlight;
+    private final ArrayDeque<Object[]> repostRetry = new ArrayDeque<>();
+    private final ArrayDeque<RegisteredBuffer> controlBuffers = new ArrayDeque<>();
+    private final Map<Long, OutboundFrame> rendezvousOut = new HashMap<>();
+    private long nextCookie = 1;
+    private int connecting;
+    /** Shared receive queue: buffers posted, and credits granted to live links. */
+    private long sharedPosted;
+    private long sharedGranted;
+    private long loops;
+
+    // Counters.
+    private final LongAdder messagesSent = new LongAdder();
+    private final LongAdder messagesReceived = new LongAdder();
+    private final LongAdder bytesSent = new LongAdder();
+    private final LongAdder bytesReceived = new LongAdder();
+    private final LongAdder eagerSent = new LongAdder();
+    private final LongAdder rendezvousSent = new LongAdder();
+    private final LongAdder creditStalls = new LongAdder();
+    private final LongAdder windowStalls = new LongAdder();
+    private final LongAdder reposts = new LongAdder();
+    private final AtomicLong held = new AtomicLong();
+    private final LongAdder linkFailures = new LongAdder();
+    private volatile int linksOpen;
+
+    FabricTransport(TransportConfig config, MessageHandler handler) {
+        this.config = config;
+        this.handler = handler;
+        this.window = new SendWindow(config.sendWindowBytesPerLink(), config.sendWindowBytesPerPeer(),
+                config.sendWindowBytesPerProcess());
+        this.receiveBytes = FrameDescriptor.HEADER + config.eagerThreshold();
+        this.session = openSession(config);
+        this.type = session.info().endpointType();
+        this.cq = session.completionQueue();
+        RegisteredAllocator alloc = null;
+        ServerSocket socket = null;
+        try {
+            // Slabs of up to 4 MiB, smaller for small pools so that a pool is never one idle slab;
+            // control frames get a slab of their own on top of the send pool.
+            long smallest = Math.min(config.sendPoolBytes(), Math.min(config.receivePoolBytes(), config.rendezvousPoolBytes()));
+            long slab = Math.max(1L << 20, Math.min(4L << 20, Long.highestOneBit(smallest)));
+            alloc = new RegisteredAllocator(new FabricRegistrar(session.domain()), AllocatorConfig.defaults()
+                    .withSlabBytes(slab)
+                    .withQuota(PoolKind.SEND, config.sendPoolBytes() + slab)
+                    .withQuota(PoolKind.RECEIVE, config.receivePoolBytes())
+                    .withQuota(PoolKind.RENDEZVOUS, config.rendezvousPoolBytes()));
+            for (int i = 0; i < CONTROL_BUFFERS; i++) {
+                controlBuffers.add(alloc.tryAllocate(PoolKind.SEND, FrameDescriptor.HEADER));
+            }
+            socket = new ServerSocket();
+            socket.bind(new InetSocketAddress(InetAddress.getByName(config.bindHost()), config.bindPort()), 1024);
+        } catch (IOException | RuntimeException e) {
+            if (alloc != null) {
+                closeQuietly(alloc);
+            }
+            session.close();
+            throw new TransportException("cannot open the " + config.provider() + " transport on "
+                    + config.bindHost() + ":" + config.bindPort() + ": " + e.getMessage(), e);
+        }
+        this.allocator = alloc;
+        this.controlSocket = socket;
+        this.localAddress = config.bindHost() + ":" + socket.getLocalPort();
+        for (int i = SLOTS - 1; i >= 0; i--) {
+            freeSlots[freeCount++] = i;
+        }
+        this.progress = Thread.ofPlatform().name("ferry-progress-" + socket.getLocalPort()).daemon()
+                .unstarted(this::runProgress);
+        this.acceptor = Thread.ofPlatform().name("ferry-control-" + socket.getLocalPort()).daemon()
+                .unstarted(this::runAcceptor);
+        progress.start();
+        acceptor.start();
+    }
+
+    /**
+     * Opens the provider: {@code name} alone tries connected (MSG) endpoints, then reliable
+     * datagrams (RDM); {@code name/msg} or {@code name/rdm} forces one.
+     */
+    private static FabricSession openSession(TransportConfig config) {
+        String provider = config.provider();
+        String forced = null;
+        int slash = provider.indexOf('/');
+        if (slash > 0) {
+            forced = provider.substring(slash + 1).toUpperCase(java.util.Locale.ROOT);
+            provider = provider.substring(0, slash);
+        }
+        FabricException first = null;
+        for (EndpointType t : new EndpointType[] {EndpointType.MSG, EndpointType.RDM}) {
+            if (forced != null && !forced.equals(t.name())) {
+                continue;
+            }
+            try {
+                return FabricSession.open(provider, t, config.bindHost(), t == EndpointType.MSG, 8192);
+            } catch (FabricException e) {
+                first = first == null ? e : first;
+            }
+        }
+        throw new TransportException("libfabric provider '" + config.provider() + "' is not available: "
+                + (first == null ? "unknown endpoint type" : first.getMessage()), first);
+    }
+
+    TransportConfig config() {
+        return config;
+    }
+
+    RegisteredAllocator allocator() {
+        return allocator;
+    }
+
+    SendWindow window() {
+        return window;
+    }
+
+    boolean isClosed() {
+        return closed;
+    }
+
+    @Override
+    public String localAddress() {
+        return localAddress;
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Bootstrap over the control channel
+
+    @Override
+    public Peer connect(String address) {
+        if (closed) {
+            throw new TransportException("transport is closed");
+        }
+        FabricPeer existing = peers.get(address);
+        if (existing != null && existing.failure() == null) {
+            awaitReady(existing);
+            return existing;
+        }
+        synchronized (this) {
+            existing = peers.get(address);
+            if (existing != null && existing.failure() == null) {
+                awaitReady(existing);
+                return existing;
+            }
+            return dial(address);
+        }
+    }
+
+    private FabricPeer dial(String address) {
+        int colon = address.lastIndexOf(':');
+        if (colon <= 0) {
+            throw new TransportException("address must be host:port: " + address);
+        }
+        long timeout = config.connectTimeoutMillis();
+        Socket socket = new Socket();
+        FabricPeer peer = null;
+        try {
+            socket.setTcpNoDelay(true);
+            socket.connect(new InetSocketAddress(address.substring(0, colon), Integer.parseInt(address.substring(colon + 1))),
+                    (int) timeout);
+            socket.setSoTimeout((int) timeout);
+            peer = new FabricPeer(this, address, socket);
+            FabricPeer p = peer;
+            int count = type == EndpointType.MSG ? config.linksPerPeer() : 1;
+            Link[] created = onProgress(() -> createLinks(p, count));
+            DataOutputStream out = new DataOutputStream(socket.getOutputStream());
+            out.writeInt(MAGIC);
+            out.writeUTF(localAddress);
+            writeBytes(out, type == EndpointType.RDM ? session.address() : new byte[0]);
+            out.writeInt(created.length);
+            for (Link link : created) {
+                out.writeInt(link.id);
+                out.writeInt(link.granted);
+            }
+            out.flush();
+            DataInputStream in = new DataInputStream(socket.getInputStream());
+            if (in.readInt() != MAGIC) {
+                throw new TransportException(address + " is not a Ferry transport");
+            }
+            if (in.readByte() != 0) {
+                throw new TransportException(address + " refused the connection: " + in.readUTF());
+            }
+            byte[] fabricAddress = readBytes(in);
+            int n = in.readInt();
+            if (n != created.length) {
+                throw new TransportException(address + " answered with " + n + " links for " + created.length);
+            }
+            int[] remoteIds = new int[n];
+            int[] grants = new int[n];
+            for (int i = 0; i < n; i++) {
+                remoteIds[i] = in.readInt();
+                grants[i] = in.readInt();
+            }
+            peers.put(address, peer);
+            onProgress(() -> {
+                completeConnector(p, fabricAddress, remoteIds, grants);
+                return null;
+            });
+            awaitReady(peer);
+            socket.setSoTimeout(0);
+            startControlReader(peer);
+            return peer;
+        } catch (IOException | RuntimeException e) {
+            if (peer != null) {
+                peers.remove(address, peer);
+                FabricPeer failed = peer;
+                TransportException cause = new TransportException("cannot connect to " + address + ": " + e.getMessage(), e);
+                failed.fail(cause);
+                command(() -> teardown(failed, cause, false));
+            }
+            closeQuietly(socket);
+            if (e instanceof TransportException t) {
+                throw t;
+            }
+            throw new TransportException("cannot connect to " + address + ": " + e, e);
+        }
+    }
+
+    private void awaitReady(FabricPeer peer) {
+        try {
+            peer.ready.get(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            throw new TransportException("links to " + peer.address() + " not up within " + config.connectTimeoutMillis()
+                    + " ms", e);
+        } catch (ExecutionException e) {
+            throw new TransportException("cannot connect to " + peer.address() + ": " + e.getCause().getMessage(),
+                    e.getCause());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new TransportException("interrupted while connecting to " + peer.address(), e);
+        }
+    }
+
+    private void runAcceptor() {
+        while (!closed) {
+            Socket socket;
+            try {
+                socket = controlSocket.accept();
+            } catch (IOException e) {
+                if (!closed) {
+                    LOG.log(System.Logger.Level.WARNING, "control channel accept failed", e);
+                }
+                return;
+            }
+            Thread.ofVirtual().name("ferry-handshake").start(() -> handshake(socket));
+        }
+    }
+
+    private void handshake(Socket socket) {
+        FabricPeer peer = null;
+        try {
+            socket.setTcpNoDelay(true);
+            socket.setSoTimeout((int) config.connectTimeoutMillis());
+            DataInputStream in = new DataInputStream(socket.getInputStream());
+            DataOutputStream out = new DataOutputStream(socket.getOutputStream());
+            if (in.readInt() != MAGIC) {
+                throw new IOException("not a Ferry transport");
+            }
+            String address = in.readUTF();
+            byte[] fabricAddress = readBytes(in);
+            int n = in.readInt();
+            if (n <= 0 || n > config.linksPerPeer() && type == EndpointType.MSG || n > 64) {
+                throw new IOException("bad link count " + n);
+            }
+            int[] remoteIds = new int[n];
+            int[] grants = new int[n];
+            for (int i = 0; i < n; i++) {
+                remoteIds[i] = in.readInt();
+                grants[i] = in.readInt();
+            }
+            FabricPeer fresh = new FabricPeer(this, address, socket);
+            FabricPeer previous = peers.putIfAbsent(address, fresh);
+            if (previous != null && previous.failure() == null) {
+                out.writeInt(MAGIC);
+                out.writeByte(1);
+                out.writeUTF("already connected to " + address);
+                out.flush();
+                closeQuietly(socket);
+                return;
+            } else if (previous != null) {
+                peers.put(address, fresh);
+            }
+            peer = fresh;
+            FabricPeer p = peer;
+            Link[] created = onProgress(() -> {
+                Link[] made = createLinks(p, n);
+                for (int i = 0; i < n; i++) {
+                    made[i].remoteId = remoteIds[i];
+                }
+                acceptLinks(p, made, fabricAddress, grants);
+                return made;
+            });
+            out.writeInt(MAGIC);
+            out.writeByte(0);
+            writeBytes(out, session.address());
+            out.writeInt(created.length);
+            for (Link link : created) {
+                out.writeInt(link.id);
+                out.writeInt(link.granted);
+            }
+            out.flush();
+            socket.setSoTimeout(0);
+            readControl(peer);
+        } catch (IOException | RuntimeException e) {
+            if (peer != null) {
+                LOG.log(System.Logger.Level.WARNING, "handshake with " + peer.address() + " failed", e);
+                peerLost(peer, new TransportException("handshake with " + peer.address() + " failed: " + e.getMessage(), e));
+            } else if (!closed) {
+                LOG.log(System.Logger.Level.WARNING, "refused a control connection from "
+                        + socket.getRemoteSocketAddress() + ": " + e.getMessage());
+            }
+            closeQuietly(socket);
+        }
+    }
+
+    private void startControlReader(FabricPeer peer) {
+        Thread.ofVirtual().name("ferry-control-reader").start(() -> readControl(peer));
+    }
+
+    /** Blocks on the control socket: its end is the peer's end. */
+    private void readControl(FabricPeer peer) {
+        try {
+            while (peer.control.getInputStream().read() >= 0) {
+                // Nothing is sent after the handshake yet; heartbeats and recovery come later.
+            }
+            peerLost(peer, new TransportException("peer " + peer.address() + " closed its control channel"));
+        } catch (IOException e) {
+            peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: " + e.getMessage(), e));
+        }
+    }
+
+    private void peerLost(FabricPeer peer, TransportException cause) {
+        if (closed) {
+            return;
+        }
+        command(() -> teardown(peer, cause, true));
+    }
+
+    private static void writeBytes(DataOutputStream out, byte[] bytes) throws IOException {
+        out.writeShort(bytes.length);
+        out.write(bytes);
+    }
+
+    private static byte[] readBytes(DataInputStream in) throws IOException {
+        byte[] bytes = new byte[in.readUnsignedShort()];
+        in.readFully(bytes);
+        return bytes;
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Links (progress thread)
+
+    /**
+     * Creates links and sets aside their receive buffers, as many as the receive pool and the
+     * endpoint's receive queue allow. A connected endpoint has a queue of its own per link. On a
+     * shared (reliable-datagram) endpoint all links share one queue of {@code rx_size} entries:
+     * each new link is granted a share of what is left (at least a few credits), and the buffers
+     * of links that went away are granted again rather than posted twice.
+     */
+    private Link[] createLinks(FabricPeer peer, int count) {
+        if (linksOpenNow() + count > config.maxLinks()) {
+            throw new TransportException("maxLinks (" + config.maxLinks() + ") reached");
+        }
+        int minimum = ReceiveCredits.RESERVE + 2;
+        int want = config.receiveBuffersPerLink() + ReceiveCredits.RESERVE;
+        long queue = Math.max(minimum, session.info().rxSize());
+        Link[] made = new Link[count];
+        for (int i = 0; i < count; i++) {
+            int grant;
+            if (type == EndpointType.RDM) {
+                long left = queue - sharedGranted;
+                grant = (int) Math.min(want, Math.max(minimum, left / 32));
+                if (left < minimum) {
+                    throw new TransportException("the shared receive queue (" + queue + " entries) is fully granted to "
+                            + linksOpenNow() + " links");
+                }
+            } else {
+                grant = (int) Math.min(want, queue);
+            }
+            List<RegisteredBuffer> got = new ArrayList<>();
+            int toPost = type == EndpointType.RDM ? (int) Math.max(0, sharedGranted + grant - sharedPosted) : grant;
+            while (got.size() < toPost) {
+                RegisteredBuffer b = allocator.tryAllocate(PoolKind.RECEIVE, receiveBytes);
+                if (b == null) {
+                    break;
+                }
+                got.add(b);
+            }
+            if (got.size() < toPost && (type == EndpointType.MSG ? got.size() : sharedPosted + got.size() - sharedGranted)
+                    < minimum) {
+                got.forEach(RegisteredBuffer::release);
+                for (int j = 0; j < i; j++) {
+                    if (made[j].reserved != null) {
+                        for (RegisteredBuffer b : made[j].reserved) {
+                            b.release();
+                        }
+                    }
+                }
+                throw new TransportException("receive pool exhausted (" + config.receivePoolBytes()
+                        + " bytes): raise receivePoolBytes or lower receiveBuffersPerLink");
+            }
+            if (got.size() < toPost) {
+                grant = type == EndpointType.MSG ? got.size() : (int) (sharedPosted + got.size() - sharedGranted);
+            }
+            Link link = new Link(peer, links.size(), new ReceiveCredits(grant, 0));
+            link.granted = grant;
+            link.reserved = got.toArray(RegisteredBuffer[]::new);
+            links.add(link);
+            made[i] = link;
+            if (type == EndpointType.RDM) {
+                // Shared receives are posted before the peer learns of the grant.
+                link.endpoint = session.sharedEndpoint();
+                for (RegisteredBuffer b : link.reserved) {
+                    postReceive(b, link);
+                }
+                sharedPosted += link.reserved.length;
+                sharedGranted += grant;
+                link.reserved = null;
+            }
+        }
+        peer.links = made;
+        return made;
+    }
+
+    private int linksOpenNow() {
+        int n = 0;
+        for (Link link : links) {
+            if (link.peer.failure() == null) {
+                n++;
+            }
+        }
+        return n;
+    }
+
+    private void completeConnector(FabricPeer peer, byte[] fabricAddress, int[] remoteIds, int[] grants) {
+        Link[] made = peer.links;
+        for (int i = 0; i < made.length; i++) {
+            Link link = made[i];
+            link.remoteId = remoteIds[i];
+            link.credits.returned(grants[i]);
+        }
+        if (type == EndpointType.RDM) {
+            long handle = session.connect(fabricAddress, 0).peer();
+            peer.fabricAddress = handle;
+            for (Link link : made) {
+                link.address = handle;
+                markReady(link);
+            }
+            return;
+        }
+        for (Link link : made) {
+            Endpoint ep = session.openConnectedEndpoint(null);
+            link.endpoint = ep;
+            link.address = Fi.ADDR_UNSPEC;
+            for (RegisteredBuffer b : link.reserved) {
+                postReceive(b, link);
+            }
+            link.reserved = null;
+            ep.connect(fabricAddress, intBytes(link.remoteId));
+            connecting++;
+        }
+    }
+
+    private void acceptLinks(FabricPeer peer, Link[] made, byte[] fabricAddress, int[] grants) {
+        for (int i = 0; i < made.length; i++) {
+            made[i].credits.returned(grants[i]);
+        }
+        if (type == EndpointType.RDM) {
+            long handle = session.connect(fabricAddress, 0).peer();
+            peer.fabricAddress = handle;
+            for (Link link : made) {
+                link.address = handle;
+                markReady(link);
+            }
+        } else {
+            connecting += made.length;
+        }
+    }
+
+    private static byte[] intBytes(int value) {
+        return ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(value).array();
+    }
+
+    private void markReady(Link link) {
+        link.ready = true;
+        linksOpen++;
+        FabricPeer peer = link.peer;
+        for (Link l : peer.links) {
+            if (!l.ready) {
+                return;
+            }
+        }
+        peer.ready.complete(null);
+        activate(link);
+    }
+
+    private void pollEvents() {
+        ConnectionEvent event;
+        while ((event = session.pollEvent(0)) != null) {
+            try (ConnectionEvent e = event) {
+                switch (e.type()) {
+                    case CONNREQ -> onConnectRequest(e);
+                    case CONNECTED -> {
+                        Link link = linkOf(e);
+                        if (link != null && !link.ready) {
+                            connecting--;
+                            markReady(link);
+                        }
+                    }
+                    case SHUTDOWN -> {
+                        Link link = linkOf(e);
+                        if (link != null) {
+                            teardown(link.peer, new TransportException("peer " + link.peer.address()
+                                    + " shut the connection down"), true);
+                        }
+                    }
+                    case ERROR -> {
+                        Link link = linkOf(e);
+                        if (link != null) {
+                            teardown(link.peer, new TransportException("connection to " + link.peer.address()
+                                    + " failed: " + Errno.name(e.errno()) + " " + e.message()), true);
+                        }
+                    }
+                    default -> { }
+                }
+            }
+        }
+    }
+
+    private Link linkOf(ConnectionEvent event) {
+        for (Link link : links) {
+            if (link.endpoint != null && event.concerns(link.endpoint)) {
+                return link;
+            }
+        }
+        return null;
+    }
+
+    private void onConnectRequest(ConnectionEvent request) {
+        byte[] data = request.data();
+        int id = data.length >= 4 ? ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).getInt() : -1;
+        Link link = id >= 0 && id < links.size() ? links.get(id) : null;
+        if (link == null || link.endpoint != null || link.reserved == null || link.peer.failure() != null) {
+            LOG.log(System.Logger.Level.WARNING, "rejected a connection request for unknown link " + id);
+            return;
+        }
+        Endpoint ep = session.openConnectedEndpoint(request.info());
+        link.endpoint = ep;
+        link.address = Fi.ADDR_UNSPEC;
+        for (RegisteredBuffer b : link.reserved) {
+            postReceive(b, link);
+        }
+        link.reserved = null;
+        ep.accept();
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // The progress loop
+
+    private void runProgress() {
+        CompletionBatch batch = new CompletionBatch(BATCH);
+        int idle = 0;
+        try {
+            while (!closed) {
+                int work = drainCommands();
+                work += poll(batch);
+                if (type == EndpointType.MSG && (connecting > 0 || (++loops & 1023) == 0)) {
+                    pollEvents();
+                }
+                work += pump();
+                if (work > 0) {
+                    idle = 0;
+                } else {
+                    idle = idle(idle);
+                }
+            }
+        } catch (Throwable t) {
+            LOG.log(System.Logger.Level.ERROR, "progress thread failed; the transport stops", t);
+            for (FabricPeer peer : peers.values()) {
+                peer.fail(new TransportException("transport progress failed: " + t, t));
+            }
+        } finally {
+            shutdown(batch);
+        }
+    }
+
+    private int idle(int idle) {
+        if (idle < 200) {
+            Thread.onSpinWait();
+        } else if (idle < 300) {
+            Thread.yield();
+        } else {
+            parked = true;
+            if (commands.isEmpty()) {
+                // Provider progress (tcp) needs the queue read now and then even when idle.
+                LockSupport.parkNanos(Math.min(1_000_000L, 1_000L << Math.min(10, (idle - 300) / 16)));
+            }
+            parked = false;
+        }
+        return idle + 1;
+    }
+
+    private void command(Runnable task) {
+        commands.add(task);
+        wake();
+    }
+
+    void submitSend(OutboundFrame frame) {
+        commands.add(frame);
+        wake();
+    }
+
+    private void wake() {
+        if (parked) {
+            LockSupport.unpark(progress);
+        }
+    }
+
+    private <T> T onProgress(Supplier<T> task) {
+        if (Thread.currentThread() == progress) {
+            return task.get();
+        }
+        CompletableFuture<T> result = new CompletableFuture<>();
+        command(() -> {
+            try {
+                result.complete(task.get());
+            } catch (Throwable t) {
+                result.completeExceptionally(t);
+            }
+        });
+        try {
+            return result.get(config.connectTimeoutMillis() + 5_000, TimeUnit.MILLISECONDS);
+        } catch (ExecutionException e) {
+            if (e.getCause() instanceof RuntimeException r) {
+                throw r;
+            }
+            throw new TransportException(e.getCause().toString(), e.getCause());
+        } catch (TimeoutException | InterruptedException e) {
+            throw new TransportException("the progress thread did not answer", e);
+        }
+    }
+
+    private int drainCommands() {
+        int n = 0;
+        Object command;
+        while (n < 256 && (command = commands.poll()) != null) {
+            n++;
+            if (command instanceof OutboundFrame frame) {
+                enqueue(frame);
+            } else if (command instanceof InboundFrame frame) {
+                repost(frame);
+            } else {
+                ((Runnable) command).run();
+            }
+        }
+        for (int i = repostRetry.size(); i > 0; i--) {
+            Object[] pending = repostRetry.poll();
+            postReceive((RegisteredBuffer) pending[0], (Link) pending[1]);
+        }
+        return n;
+    }
+
+    private void enqueue(OutboundFrame frame) {
+        Link link = frame.link;
+        if (link.peer.failure() != null) {
+            link.waiting.decrementAndGet();
+            failSend(frame, link.peer.failure());
+            return;
+        }
+        link.queue.add(frame);
+        activate(link);
+    }
+
+    private void activate(Link link) {
+        if (!link.active) {
+            link.active = true;
+            active.add(link);
+        }
+    }
+
+    private int pump() {
+        int work = 0;
+        for (int i = active.size(); i > 0; i--) {
+            Link link = active.poll();
+            link.active = false;
+            work += pump(link);
+            if (!link.queue.isEmpty() || !link.control.isEmpty() || link.credits.shouldReturn()) {
+                activate(link);
+            }
+        }
+        work += pull();
+        return work;
+    }
+
+    private int pump(Link link) {
+        if (!link.ready || link.peer.failure() != null) {
+            return 0;
+        }
+        int posted = 0;
+        // Rendezvous releases count as messages: they may not take the reserve kept for credit returns.
+        while (!link.control.isEmpty() && link.credits.canSendMessage()) {
+            OutboundFrame frame = link.control.peek();
+            if (!postControl(link, frame)) {
+                return posted;
+            }
+            link.control.poll();
+            posted++;
+        }
+        while (!link.queue.isEmpty()) {
+            OutboundFrame frame = link.queue.peek();
+            if (!link.credits.canSendMessage()) {
+                if (!link.creditStalled) {
+                    link.creditStalled = true;
+                    creditStalls.increment();
+                }
+                break;
+            }
+            link.creditStalled = false;
+            if (!frame.admitted) {
+                if (!window.tryAcquire(link, frame.length)) {
+                    if (!link.windowStalled) {
+                        link.windowStalled = true;
+                        windowStalls.increment();
+                    }
+                    break;
+                }
+                frame.admitted = true;
+            }
+            link.windowStalled = false;
+            if (!postMessage(link, frame)) {
+                break;
+            }
+            link.queue.poll();
+            link.waiting.decrementAndGet();
+            posted++;
+        }
+        if (link.credits.shouldReturn() && link.credits.canSendControl()) {
+            RegisteredBuffer b = controlBuffers.poll();
+            if (b != null) {
+                OutboundFrame credit = OutboundFrame.control(link.peer, b, FrameDescriptor.CREDIT, 0);
+                if (postControl(link, credit)) {
+                    posted++;
+                } else {
+                    controlBuffers.add(b);
+                }
+            }
+        }
+        return posted;
+    }
+
+    private boolean postMessage(Link link, OutboundFrame frame) {
+        int slot = takeSlot();
+        if (slot < 0) {
+            return false;
+        }
+        boolean eager = frame.eager(config.eagerThreshold());
+        int credits = link.credits.toReturn();
+        MemorySegment whole = frame.buffer.segment();
+        boolean ok;
+        if (eager) {
+            MemorySegment header = whole.asSlice(FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER);
+            FrameDescriptor.header(header, FrameDescriptor.EAGER, credits, link.remoteId, frame.stream, frame.length, 0);
+            ok = link.endpoint.send(whole.address() + FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER + frame.length,
+                    frame.buffer.descriptor(), link.address, contexts.context(slot));
+        } else {
+            frame.cookie = nextCookie++;
+            FrameDescriptor.header(whole, FrameDescriptor.RNDV_REQ, credits, link.remoteId, frame.stream, frame.length,
+                    frame.cookie);
+            FrameDescriptor.rendezvous(whole, frame.buffer.remoteAddress(FrameDescriptor.PAYLOAD_OFFSET),
+                    frame.buffer.key());
+            ok = link.endpoint.send(whole.address(), FrameDescriptor.RNDV_REQ_BYTES, frame.buffer.descriptor(),
+                    link.address, contexts.context(slot));
+        }
+        if (!ok) {
+            releaseSlot(slot);
+            return false;
+        }
+        link.credits.spent(credits);
+        frame.type = eager ? FrameDescriptor.EAGER : FrameDescriptor.RNDV_REQ;
+        opKind[slot] = SEND_MESSAGE;
+        opTarget[slot] = frame;
+        opLink[slot] = link;
+        if (eager) {
+            eagerSent.increment();
+        } else {
+            rendezvousSent.increment();
+            rendezvousOut.put(frame.cookie, frame);
+        }
+        return true;
+    }
+
+    private boolean postControl(Link link, OutboundFrame frame) {
+        int slot = takeSlot();
+        if (slot < 0) {
+            return false;
+        }
+        int credits = link.credits.toReturn();
+        MemorySegment header = frame.buffer.segment();
+        FrameDescriptor.header(header, frame.type, credits, link.remoteId, 0, 0, frame.cookie);
+        if (!link.endpoint.send(header.address(), FrameDescriptor.HEADER, frame.buffer.descriptor(), link.address,
+                contexts.context(slot))) {
+            releaseSlot(slot);
+            return false;
+        }
+        link.credits.spent(credits);
+        opKind[slot] = SEND_CONTROL;
+        opTarget[slot] = frame.buffer;
+        opLink[slot] = link;
+        return true;
+    }
+
+    private void postReceive(RegisteredBuffer buffer, Link link) {
+        int slot = takeSlot();
+        Endpoint ep = link.endpoint;
+        if (slot < 0 || ep == null || ep.isClosed()) {
+            if (slot >= 0) {
+                releaseSlot(slot);
+            }
+            if (slot < 0) {
+                repostRetry.add(new Object[] {buffer, link});
+            } else {
+                buffer.release();
+            }
+            return;
+        }
+        if (!ep.recv(buffer.segment().address(), receiveBytes, buffer.descriptor(), Fi.ADDR_UNSPEC,
+                contexts.context(slot))) {
+            releaseSlot(slot);
+            repostRetry.add(new Object[] {buffer, link});
+            return;
+        }
+        opKind[slot] = RECV;
+        opTarget[slot] = buffer;
+        opLink[slot] = type == EndpointType.MSG ? link : null;
+    }
+
+    private int takeSlot() {
+        return freeCount == 0 ? -1 : freeSlots[--freeCount];
+    }
+
+    private void releaseSlot(int slot) {
+        opKind[slot] = 0;
+        opTarget[slot] = null;
+        opLink[slot] = null;
+        opBytes[slot] = 0;
+        freeSlots[freeCount++] = slot;
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Completions
+
+    private int poll(CompletionBatch batch) {
+        int n = cq.read(batch);
+        if (n == CompletionQueue.ERROR_AVAILABLE) {
+            CompletionError error = cq.readError();
+            if (error != null) {
+                onError(error);
+            }
+            return 1;
+        }
+        for (int i = 0; i < n; i++) {
+            int slot = contexts.slot(batch.context(i));
+            if (slot < 0) {
+                continue;
+            }
+            switch (opKind[slot]) {
+                case RECV -> onReceive(slot, batch.length(i));
+                case SEND_MESSAGE -> onMessageSent(slot);
+                case SEND_CONTROL -> onControlSent(slot);
+                case READ -> onRead(slot);
+                default -> LOG.log(System.Logger.Level.WARNING, "completion for an idle context slot " + slot);
+            }
+        }
+        return n;
+    }
+
+    private void onReceive(int slot, long received) {
+        RegisteredBuffer buffer = (RegisteredBuffer) opTarget[slot];
+        Link known = opLink[slot];
+        releaseSlot(slot);
+        MemorySegment frame = buffer.segment();
+        String problem = FrameDescriptor.validate(frame, received, config.eagerThreshold(), config.maxMessageSize());
+        int id = received >= FrameDescriptor.HEADER ? FrameDescriptor.link(frame) : -1;
+        Link link = known != null ? known : id >= 0 && id < links.size() ? links.get(id) : null;
+        if (problem == null && (link == null || id != link.id)) {
+            problem = "frame names link " + id;
+        }
+        if (link == null) {
+            LOG.log(System.Logger.Level.WARNING, "dropped a frame for no link: " + problem);
+            postShared(buffer);
+            return;
+        }
+        if (link.peer.failure() != null) {
+            recycle(buffer, link);
+            return;
+        }
+        if (problem != null) {
+            linkFailure(link, "bad frame: " + problem);
+            recycle(buffer, link);
+            return;
+        }
+        link.credits.arrived();
+        link.credits.returned(FrameDescriptor.credits(frame));
+        activate(link);
+        byte kind = FrameDescriptor.type(frame);
+        int stream = FrameDescriptor.stream(frame);
+        switch (kind) {
+            case FrameDescriptor.EAGER -> {
+                long length = FrameDescriptor.length(frame);
+                InboundFrame message = new InboundFrame(link, stream, buffer, true, length,
+                        frame.asSlice(FrameDescriptor.HEADER, length));
+                ArrayDeque<InboundFrame> queue = link.heldBack.isEmpty() ? null : link.heldBack.get(stream);
+                if (queue != null) {
+                    queue.add(message);
+                } else {
+                    deliver(message);
+                }
+            }
+            case FrameDescriptor.RNDV_REQ -> {
+                InboundFrame message = new InboundFrame(link, stream, null, false, FrameDescriptor.length(frame), null);
+                message.remoteAddress = FrameDescriptor.remoteAddress(frame);
+                message.remoteKey = FrameDescriptor.remoteKey(frame);
+                message.cookie = FrameDescriptor.cookie(frame);
+                link.heldBack.computeIfAbsent(stream, s -> new ArrayDeque<>()).add(message);
+                pulls.add(message);
+                recycle(buffer, link);
+            }
+            case FrameDescriptor.RNDV_DONE -> {
+                OutboundFrame sent = rendezvousOut.remove(FrameDescriptor.cookie(frame));
+                recycle(buffer, link);
+                if (sent == null || sent.link != link) {
+                    linkFailure(link, "rendezvous release for unknown cookie " + FrameDescriptor.cookie(frame));
+                    return;
+                }
+                completeSend(sent);
+            }
+            default -> recycle(buffer, link); // CREDIT: the header did the work
+        }
+    }
+
+    /** Reposts a buffer the transport consumed itself, returning its credit. */
+    private void recycle(RegisteredBuffer buffer, Link link) {
+        if (type == EndpointType.RDM) {
+            postShared(buffer);
+            if (link.peer.failure() == null) {
+                link.credits.reposted();
+            }
+            return;
+        }
+        if (link.peer.failure() != null) {
+            buffer.release();
+            return;
+        }
+        postReceive(buffer, link);
+        link.credits.reposted();
+    }
+
+    private void postShared(RegisteredBuffer buffer) {
+        if (type != EndpointType.RDM) {
+            buffer.release();
+            return;
+        }
+        // Any link object serves to name the shared endpoint.
+        Link any = links.isEmpty() ? null : links.getFirst();
+        if (any == null || any.endpoint == null) {
+            buffer.release();
+            return;
+        }
+        postReceive(buffer, any);
+    }
+
+    private void deliver(InboundFrame message) {
+        messagesReceived.increment();
+        bytesReceived.add(message.length);
+        held.incrementAndGet();
+        try {
+            handler.onMessage(message.link.peer, message);
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.WARNING, "message handler threw", e);
+        }
+    }
+
+    /** An application released {@code message}: any thread. */
+    void released(InboundFrame message) {
+        held.decrementAndGet();
+        if (closed) {
+            return; // the memory went with the transport
+        }
+        if (message.eager) {
+            reposts.increment();
+            commands.add(message);
+            wake();
+        } else {
+            message.target.release();
+        }
+    }
+
+    private void repost(InboundFrame message) {
+        recycle(message.buffer, message.link);
+        activate(message.link);
+    }
+
+    private void onMessageSent(int slot) {
+        OutboundFrame frame = (OutboundFrame) opTarget[slot];
+        releaseSlot(slot);
+        if (frame.type == FrameDescriptor.EAGER) {
+            completeSend(frame);
+        }
+    }
+
+    private void completeSend(OutboundFrame frame) {
+        window.release(frame.link, frame.length);
+        activate(frame.link);
+        if (frame.link.peer.failure() != null) {
+            frame.free();
+            return;
+        }
+        messagesSent.increment();
+        bytesSent.add(frame.length);
+        frame.free();
+        frame.future.complete(null);
+    }
+
+    private void onControlSent(int slot) {
+        RegisteredBuffer buffer = (RegisteredBuffer) opTarget[slot];
+        releaseSlot(slot);
+        controlBuffers.add(buffer);
+    }
+
+    private int pull() {
+        int started = 0;
+        while (!pulls.isEmpty() && readsInFlight < MAX_READS) {
+            InboundFrame message = pulls.peek();
+            Link link = message.link;
+            if (link.peer.failure() != null) {
+                pulls.poll();
+                continue;
+            }
+            if (message.target == null) {
+                RegisteredBuffer target = allocator.tryAllocate(PoolKind.RENDEZVOUS, message.length);
+                if (target == null) {
+                    break; // the rendezvous pool paces this receiver's incast
+                }
+                message.target = target;
+                message.view = target.segment().asSlice(0, message.length);
+            }
+            long chunk = Math.min(config.rendezvousChunkBytes(), message.length - message.requested);
+            int slot = takeSlot();
+            if (slot < 0) {
+                break;
+            }
+            if (!link.endpoint.read(message.target.segment().address() + message.requested, chunk,
+                    message.target.descriptor(), link.address, message.remoteAddress + message.requested,
+                    message.remoteKey, contexts.context(slot))) {
+                releaseSlot(slot);
+                break;
+            }
+            opKind[slot] = READ;
+            opTarget[slot] = message;
+            opLink[slot] = link;
+            opBytes[slot] = chunk;
+            message.requested += chunk;
+            readsInFlight++;
+            started++;
+            if (message.requested == message.length) {
+                pulls.poll();
+            }
+        }
+        return started;
+    }
+
+    private void onRead(int slot) {
+        InboundFrame message = (InboundFrame) opTarget[slot];
+        long chunk = opBytes[slot];
+        releaseSlot(slot);
+        readsInFlight--;
+        message.pulled += chunk;
+        Link link = message.link;
+        if (link.peer.failure() != null) {
+            if (message.pulled == message.requested && message.target != null) {
+                message.target.release();
+                message.target = null;
+            }
+            return;
+        }
+        if (message.pulled < message.length) {
+            return;
+        }
+        message.complete = true;
+        RegisteredBuffer b = controlBuffers.poll();
+        if (b == null) {
+            linkFailure(link, "out of control buffers");
+            return;
+        }
+        link.control.add(OutboundFrame.control(link.peer, b, FrameDescriptor.RNDV_DONE, message.cookie));
+        activate(link);
+        ArrayDeque<InboundFrame> queue = link.heldBack.get(message.stream);
+        while (queue != null && !queue.isEmpty() && queue.peek().complete) {
+            deliver(queue.poll());
+        }
+        if (queue != null && queue.isEmpty()) {
+            link.heldBack.remove(message.stream);
+        }
+    }
+
+    private void onError(CompletionError error) {
+        int slot = contexts.slot(error.context());
+        if (slot < 0) {
+            LOG.log(System.Logger.Level.WARNING, "error completion with an unknown context: " + error);
+            return;
+        }
+        byte kind = opKind[slot];
+        Object target = opTarget[slot];
+        Link link = opLink[slot];
+        long bytes = opBytes[slot];
+        releaseSlot(slot);
+        switch (kind) {
+            case RECV -> {
+                ((RegisteredBuffer) target).release();
+                if (link != null && link.peer.failure() == null && !closed) {
+                    linkFailure(link, "receive failed: " + error.errnoName() + " " + error.message());
+                }
+            }
+            case SEND_MESSAGE -> {
+                OutboundFrame frame = (OutboundFrame) target;
+                rendezvousOut.remove(frame.cookie);
+                window.release(link, frame.length);
+                frame.free();
+                failFuture(frame, new TransportException("send to " + link.peer.address() + " failed: "
+                        + error.errnoName() + " " + error.message()));
+                linkFailure(link, "send failed: " + error.errnoName() + " " + error.message());
+            }
+            case SEND_CONTROL -> {
+                controlBuffers.add((RegisteredBuffer) target);
+                linkFailure(link, "control send failed: " + error.errnoName() + " " + error.message());
+            }
+            case READ -> {
+                InboundFrame message = (InboundFrame) target;
+                readsInFlight--;
+                message.pulled += bytes;
+                if (message.pulled == message.requested && message.target != null) {
+                    message.target.release();
+                    message.target = null;
+                }
+                linkFailure(link, "rendezvous read failed: " + error.errnoName() + " " + error.message());
+            }
+            default -> LOG.log(System.Logger.Level.WARNING, "error completion for an idle slot: " + error);
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Failure
+
+    private void linkFailure(Link link, String reason) {
+        if (link.peer.failure() != null) {
+            return;
+        }
+        linkFailures.increment();
+        LOG.log(System.Logger.Level.WARNING, "closing " + link + ": " + reason);
+        teardown(link.peer, new TransportException(link + " closed: " + reason), true);
+    }
+
+    /** Progress thread: fails a peer, its sends and its links. */
+    private void teardown(FabricPeer peer, Throwable cause, boolean notify) {
+        boolean first = peer.fail(cause);
+        for (Link link : peer.links) {
+            if (link.ready) {
+                link.ready = false;
+                linksOpen--;
+            }
+            if (type == EndpointType.RDM && link.granted > 0) {
+                sharedGranted -= link.granted;
+                link.granted = 0;
+            }
+            while (!link.queue.isEmpty()) {
+                OutboundFrame frame = link.queue.poll();
+                link.waiting.decrementAndGet();
+                if (frame.admitted) {
+                    window.release(link, frame.length);
+                }
+                failSend(frame, cause);
+            }
+            while (!link.control.isEmpty()) {
+                controlBuffers.add(link.control.poll().buffer);
+            }
+            for (var queue : link.heldBack.values()) {
+                for (InboundFrame message : queue) {
+                    if (message.eager) {
+                        message.buffer.release();
+                    } else if (message.target != null && message.pulled == message.requested) {
+                        message.target.release();
+                        message.target = null;
+                    }
+                }
+            }
+            link.heldBack.clear();
+            if (link.reserved != null) {
+                for (RegisteredBuffer b : link.reserved) {
+                    if (b != null) {
+                        b.release();
+                    }
+                }
+                link.reserved = null;
+            }
+            if (type == EndpointType.MSG && link.endpoint != null && !link.endpoint.isClosed()) {
+                link.endpoint.close();
+                // Nothing completes on a closed endpoint: free what it still held.
+                for (int slot = 0; slot < SLOTS; slot++) {
+                    if (opLink[slot] == link && opKind[slot] != 0) {
+                        dropOperation(slot, cause);
+                    }
+                }
+            }
+        }
+        for (var it = rendezvousOut.values().iterator(); it.hasNext(); ) {
+            OutboundFrame frame = it.next();
+            if (frame.peer == peer) {
+                it.remove();
+                window.release(frame.link, frame.length);
+                frame.free();
+                failFuture(frame, cause);
+            }
+        }
+        peers.remove(peer.address(), peer);
+        closeQuietly(peer.control);
+        if (first && notify && !closed) {
+            try {
+                handler.onPeerClosed(peer, cause);
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.WARNING, "onPeerClosed threw", e);
+            }
+        }
+    }
+
+    private void dropOperation(int slot, Throwable cause) {
+        byte kind = opKind[slot];
+        Object target = opTarget[slot];
+        Link link = opLink[slot];
+        long bytes = opBytes[slot];
+        releaseSlot(slot);
+        switch (kind) {
+            case RECV -> ((RegisteredBuffer) target).release();
+            case SEND_MESSAGE -> {
+                OutboundFrame frame = (OutboundFrame) target;
+                if (frame.type == FrameDescriptor.EAGER) {
+                    window.release(link, frame.length);
+                    frame.free();
+                    failFuture(frame, cause);
+                }
+            }
+            case SEND_CONTROL -> controlBuffers.add((RegisteredBuffer) target);
+            case READ -> {
+                InboundFrame message = (InboundFrame) target;
+                readsInFlight--;
+                message.pulled += bytes;
+                if (message.pulled == message.requested && message.target != null) {
+                    message.target.release();
+                    message.target = null;
+                }
+            }
+            default -> { }
+        }
+    }
+
+    private void failSend(OutboundFrame frame, Throwable cause) {
+        frame.free();
+        failFuture(frame, cause);
+    }
+
+    private static void failFuture(OutboundFrame frame, Throwable cause) {
+        if (frame.future != null) {
+            frame.future.completeExceptionally(cause instanceof TransportException t ? t
+                    : new TransportException(cause.getMessage(), cause));
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Counters and close
+
+    @Override
+    public TransportCounters counters() {
+        long credits = 0;
+        // Reading credits of links from another thread is a snapshot; the list only grows.
+        for (Object link : links.toArray()) {
+            credits += ((Link) link).credits.available();
+        }
+        return new TransportCounters(linksOpen, messagesSent.sum(), messagesReceived.sum(), bytesSent.sum(),
+                bytesReceived.sum(), eagerSent.sum(), rendezvousSent.sum(), credits, creditStalls.sum(),
+                windowStalls.sum(), window.inFlight(), window.peak(), reposts.sum(), held.get(), linkFailures.sum());
+    }
+
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        closeQuietly(controlSocket);
+        LockSupport.unpark(progress);
+        try {
+            progress.join(10_000);
+            acceptor.join(2_000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** Progress thread, on the way out: fails every peer, then frees fabric and memory. */
+    private void shutdown(CompletionBatch batch) {
+        TransportException cause = new TransportException("transport closed");
+        for (FabricPeer peer : new ArrayList<>(peers.values())) {
+            teardown(peer, cause, false);
+        }
+        for (Object command; (command = commands.poll()) != null; ) {
+            if (command instanceof OutboundFrame frame) {
+                failSend(frame, cause);
+            }
+        }
+        session.close();
+        batch.close();
+        contexts.close();
+        try {
+            allocator.close();
+        } catch (IllegalStateException e) {
+            // Buffers the application still holds: their memory is gone, released later as no-ops.
+            LOG.log(System.Logger.Level.DEBUG, "closed with buffers in use: " + e.getMessage());
+        }
+    }
+
+    private static void closeQuietly(AutoCloseable closeable) {
+        try {
+            if (closeable != null) {
+                closeable.close();
+            }
+        } catch (Exception e) {
+            // closing anyway
+        }
+    }
+
+    /** Test and fault-injection hook: sends raw bytes as a frame on the peer's first link. */
+    void injectFrame(Peer peer, byte[] bytes) {
+        FabricPeer p = (FabricPeer) peer;
+        onProgress(() -> {
+            Link link = p.links[0];
+            RegisteredBuffer b = allocator.tryAllocate(PoolKind.SEND, Math.max(64, bytes.length));
+            MemorySegment.copy(MemorySegment.ofArray(bytes), 0, b.segment(), 0, bytes.length);
+            int slot = takeSlot();
+            if (!link.endpoint.send(b.segment().address(), bytes.length, b.descriptor(), link.address,
+                    contexts.context(slot))) {
+                releaseSlot(slot);
+                b.release();
+                throw new TransportException("could not inject now");
+            }
+            link.credits.spent(0);
+            opKind[slot] = SEND_CONTROL;
+            opTarget[slot] = b;
+            opLink[slot] = link;
+            return null;
+        });
+    }
+
+    @Override
+    public String toString() {
+        return "fabric transport " + config.provider() + " " + type + " at " + localAddress;
+    }
+}

@@ -1,0 +1,134 @@
+package dev.ferry.transport.fabric;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+
+/**
+ * The frame layout of the fabric transport. Every frame starts with a 32-byte header; a
+ * rendezvous request adds the sender's buffer address and key.
+ *
+ * <pre>
+ *  0      1      2             4            8            12           16                        24                        32
+ *  +------+------+-------------+------------+------------+------------+-------------------------+-------------------------+
+ *  | type | ver  | credits u16 | reserved   | link id    | stream     | length (i64)            | cookie (i64)            |
+ *  +------+------+-------------+------------+------------+------------+-------------------------+-------------------------+
+ *  RNDV_REQ only:                                          32 remote address (i64)   40 remote key (i64)     (48 bytes)
+ * </pre>
+ *
+ * <ul>
+ *   <li>{@code credits}: receive credits the sender of the frame returns (piggybacked);</li>
+ *   <li>{@code link id}: the receiver's id of the link, which names the sender on shared
+ *       (reliable-datagram) endpoints;</li>
+ *   <li>{@code length}: payload bytes that follow (EAGER) or the size to pull (RNDV_REQ);</li>
+ *   <li>{@code cookie}: the sender's token for a rendezvous, echoed in RNDV_DONE.</li>
+ * </ul>
+ *
+ * A send buffer reserves {@link #PAYLOAD_OFFSET} bytes before the payload, so that either frame
+ * is built in place: EAGER from offset 16 (header then payload), RNDV_REQ from offset 0.
+ */
+final class FrameDescriptor {
+
+    static final byte EAGER = 1;
+    static final byte RNDV_REQ = 2;
+    static final byte RNDV_DONE = 3;
+    static final byte CREDIT = 4;
+    static final byte VERSION = 1;
+
+    static final int HEADER = 32;
+    static final int RNDV_REQ_BYTES = 48;
+    static final int PAYLOAD_OFFSET = 48;
+    static final int EAGER_OFFSET = PAYLOAD_OFFSET - HEADER;
+    static final int MAX_CREDITS = 0xffff;
+
+    static final int TYPE = 0;
+    static final int VER = 1;
+    static final int CREDITS = 2;
+    static final int LINK = 8;
+    static final int STREAM = 12;
+    static final int LENGTH = 16;
+    static final int COOKIE = 24;
+    static final int REMOTE_ADDRESS = 32;
+    static final int REMOTE_KEY = 40;
+
+    private static final ValueLayout.OfShort U16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfLong I64 = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    private FrameDescriptor() {
+    }
+
+    static void header(MemorySegment frame, byte type, int credits, int link, int stream, long length, long cookie) {
+        frame.set(ValueLayout.JAVA_BYTE, TYPE, type);
+        frame.set(ValueLayout.JAVA_BYTE, VER, VERSION);
+        frame.set(U16, CREDITS, (short) credits);
+        frame.set(U16, 4, (short) 0);
+        frame.set(U16, 6, (short) 0);
+        frame.set(I32, LINK, link);
+        frame.set(I32, STREAM, stream);
+        frame.set(I64, LENGTH, length);
+        frame.set(I64, COOKIE, cookie);
+    }
+
+    static void rendezvous(MemorySegment frame, long address, long key) {
+        frame.set(I64, REMOTE_ADDRESS, address);
+        frame.set(I64, REMOTE_KEY, key);
+    }
+
+    static byte type(MemorySegment frame) {
+        return frame.get(ValueLayout.JAVA_BYTE, TYPE);
+    }
+
+    static byte version(MemorySegment frame) {
+        return frame.get(ValueLayout.JAVA_BYTE, VER);
+    }
+
+    static int credits(MemorySegment frame) {
+        return Short.toUnsignedInt(frame.get(U16, CREDITS));
+    }
+
+    static int link(MemorySegment frame) {
+        return frame.get(I32, LINK);
+    }
+
+    static int stream(MemorySegment frame) {
+        return frame.get(I32, STREAM);
+    }
+
+    static long length(MemorySegment frame) {
+        return frame.get(I64, LENGTH);
+    }
+
+    static long cookie(MemorySegment frame) {
+        return frame.get(I64, COOKIE);
+    }
+
+    static long remoteAddress(MemorySegment frame) {
+        return frame.get(I64, REMOTE_ADDRESS);
+    }
+
+    static long remoteKey(MemorySegment frame) {
+        return frame.get(I64, REMOTE_KEY);
+    }
+
+    /** Why {@code frame} of {@code received} bytes is malformed, or null if it is well formed. */
+    static String validate(MemorySegment frame, long received, int eagerThreshold, long maxMessage) {
+        if (received < HEADER) {
+            return "truncated header: " + received + " bytes";
+        }
+        if (version(frame) != VERSION) {
+            return "unknown frame version " + version(frame);
+        }
+        long length = length(frame);
+        return switch (type(frame)) {
+            case EAGER -> length < 0 || length > eagerThreshold || received != HEADER + length
+                    ? "eager length " + length + " in a frame of " + received + " bytes (limit " + eagerThreshold + ")"
+                    : null;
+            case RNDV_REQ -> received != RNDV_REQ_BYTES || length <= 0 || length > maxMessage
+                    ? "rendezvous of " + length + " bytes in a frame of " + received + " (limit " + maxMessage + ")"
+                    : null;
+            case RNDV_DONE, CREDIT -> received != HEADER ? "control frame of " + received + " bytes" : null;
+            default -> "unknown frame type " + type(frame);
+        };
+    }
+}

@@ -1,0 +1,54 @@
+package dev.ferry.transport.fabric;
+
+import java.util.ArrayDeque;
+import java.util.HashMap;
+import java.util.Map;
+
+import dev.ferry.fabric.Endpoint;
+import dev.ferry.memory.RegisteredBuffer;
+
+/**
+ * One reliable ordered pipe to a peer: a connected endpoint (one queue pair), or a peer address
+ * on the shared reliable-datagram endpoint. Owned by the progress thread except where noted.
+ */
+final class Link {
+
+    final FabricPeer peer;
+    /** This side's id of the link: peers put it in every frame they send on it. */
+    final int id;
+    /** The peer's id of the link, put in every frame this side sends. */
+    int remoteId = -1;
+    Endpoint endpoint;
+    long address;
+    boolean ready;
+    /** Receive buffers this side posts for the link: the credits it grants the peer. */
+    int granted;
+    /** Receive buffers set aside for this link (posted once its endpoint exists). */
+    RegisteredBuffer[] reserved;
+
+    final ReceiveCredits credits;
+    /** Messages waiting for a credit or for room in the send window, in send order. */
+    final ArrayDeque<OutboundFrame> queue = new ArrayDeque<>();
+    /** Control frames (credit returns, rendezvous releases) waiting for a credit. */
+    final ArrayDeque<OutboundFrame> control = new ArrayDeque<>();
+    /** Messages queued or handed over and not yet posted; read by {@code trySend} on other threads. */
+    final java.util.concurrent.atomic.AtomicInteger waiting = new java.util.concurrent.atomic.AtomicInteger();
+    /** Bytes in flight on this link; guarded by the {@link SendWindow}. */
+    long inFlight;
+    boolean creditStalled;
+    boolean windowStalled;
+    boolean active;
+    /** Per stream, inbound messages held back behind an unfinished rendezvous of that stream. */
+    final Map<Integer, ArrayDeque<InboundFrame>> heldBack = new HashMap<>();
+
+    Link(FabricPeer peer, int id, ReceiveCredits credits) {
+        this.peer = peer;
+        this.id = id;
+        this.credits = credits;
+    }
+
+    @Override
+    public String toString() {
+        return "link " + id + " to " + peer.address();
+    }
+}

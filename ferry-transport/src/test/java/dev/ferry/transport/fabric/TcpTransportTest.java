@@ -1,0 +1,14 @@
+package dev.ferry.transport.fabric;
+
+import dev.ferry.transport.AbstractTransportTest;
+import dev.ferry.transport.TransportConfig;
+
+/** The behavioural suite over libfabric's tcp provider (connected endpoints, one per link). */
+class TcpTransportTest extends AbstractTransportTest {
+
+    @Override
+    protected TransportConfig config() {
+        // 64 peers with 2 links each, 66 buffers of 16 KiB per link: the receive pool must hold them.
+        return TransportConfig.defaults("tcp").withPools(64L << 20, 320L << 20, 256L << 20);
+    }
+}

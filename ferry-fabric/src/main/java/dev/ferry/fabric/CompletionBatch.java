@@ -23,6 +23,7 @@ public final class CompletionBatch implements AutoCloseable {
 
     private final Arena arena = Arena.ofShared();
     final MemorySegment entries;
+    final MemorySegment sources;
     final int capacity;
 
     /** A batch of up to {@code capacity} entries. */
@@ -32,6 +33,7 @@ public final class CompletionBatch implements AutoCloseable {
         }
         this.capacity = capacity;
         this.entries = arena.allocate(CQ_DATA_ENTRY, capacity);
+        this.sources = arena.allocate(JAVA_LONG, capacity);
     }
 
     /** How many entries one read can return. */
@@ -62,6 +64,14 @@ public final class CompletionBatch implements AutoCloseable {
     /** Immediate data, valid when {@link #flags} has {@code Fi.REMOTE_CQ_DATA}. */
     public long data(int i) {
         return entries.get(JAVA_LONG, i * ENTRY + DATA);
+    }
+
+    /**
+     * The sender's address-vector handle of entry {@code i}, after
+     * {@link CompletionQueue#readFrom}; {@link Fi#ADDR_UNSPEC} when the provider did not say.
+     */
+    public long source(int i) {
+        return sources.getAtIndex(JAVA_LONG, i);
     }
 
     /** Frees the native array. */

@@ -25,6 +25,7 @@ public final class CompletionQueue extends FabricObject {
     public static final int ERROR_AVAILABLE = -1;
 
     private final MemorySegment readFn;
+    private final MemorySegment readFromFn;
     private final MemorySegment sreadFn;
     private final boolean waitable;
 
@@ -32,6 +33,7 @@ public final class CompletionQueue extends FabricObject {
         super(fid, domain);
         long ops = LibFabric.word(fid, OBJ_OPS);
         this.readFn = LibFabric.function(ops, CQ_READ);
+        this.readFromFn = LibFabric.function(ops, InfoDescriptor.CQ_READFROM);
         this.sreadFn = waitable ? LibFabric.function(ops, CQ_SREAD) : null;
         this.waitable = waitable;
     }
@@ -49,6 +51,21 @@ public final class CompletionQueue extends FabricObject {
             throw LibFabric.rethrow(t);
         }
         return result(rc, "fi_cq_read");
+    }
+
+    /**
+     * Like {@link #read}, also recording each sender's address handle ({@link CompletionBatch#source});
+     * meaningful for receives on reliable-datagram endpoints opened with {@code FI_SOURCE}.
+     */
+    public int readFrom(CompletionBatch batch) {
+        long rc;
+        try {
+            rc = (long) LibFabric.L_JJJJ.invokeExact(readFromFn, fid, batch.entries.address(), (long) batch.capacity,
+                    batch.sources.address());
+        } catch (Throwable t) {
+            throw LibFabric.rethrow(t);
+        }
+        return result(rc, "fi_cq_readfrom");
     }
 
     /**

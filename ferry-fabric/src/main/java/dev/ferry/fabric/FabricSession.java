@@ -74,14 +74,27 @@ public final class FabricSession implements AutoCloseable {
      */
     public static FabricSession open(String provider, EndpointType type, String host, boolean listen, int cqSize) {
         Objects.requireNonNull(host, "host");
-        Hints base = Hints.of(provider, type);
-        // Bind to host: a listener on an ephemeral port, otherwise just the interface, so
-        // that network providers stay on the address asked for. Providers without network
-        // addresses (shm) match nothing then, and are asked again without one.
-        InfoList infos = InfoList.query(base.localAddress(host, listen && type == EndpointType.MSG ? "0" : null));
-        if (infos.entries().isEmpty()) {
+        Hints plain = Hints.of(provider, type);
+        // On reliable datagrams, receivers should learn who sent each message (FI_SOURCE and
+        // fi_cq_readfrom), so that no peer can speak for another; providers without it still serve.
+        Hints[] variants = type == EndpointType.RDM
+                ? new Hints[] {new Hints(provider, type, plain.caps() | Fi.SOURCE, plain.mode(), plain.mrMode(),
+                        plain.threading(), null, null, false), plain}
+                : new Hints[] {plain};
+        // Bind to host: a listener on an ephemeral port, otherwise just the interface, so that
+        // network providers stay on the address asked for. Providers without network addresses
+        // (shm) match nothing then, and are asked again without one.
+        InfoList infos = null;
+        for (Hints base : variants) {
+            infos = InfoList.query(base.localAddress(host, listen && type == EndpointType.MSG ? "0" : null));
+            if (infos.entries().isEmpty()) {
+                infos.close();
+                infos = InfoList.query(base);
+            }
+            if (!infos.entries().isEmpty()) {
+                break;
+            }
             infos.close();
-            infos = InfoList.query(base);
         }
         FabricInfo chosen = infos.entries().stream()
                 .filter(i -> provider == null || i.provider().equals(provider) || i.provider().startsWith(provider + ";"))
@@ -97,6 +110,11 @@ public final class FabricSession implements AutoCloseable {
     /** The provider's info for this session. */
     public FabricInfo info() {
         return info;
+    }
+
+    /** Whether completions of this reliable-datagram session name the sender ({@code FI_SOURCE}). */
+    public boolean namesSources() {
+        return info.endpointType() == EndpointType.RDM && (info.caps() & Fi.SOURCE) != 0;
     }
 
     /** The domain: register memory here. */

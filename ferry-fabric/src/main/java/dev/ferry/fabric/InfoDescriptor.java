@@ -234,6 +234,7 @@ final class InfoDescriptor {
     static final long AV_REMOVE = 32;
     /** {@code struct fi_ops_cq}: read, readfrom, readerr, sread, sreadfrom, signal, strerror. */
     static final long CQ_READ = 8;
+    static final long CQ_READFROM = 16;
     static final long CQ_READERR = 24;
     static final long CQ_SREAD = 32;
     static final long CQ_STRERROR = 56;

@@ -72,12 +72,17 @@ final class FabricTransport implements Transport {
     private static final byte SEND_MESSAGE = 2;
     private static final byte SEND_CONTROL = 3;
     private static final byte READ = 4;
+    /** The endpoint was closed under the operation: its completion, if any comes, is ignored. */
+    private static final byte DEAD = 5;
+    private static final long QUARANTINE_NANOS = 5_000_000_000L;
 
     private final TransportConfig config;
     private final MessageHandler handler;
     private final FabricSession session;
     private final EndpointType type;
     private final CompletionQueue cq;
+    /** Whether receive completions name their sender (shared endpoints with FI_SOURCE). */
+    private final boolean sources;
     private final RegisteredAllocator allocator;
     private final SendWindow window;
     private final int receiveBytes;
@@ -104,6 +109,8 @@ final class FabricTransport implements Transport {
     private final ArrayDeque<InboundFrame> pulls = new ArrayDeque<>();
     private int readsInFlight;
     private final ArrayDeque<Object[]> repostRetry = new ArrayDeque<>();
+    /** Slots of operations dropped with their endpoint, and when they may be reused. */
+    private final ArrayDeque<long[]> quarantine = new ArrayDeque<>();
     private final ArrayDeque<RegisteredBuffer> controlBuffers = new ArrayDeque<>();
     private final Map<Long, OutboundFrame> rendezvousOut = new HashMap<>();
     private long nextCookie = 1;
@@ -136,6 +143,7 @@ final class FabricTransport implements Transport {
         this.session = openSession(config);
         this.type = session.info().endpointType();
         this.cq = session.completionQueue();
+        this.sources = session.namesSources();
         RegisteredAllocator alloc = null;
         ServerSocket socket = null;
         try {
@@ -664,8 +672,12 @@ final class FabricTransport implements Transport {
             while (!closed) {
                 int work = drainCommands();
                 work += poll(batch);
-                if (type == EndpointType.MSG && (connecting > 0 || (++loops & 1023) == 0)) {
+                loops++;
+                if (type == EndpointType.MSG && (connecting > 0 || (loops & 1023) == 0)) {
                     pollEvents();
+                }
+                if ((loops & 1023) == 0 && !quarantine.isEmpty()) {
+                    releaseQuarantined();
                 }
                 work += pump();
                 if (work > 0) {
@@ -934,6 +946,13 @@ final class FabricTransport implements Transport {
         opLink[slot] = type == EndpointType.MSG ? link : null;
     }
 
+    private void releaseQuarantined() {
+        long now = System.nanoTime();
+        while (!quarantine.isEmpty() && quarantine.peek()[1] - now < 0) {
+            releaseSlot((int) quarantine.poll()[0]);
+        }
+    }
+
     private int takeSlot() {
         return freeCount == 0 ? -1 : freeSlots[--freeCount];
     }
@@ -950,7 +969,7 @@ final class FabricTransport implements Transport {
     // Completions
 
     private int poll(CompletionBatch batch) {
-        int n = cq.read(batch);
+        int n = sources ? cq.readFrom(batch) : cq.read(batch);
         if (n == CompletionQueue.ERROR_AVAILABLE) {
             CompletionError error = cq.readError();
             if (error != null) {
@@ -964,17 +983,18 @@ final class FabricTransport implements Transport {
                 continue;
             }
             switch (opKind[slot]) {
-                case RECV -> onReceive(slot, batch.length(i));
+                case RECV -> onReceive(slot, batch.length(i), sources ? batch.source(i) : Fi.ADDR_UNSPEC);
                 case SEND_MESSAGE -> onMessageSent(slot);
                 case SEND_CONTROL -> onControlSent(slot);
                 case READ -> onRead(slot);
+                case DEAD -> { }
                 default -> LOG.log(System.Logger.Level.WARNING, "completion for an idle context slot " + slot);
             }
         }
         return n;
     }
 
-    private void onReceive(int slot, long received) {
+    private void onReceive(int slot, long received, long source) {
         RegisteredBuffer buffer = (RegisteredBuffer) opTarget[slot];
         Link known = opLink[slot];
         releaseSlot(slot);
@@ -982,6 +1002,14 @@ final class FabricTransport implements Transport {
         String problem = FrameDescriptor.validate(frame, received, config.eagerThreshold(), config.maxMessageSize());
         int id = received >= FrameDescriptor.HEADER ? FrameDescriptor.link(frame) : -1;
         Link link = known != null ? known : id >= 0 && id < links.size() ? links.get(id) : null;
+        if (source != Fi.ADDR_UNSPEC && (link == null || link.address != source)) {
+            // A shared endpoint: the sender is who the provider says, whatever the frame claims.
+            Link sender = linkFrom(source);
+            if (problem == null) {
+                problem = "frame names link " + id + " but came from " + (sender == null ? "an unknown peer" : sender);
+            }
+            link = sender;
+        }
         if (problem == null && (link == null || id != link.id)) {
             problem = "frame names link " + id;
         }
@@ -1036,6 +1064,15 @@ final class FabricTransport implements Transport {
             }
             default -> recycle(buffer, link); // CREDIT: the header did the work
         }
+    }
+
+    private Link linkFrom(long source) {
+        for (Link link : links) {
+            if (link.address == source && link.peer.failure() == null) {
+                return link;
+            }
+        }
+        return null;
     }
 
     /** Reposts a buffer the transport consumed itself, returning its credit. */
@@ -1210,6 +1247,13 @@ final class FabricTransport implements Transport {
             return;
         }
         byte kind = opKind[slot];
+        if (kind == DEAD) {
+            return;
+        }
+        if (kind == 0) {
+            LOG.log(System.Logger.Level.WARNING, "error completion for an idle slot: " + error);
+            return;
+        }
         Object target = opTarget[slot];
         Link link = opLink[slot];
         long bytes = opBytes[slot];
@@ -1337,7 +1381,11 @@ final class FabricTransport implements Transport {
         Object target = opTarget[slot];
         Link link = opLink[slot];
         long bytes = opBytes[slot];
-        releaseSlot(slot);
+        // A completion may still be queued for it: keep the slot out of use for a while.
+        opKind[slot] = DEAD;
+        opTarget[slot] = null;
+        opLink[slot] = null;
+        quarantine.add(new long[] {slot, System.nanoTime() + QUARANTINE_NANOS});
         switch (kind) {
             case RECV -> ((RegisteredBuffer) target).release();
             case SEND_MESSAGE -> {
@@ -1437,26 +1485,35 @@ final class FabricTransport implements Transport {
         }
     }
 
-    /** Test and fault-injection hook: sends raw bytes as a frame on the peer's first link. */
+    /**
+     * Fault injection: sends raw bytes as a frame on the peer's first link, as a broken or
+     * hostile peer would. Returns once the frame is posted.
+     */
     void injectFrame(Peer peer, byte[] bytes) {
         FabricPeer p = (FabricPeer) peer;
-        onProgress(() -> {
+        CompletableFuture<Void> posted = new CompletableFuture<>();
+        RegisteredBuffer b = allocator.tryAllocate(PoolKind.SEND, Math.max(64, bytes.length));
+        MemorySegment.copy(MemorySegment.ofArray(bytes), 0, b.segment(), 0, bytes.length);
+        Runnable[] attempt = new Runnable[1];
+        attempt[0] = () -> {
             Link link = p.links[0];
-            RegisteredBuffer b = allocator.tryAllocate(PoolKind.SEND, Math.max(64, bytes.length));
-            MemorySegment.copy(MemorySegment.ofArray(bytes), 0, b.segment(), 0, bytes.length);
             int slot = takeSlot();
-            if (!link.endpoint.send(b.segment().address(), bytes.length, b.descriptor(), link.address,
+            if (slot >= 0 && link.endpoint.send(b.segment().address(), bytes.length, b.descriptor(), link.address,
                     contexts.context(slot))) {
-                releaseSlot(slot);
-                b.release();
-                throw new TransportException("could not inject now");
+                link.credits.spent(0);
+                opKind[slot] = SEND_CONTROL;
+                opTarget[slot] = b;
+                opLink[slot] = link;
+                posted.complete(null);
+            } else {
+                if (slot >= 0) {
+                    releaseSlot(slot);
+                }
+                commands.add(attempt[0]); // retry on the next turn, after progress
             }
-            link.credits.spent(0);
-            opKind[slot] = SEND_CONTROL;
-            opTarget[slot] = b;
-            opLink[slot] = link;
-            return null;
-        });
+        };
+        command(attempt[0]);
+        posted.orTimeout(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS).join();
     }
 
     @Override

@@ -1,0 +1,132 @@
+package dev.ferry.transport.fabric;
+
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
+
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import dev.ferry.transport.MessageHandler;
+import dev.ferry.transport.InboundMessage;
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.Transports;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Malformed frames close the link they came on, with a logged reason, and leave the process and
+ * other peers alone. The frames are injected on a real link of a real transport.
+ */
+@Timeout(60)
+class BadFrameTest {
+
+    @ParameterizedTest(name = "{0}: {1}")
+    @CsvSource({
+        "shm, unknown-type", "shm, truncated-header", "shm, eager-length-beyond-limit",
+        "shm, rendezvous-beyond-max-message", "shm, wrong-link",
+        "tcp, unknown-type", "tcp, truncated-header", "tcp, eager-length-beyond-limit",
+        "tcp, rendezvous-beyond-max-message", "tcp, wrong-link", "tcp, rendezvous-with-a-bad-key"})
+    void aBadFrameClosesOnlyItsLink(String provider, String fault) throws Exception {
+        TransportConfig config = TransportConfig.defaults(provider).withPools(16L << 20, 16L << 20, 64L << 20);
+        AtomicInteger delivered = new AtomicInteger();
+        CountDownLatch goodArrived = new CountDownLatch(1);
+        MessageHandler serverHandler = (from, message) -> {
+            delivered.incrementAndGet();
+            byte first = message.segment().byteSize() > 0 ? message.segment().get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0) : 0;
+            message.release();
+            if (first == 42) {
+                goodArrived.countDown();
+            }
+        };
+        CountDownLatch badPeerClosed = new CountDownLatch(1);
+        try (Transport server = Transports.open(config, serverHandler);
+             Transport bad = Transports.open(config, new MessageHandler() {
+                 @Override
+                 public void onMessage(Peer from, InboundMessage message) {
+                     message.release();
+                 }
+
+                 @Override
+                 public void onPeerClosed(Peer peer, Throwable cause) {
+                     badPeerClosed.countDown();
+                 }
+             });
+             Transport good = Transports.open(config, (from, message) -> message.release())) {
+            Peer badPeer = bad.connect(server.localAddress());
+            Peer goodPeer = good.connect(server.localAddress());
+            int link = ((FabricPeer) badPeer).links[0].remoteId;
+            ((FabricTransport) bad).injectFrame(badPeer, frame(fault, link, config));
+
+            assertTrue(badPeerClosed.await(20, TimeUnit.SECONDS), "the server did not close the bad link");
+            assertTrue(waitFor(() -> server.counters().linkFailures() == 1, 10_000),
+                    "link failures: " + server.counters().linkFailures());
+            assertEquals(0, delivered.get(), "a bad frame reached the application");
+            assertFalse(badPeer.isOpen());
+
+            OutboundMessage message = goodPeer.allocate(100);
+            message.segment().fill((byte) 42);
+            goodPeer.send(3, message).get(10, TimeUnit.SECONDS);
+            assertTrue(goodArrived.await(10, TimeUnit.SECONDS), "the other peer was affected");
+            assertTrue(goodPeer.isOpen());
+            assertEquals(0, server.counters().receiveBuffersHeld());
+        }
+    }
+
+    private static byte[] frame(String fault, int link, TransportConfig config) {
+        byte[] bytes = new byte[FrameDescriptor.RNDV_REQ_BYTES];
+        MemorySegment f = MemorySegment.ofArray(bytes);
+        Function<Byte, byte[]> header = type -> {
+            FrameDescriptor.header(f, type, 0, link, 1, 0, 0);
+            return bytes;
+        };
+        switch (fault) {
+            case "unknown-type" -> {
+                FrameDescriptor.header(f, (byte) 99, 0, link, 1, 0, 0);
+                return java.util.Arrays.copyOf(bytes, FrameDescriptor.HEADER);
+            }
+            case "truncated-header" -> {
+                header.apply(FrameDescriptor.EAGER);
+                return java.util.Arrays.copyOf(bytes, 10);
+            }
+            case "eager-length-beyond-limit" -> {
+                FrameDescriptor.header(f, FrameDescriptor.EAGER, 0, link, 1, config.eagerThreshold() + 1L, 0);
+                return java.util.Arrays.copyOf(bytes, FrameDescriptor.HEADER);
+            }
+            case "rendezvous-beyond-max-message" -> {
+                FrameDescriptor.header(f, FrameDescriptor.RNDV_REQ, 0, link, 1, config.maxMessageSize() + 1L, 7);
+                FrameDescriptor.rendezvous(f, 4096, 1);
+                return bytes;
+            }
+            case "wrong-link" -> {
+                FrameDescriptor.header(f, FrameDescriptor.EAGER, 0, link + 1000, 1, 0, 0);
+                return java.util.Arrays.copyOf(bytes, FrameDescriptor.HEADER);
+            }
+            case "rendezvous-with-a-bad-key" -> {
+                FrameDescriptor.header(f, FrameDescriptor.RNDV_REQ, 0, link, 1, 1 << 20, 7);
+                FrameDescriptor.rendezvous(f, 0, 0xdead_beefL);
+                return bytes;
+            }
+            default -> throw new IllegalArgumentException(fault);
+        }
+    }
+
+    private static boolean waitFor(java.util.function.BooleanSupplier condition, long millis) throws InterruptedException {
+        long deadline = System.nanoTime() + millis * 1_000_000L;
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                return false;
+            }
+            Thread.sleep(10);
+        }
+        return true;
+    }
+}

@@ -6,8 +6,14 @@ public enum EndpointType {
     UNSPEC(0),
     /** Connected, reliable: one queue pair per connection (verbs, tcp). */
     MSG(1),
+    /** Unreliable datagrams (udp, efa): listed by discovery, not driven by Ferry. */
+    DGRAM(2),
     /** Reliable and connectionless, addressed through an address vector (shm, efa, rxm). */
-    RDM(3);
+    RDM(3),
+    /** Socket-like streams: listed by discovery, not driven by Ferry. */
+    SOCK_STREAM(4),
+    /** Socket-like datagrams: listed by discovery, not driven by Ferry. */
+    SOCK_DGRAM(5);
 
     final int code;
 

@@ -1,0 +1,374 @@
+package dev.ferry.ps;
+
+import static dev.ferry.ps.CheckpointDescriptor.FileSummary;
+
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+
+/**
+ * Writing and loading checkpoints ({@link CheckpointDescriptor}). The manifest's content is a
+ * {@link DataOutputStream} record:
+ * <pre>
+ *  version i32, sequence i64,
+ *  servers i32 (0: no slot table), then 65,536 x server i32,
+ *  tables i32, then per table:   name, dimension i32, optimizer, initializer, maxRows i64, shards i32,
+ *                                per shard: file name, rows i64, bytes i64, crc32c i32
+ *  tensors i32, then per tensor: name, length i32, optimizer, initializer, file name, bytes i64, crc32c i32
+ *  optimizer:   kind u8 (0 SGD, 1 Adagrad, 2 Adam, 3 FTRL), its hyper-parameters as f64
+ *  initializer: kind u8 (0 zeros, 1 uniform, 2 normal), two f64 and the seed i64
+ * </pre>
+ */
+final class Checkpoints {
+
+    private Checkpoints() {
+    }
+
+    /** What a loaded checkpoint holds. */
+    record Loaded(long sequence, SlotTable slots, Map<String, SparseTable> tables, Map<String, DenseTensor> tensors) {
+        void close() {
+            tables.values().forEach(SparseTable::close);
+            tensors.values().forEach(DenseTensor::close);
+        }
+    }
+
+    /**
+     * Writes a checkpoint of {@code tables} and {@code tensors} into {@code directory} and keeps
+     * the newest {@code kept} complete ones. Each shard is copied under its lock, then written
+     * with no lock held.
+     */
+    static Path write(Path directory, List<SparseTable> tables, List<DenseTensor> tensors, SlotTable slots, int kept) {
+        try {
+            Files.createDirectories(directory);
+            long sequence = 1 + existing(directory, true).stream().mapToLong(Checkpoints::sequenceOf).max().orElse(0);
+            Path tmp = directory.resolve(name(sequence) + CheckpointDescriptor.TMP_SUFFIX);
+            Path done = directory.resolve(name(sequence));
+            Files.createDirectory(tmp);
+            try {
+                ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+                DataOutputStream manifest = new DataOutputStream(bytes);
+                manifest.writeInt(CheckpointDescriptor.VERSION);
+                manifest.writeLong(sequence);
+                if (slots == null) {
+                    manifest.writeInt(0);
+                } else {
+                    manifest.writeInt(slots.serverCount());
+                    for (int server : slots.toArray()) {
+                        manifest.writeInt(server);
+                    }
+                }
+                manifest.writeInt(tables.size());
+                for (int t = 0; t < tables.size(); t++) {
+                    SparseTable table = tables.get(t);
+                    TableConfig config = table.config();
+                    manifest.writeUTF(config.name());
+                    manifest.writeInt(config.dimension());
+                    writeOptimizer(manifest, config.optimizer());
+                    writeInitializer(manifest, config.initializer());
+                    manifest.writeLong(config.maxRows());
+                    manifest.writeInt(config.shards());
+                    for (int s = 0; s < table.shardCount(); s++) {
+                        String file = "t" + t + "-s" + s + ".rows";
+                        try (Arena arena = Arena.ofConfined()) {
+                            MemorySegment rows = table.snapshotShard(s, arena);
+                            FileSummary summary = CheckpointDescriptor.write(tmp.resolve(file),
+                                    CheckpointDescriptor.KIND_ROWS, rows);
+                            manifest.writeUTF(file);
+                            manifest.writeLong(rows.byteSize() / table.rowBytes());
+                            manifest.writeLong(summary.bytes());
+                            manifest.writeInt(summary.crc());
+                        }
+                    }
+                }
+                manifest.writeInt(tensors.size());
+                for (int d = 0; d < tensors.size(); d++) {
+                    DenseTensor tensor = tensors.get(d);
+                    DenseConfig config = tensor.config();
+                    manifest.writeUTF(config.name());
+                    manifest.writeInt(config.length());
+                    writeOptimizer(manifest, config.optimizer());
+                    writeInitializer(manifest, config.initializer());
+                    String file = "d" + d + ".dense";
+                    try (Arena arena = Arena.ofConfined()) {
+                        FileSummary summary = CheckpointDescriptor.write(tmp.resolve(file),
+                                CheckpointDescriptor.KIND_DENSE, tensor.snapshot(arena));
+                        manifest.writeUTF(file);
+                        manifest.writeLong(summary.bytes());
+                        manifest.writeInt(summary.crc());
+                    }
+                }
+                manifest.flush();
+                CheckpointDescriptor.write(tmp.resolve(CheckpointDescriptor.MANIFEST), CheckpointDescriptor.KIND_MANIFEST,
+                        MemorySegment.ofArray(bytes.toByteArray()));
+                forceDirectory(tmp);
+                Files.move(tmp, done, StandardCopyOption.ATOMIC_MOVE);
+                forceDirectory(directory);
+            } catch (IOException | RuntimeException e) {
+                deleteTree(tmp);
+                throw e;
+            }
+            prune(directory, kept, sequence);
+            return done;
+        } catch (IOException e) {
+            throw new PsException(PsException.Code.CHECKPOINT_IO, "writing a checkpoint in " + directory + " failed: " + e, e);
+        }
+    }
+
+    /** Complete checkpoints in {@code directory}, newest first (with {@code tmp}: in-progress ones too). */
+    static List<Path> existing(Path directory, boolean tmp) throws IOException {
+        if (!Files.isDirectory(directory)) {
+            return List.of();
+        }
+        try (Stream<Path> entries = Files.list(directory)) {
+            return entries.filter(p -> sequenceOf(p) > 0 && (tmp || !p.getFileName().toString()
+                            .endsWith(CheckpointDescriptor.TMP_SUFFIX)))
+                    .sorted(Comparator.comparingLong(Checkpoints::sequenceOf).reversed())
+                    .toList();
+        }
+    }
+
+    /**
+     * Loads one checkpoint into new tables, verifying every file before it is used.
+     *
+     * @throws PsException {@code CHECKPOINT_CORRUPT} (nothing is kept) or {@code CHECKPOINT_IO}
+     */
+    static Loaded load(Path checkpoint, PsConfig limits, boolean readOnly) {
+        Map<String, SparseTable> tables = new LinkedHashMap<>();
+        Map<String, DenseTensor> tensors = new LinkedHashMap<>();
+        Loaded loaded = null;
+        try (Arena arena = Arena.ofConfined()) {
+            String where = checkpoint.toString();
+            MemorySegment content = CheckpointDescriptor.read(checkpoint.resolve(CheckpointDescriptor.MANIFEST),
+                    CheckpointDescriptor.KIND_MANIFEST, null, arena, where + "/" + CheckpointDescriptor.MANIFEST);
+            DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(content.toArray(ValueLayout.JAVA_BYTE)));
+            try {
+                int version = in.readInt();
+                if (version != CheckpointDescriptor.VERSION) {
+                    throw SparseTable.corrupt(where, "manifest version " + version);
+                }
+                long sequence = in.readLong();
+                int servers = in.readInt();
+                SlotTable slots = null;
+                if (servers > 0) {
+                    int[] map = new int[Slots.COUNT];
+                    for (int i = 0; i < map.length; i++) {
+                        map[i] = in.readInt();
+                    }
+                    slots = SlotTable.of(map, servers);
+                }
+                int tableCount = in.readInt();
+                for (int t = 0; t < tableCount; t++) {
+                    TableConfig config = new TableConfig(in.readUTF(), in.readInt(), readOptimizer(in),
+                            readInitializer(in), in.readLong(), in.readInt());
+                    SparseTable table = new SparseTable(config, limits, readOnly);
+                    if (tables.putIfAbsent(config.name(), table) != null) {
+                        table.close();
+                        throw SparseTable.corrupt(where, "table '" + config.name() + "' appears twice");
+                    }
+                    for (int s = 0; s < config.shards(); s++) {
+                        String file = in.readUTF();
+                        long rows = in.readLong();
+                        FileSummary summary = new FileSummary(in.readLong(), in.readInt());
+                        String source = where + "/" + file;
+                        try (Arena shardArena = Arena.ofConfined()) {
+                            MemorySegment data = CheckpointDescriptor.read(checkpoint.resolve(file),
+                                    CheckpointDescriptor.KIND_ROWS, summary, shardArena, source);
+                            if (data.byteSize() != rows * table.rowBytes()) {
+                                throw SparseTable.corrupt(source, data.byteSize() + " bytes of rows; the manifest says "
+                                        + rows + " rows of " + table.rowBytes());
+                            }
+                            table.loadShard(s, data, source);
+                        }
+                    }
+                }
+                int tensorCount = in.readInt();
+                for (int d = 0; d < tensorCount; d++) {
+                    DenseConfig config = new DenseConfig(in.readUTF(), in.readInt(), readOptimizer(in),
+                            readInitializer(in));
+                    if (tables.containsKey(config.name()) || tensors.containsKey(config.name())) {
+                        throw SparseTable.corrupt(where, "name '" + config.name() + "' appears twice");
+                    }
+                    DenseTensor tensor = new DenseTensor(config, limits, readOnly);
+                    tensors.put(config.name(), tensor);
+                    String file = in.readUTF();
+                    FileSummary summary = new FileSummary(in.readLong(), in.readInt());
+                    String source = where + "/" + file;
+                    try (Arena tensorArena = Arena.ofConfined()) {
+                        tensor.load(CheckpointDescriptor.read(checkpoint.resolve(file), CheckpointDescriptor.KIND_DENSE,
+                                summary, tensorArena, source), source);
+                    }
+                }
+                if (in.available() != 0) {
+                    throw SparseTable.corrupt(where, in.available() + " bytes after the manifest's end");
+                }
+                loaded = new Loaded(sequence, slots, tables, tensors);
+                return loaded;
+            } catch (EOFException e) {
+                throw SparseTable.corrupt(where + "/" + CheckpointDescriptor.MANIFEST, "ends early");
+            } catch (PsException e) {
+                if (e.code() == PsException.Code.INVALID_ARGUMENT) {
+                    throw SparseTable.corrupt(where + "/" + CheckpointDescriptor.MANIFEST, e.getMessage());
+                }
+                throw e;
+            }
+        } catch (IOException e) {
+            throw new PsException(PsException.Code.CHECKPOINT_IO, "reading checkpoint " + checkpoint + " failed: " + e, e);
+        } finally {
+            if (loaded == null) {
+                tables.values().forEach(SparseTable::close);
+                tensors.values().forEach(DenseTensor::close);
+            }
+        }
+    }
+
+    static long sequenceOf(Path path) {
+        String name = path.getFileName().toString();
+        if (!name.startsWith(CheckpointDescriptor.PREFIX)) {
+            return -1;
+        }
+        String digits = name.substring(CheckpointDescriptor.PREFIX.length());
+        if (digits.endsWith(CheckpointDescriptor.TMP_SUFFIX)) {
+            digits = digits.substring(0, digits.length() - CheckpointDescriptor.TMP_SUFFIX.length());
+        }
+        if (digits.isEmpty() || digits.length() > 18 || !digits.chars().allMatch(c -> c >= '0' && c <= '9')) {
+            return -1;
+        }
+        return Long.parseLong(digits);
+    }
+
+    private static String name(long sequence) {
+        return CheckpointDescriptor.PREFIX + String.format("%08d", sequence);
+    }
+
+    /** Deletes leftover temporary directories and all but the newest {@code kept} complete checkpoints. */
+    private static void prune(Path directory, int kept, long current) throws IOException {
+        List<Path> all = existing(directory, true);
+        List<Path> complete = new ArrayList<>();
+        for (Path p : all) {
+            if (p.getFileName().toString().endsWith(CheckpointDescriptor.TMP_SUFFIX)) {
+                if (sequenceOf(p) < current) {
+                    deleteTree(p);
+                }
+            } else {
+                complete.add(p);
+            }
+        }
+        for (int i = kept; i < complete.size(); i++) {
+            deleteTree(complete.get(i));
+        }
+    }
+
+    private static void deleteTree(Path root) {
+        if (!Files.exists(root)) {
+            return;
+        }
+        try (Stream<Path> walk = Files.walk(root)) {
+            for (Path p : walk.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static void forceDirectory(Path directory) {
+        try (FileChannel channel = FileChannel.open(directory, StandardOpenOption.READ)) {
+            channel.force(true);
+        } catch (IOException e) {
+            // Some file systems cannot sync a directory; the files themselves are forced.
+        }
+    }
+
+    private static void writeOptimizer(DataOutputStream out, Optimizer optimizer) throws IOException {
+        switch (optimizer) {
+            case Optimizer.Sgd o -> {
+                out.writeByte(0);
+                out.writeDouble(o.learningRate());
+            }
+            case Optimizer.Adagrad o -> {
+                out.writeByte(1);
+                out.writeDouble(o.learningRate());
+                out.writeDouble(o.initialAccumulator());
+                out.writeDouble(o.epsilon());
+            }
+            case Optimizer.Adam o -> {
+                out.writeByte(2);
+                out.writeDouble(o.learningRate());
+                out.writeDouble(o.beta1());
+                out.writeDouble(o.beta2());
+                out.writeDouble(o.epsilon());
+            }
+            case Optimizer.Ftrl o -> {
+                out.writeByte(3);
+                out.writeDouble(o.alpha());
+                out.writeDouble(o.beta());
+                out.writeDouble(o.l1());
+                out.writeDouble(o.l2());
+            }
+        }
+    }
+
+    private static Optimizer readOptimizer(DataInputStream in) throws IOException {
+        int kind = in.readUnsignedByte();
+        return switch (kind) {
+            case 0 -> new Optimizer.Sgd(in.readDouble());
+            case 1 -> new Optimizer.Adagrad(in.readDouble(), in.readDouble(), in.readDouble());
+            case 2 -> new Optimizer.Adam(in.readDouble(), in.readDouble(), in.readDouble(), in.readDouble());
+            case 3 -> new Optimizer.Ftrl(in.readDouble(), in.readDouble(), in.readDouble(), in.readDouble());
+            default -> throw TableConfig.invalid("unknown optimizer kind " + kind);
+        };
+    }
+
+    private static void writeInitializer(DataOutputStream out, Initializer initializer) throws IOException {
+        switch (initializer) {
+            case Initializer.Zeros z -> {
+                out.writeByte(0);
+                out.writeDouble(0);
+                out.writeDouble(0);
+                out.writeLong(0);
+            }
+            case Initializer.Uniform u -> {
+                out.writeByte(1);
+                out.writeDouble(u.low());
+                out.writeDouble(u.high());
+                out.writeLong(u.seed());
+            }
+            case Initializer.Normal n -> {
+                out.writeByte(2);
+                out.writeDouble(n.mean());
+                out.writeDouble(n.stddev());
+                out.writeLong(n.seed());
+            }
+        }
+    }
+
+    private static Initializer readInitializer(DataInputStream in) throws IOException {
+        int kind = in.readUnsignedByte();
+        double a = in.readDouble();
+        double b = in.readDouble();
+        long seed = in.readLong();
+        return switch (kind) {
+            case 0 -> new Initializer.Zeros();
+            case 1 -> new Initializer.Uniform(a, b, seed);
+            case 2 -> new Initializer.Normal(a, b, seed);
+            default -> throw TableConfig.invalid("unknown initializer kind " + kind);
+        };
+    }
+}

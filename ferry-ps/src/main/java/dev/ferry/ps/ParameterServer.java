@@ -1,0 +1,315 @@
+package dev.ferry.ps;
+
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The state of one parameter-server process: its sparse tables and dense tensors, the slot
+ * table it was given, and its checkpoints. The RPC layer decodes a request and calls
+ * {@link #pull} or {@link #push} with views of the registered request and response buffers;
+ * nothing here copies through the heap.
+ *
+ * <p>Modes: {@link #create} and {@link #open} give a training server; {@link #serving} loads a
+ * checkpoint read-only: pushes and new tables are rejected with {@code READ_ONLY}, and pulls of
+ * ids absent from the checkpoint return the table's initial values without storing them.
+ *
+ * <p>Thread-safe. Errors are {@link PsException}s; see {@link SparseTable} for what concurrent
+ * readers see.
+ */
+public final class ParameterServer implements AutoCloseable {
+
+    private static final System.Logger LOG = System.getLogger("dev.ferry.ps");
+
+    private final PsConfig config;
+    private final boolean readOnly;
+    private final Map<String, SparseTable> tables = new ConcurrentHashMap<>();
+    private final Map<String, DenseTensor> tensors = new ConcurrentHashMap<>();
+    private final Object checkpointLock = new Object();
+    private final Path restoredFrom;
+    private final List<String> rejected;
+    private volatile SlotTable slots;
+    private volatile boolean closed;
+
+    private ParameterServer(PsConfig config, boolean readOnly, Checkpoints.Loaded loaded, Path restoredFrom,
+            List<String> rejected) {
+        this.config = Objects.requireNonNull(config, "config");
+        this.readOnly = readOnly;
+        this.restoredFrom = restoredFrom;
+        this.rejected = List.copyOf(rejected);
+        if (loaded != null) {
+            tables.putAll(loaded.tables());
+            tensors.putAll(loaded.tensors());
+            slots = loaded.slots();
+        }
+    }
+
+    /** An empty training server. */
+    public static ParameterServer create(PsConfig config) {
+        return new ParameterServer(config, false, null, null, List.of());
+    }
+
+    /**
+     * A training server restored from the newest complete checkpoint in {@code directory} that
+     * verifies, or an empty one if the directory holds none. Checkpoints that fail verification are
+     * skipped, logged and listed in {@link #rejectedCheckpoints()}, and left on disk.
+     *
+     * @throws PsException {@code CHECKPOINT_CORRUPT} if checkpoints exist and none verifies
+     */
+    public static ParameterServer open(PsConfig config, Path directory) {
+        return restoreLatest(config, directory, false, false);
+    }
+
+    /**
+     * A read-only server for inference, loaded from the newest complete checkpoint in
+     * {@code directory} that verifies.
+     *
+     * @throws PsException {@code NO_CHECKPOINT} if there is none; {@code CHECKPOINT_CORRUPT} if
+     *                     none verifies
+     */
+    public static ParameterServer serving(PsConfig config, Path directory) {
+        return restoreLatest(config, directory, true, true);
+    }
+
+    /**
+     * A server loaded from exactly one checkpoint directory ({@code .../checkpoint-00000007}).
+     *
+     * @throws PsException {@code CHECKPOINT_CORRUPT} naming the file and the problem if it does not verify
+     */
+    public static ParameterServer restore(PsConfig config, Path checkpoint, boolean readOnly) {
+        Checkpoints.Loaded loaded = Checkpoints.load(checkpoint, config, readOnly);
+        return new ParameterServer(config, readOnly, loaded, checkpoint, List.of());
+    }
+
+    private static ParameterServer restoreLatest(PsConfig config, Path directory, boolean readOnly, boolean required) {
+        Objects.requireNonNull(config, "config");
+        List<Path> candidates;
+        try {
+            candidates = Checkpoints.existing(directory, false);
+        } catch (IOException e) {
+            throw new PsException(PsException.Code.CHECKPOINT_IO, "listing " + directory + " failed: " + e, e);
+        }
+        if (candidates.isEmpty()) {
+            if (required) {
+                throw new PsException(PsException.Code.NO_CHECKPOINT, "no complete checkpoint in " + directory);
+            }
+            return new ParameterServer(config, readOnly, null, null, List.of());
+        }
+        List<String> rejected = new ArrayList<>();
+        for (Path candidate : candidates) {
+            try {
+                Checkpoints.Loaded loaded = Checkpoints.load(candidate, config, readOnly);
+                return new ParameterServer(config, readOnly, loaded, candidate, rejected);
+            } catch (PsException e) {
+                if (e.code() != PsException.Code.CHECKPOINT_CORRUPT) {
+                    throw e;
+                }
+                LOG.log(System.Logger.Level.WARNING, "skipping a checkpoint: " + e.getMessage());
+                rejected.add(e.getMessage());
+            }
+        }
+        throw new PsException(PsException.Code.CHECKPOINT_CORRUPT, "no checkpoint in " + directory
+                + " verifies: " + String.join("; ", rejected));
+    }
+
+    /** Whether this server rejects pushes (serving mode). */
+    public boolean readOnly() {
+        return readOnly;
+    }
+
+    /** Its settings. */
+    public PsConfig config() {
+        return config;
+    }
+
+    /** The checkpoint it was restored from, if any. */
+    public Optional<Path> restoredFrom() {
+        return Optional.ofNullable(restoredFrom);
+    }
+
+    /** Why newer checkpoints were skipped when it was restored; empty if none was. */
+    public List<String> rejectedCheckpoints() {
+        return rejected;
+    }
+
+    /**
+     * Creates a sparse table.
+     *
+     * @throws PsException {@code TABLE_EXISTS}, {@code READ_ONLY}
+     */
+    public SparseTable createTable(TableConfig table) {
+        Objects.requireNonNull(table, "table");
+        synchronized (tables) {
+            checkCreate(table.name());
+            SparseTable created = new SparseTable(table, config, readOnly);
+            tables.put(table.name(), created);
+            return created;
+        }
+    }
+
+    /**
+     * Creates a dense tensor with its initial weights.
+     *
+     * @throws PsException {@code TABLE_EXISTS}, {@code READ_ONLY}
+     */
+    public DenseTensor createDense(DenseConfig tensor) {
+        Objects.requireNonNull(tensor, "tensor");
+        synchronized (tables) {
+            checkCreate(tensor.name());
+            DenseTensor created = new DenseTensor(tensor, config, readOnly);
+            tensors.put(tensor.name(), created);
+            return created;
+        }
+    }
+
+    /**
+     * The sparse table of that name.
+     *
+     * @throws PsException {@code UNKNOWN_TABLE}
+     */
+    public SparseTable table(String name) {
+        checkOpen();
+        SparseTable table = tables.get(name);
+        if (table == null) {
+            throw new PsException(PsException.Code.UNKNOWN_TABLE, "no sparse table '" + name + "'; tables: "
+                    + tables.keySet().stream().sorted().toList());
+        }
+        return table;
+    }
+
+    /**
+     * The dense tensor of that name.
+     *
+     * @throws PsException {@code UNKNOWN_TABLE}
+     */
+    public DenseTensor dense(String name) {
+        checkOpen();
+        DenseTensor tensor = tensors.get(name);
+        if (tensor == null) {
+            throw new PsException(PsException.Code.UNKNOWN_TABLE, "no dense tensor '" + name + "'; tensors: "
+                    + tensors.keySet().stream().sorted().toList());
+        }
+        return tensor;
+    }
+
+    /** Configuration, size and memory of a table or tensor ({@code UNKNOWN_TABLE} if neither). */
+    public TableStats describe(String name) {
+        checkOpen();
+        SparseTable table = tables.get(name);
+        if (table != null) {
+            return table.stats();
+        }
+        return dense(name).stats();
+    }
+
+    /** Every table and tensor, by name. */
+    public List<TableStats> stats() {
+        checkOpen();
+        List<TableStats> all = new ArrayList<>();
+        tables.values().forEach(t -> all.add(t.stats()));
+        tensors.values().forEach(t -> all.add(t.stats()));
+        all.sort((a, b) -> a.name().compareTo(b.name()));
+        return all;
+    }
+
+    /**
+     * A pull as it arrives from the wire: {@link SparseTable#gather} after checking that the
+     * client's dimension is the table's.
+     *
+     * @throws PsException {@code UNKNOWN_TABLE}, {@code WRONG_DIMENSION}, and those of gather
+     */
+    public void pull(String table, int dimension, long[] ids, int offset, int count, MemorySegment out) {
+        checkDimension(table(table), dimension).gather(ids, offset, count, out);
+    }
+
+    /**
+     * A push as it arrives from the wire: {@link SparseTable#apply} after checking the mode and
+     * that the client's dimension is the table's.
+     *
+     * @throws PsException {@code READ_ONLY}, {@code UNKNOWN_TABLE}, {@code WRONG_DIMENSION}, and
+     *                     those of apply
+     */
+    public void push(String table, int dimension, long[] ids, int offset, int count, MemorySegment gradients) {
+        checkWritable();
+        checkDimension(table(table), dimension).apply(ids, offset, count, gradients);
+    }
+
+    /** The slot table this server was given (kept in checkpoints), or null. */
+    public SlotTable slotTable() {
+        return slots;
+    }
+
+    /** Records the cluster's slot table, to be saved with the next checkpoint. */
+    public void slotTable(SlotTable value) {
+        slots = Objects.requireNonNull(value, "value");
+    }
+
+    /**
+     * Writes a checkpoint of every table and tensor into {@code directory} while the server keeps
+     * serving. Each shard is copied under its lock, which is held for that one copy, so each shard
+     * is a consistent point in time; shards are not one global cut unless pushes are paused. The
+     * checkpoint is written in a temporary directory and renamed when complete, and the newest
+     * {@link PsConfig#checkpointsKept()} are kept.
+     *
+     * @return the new checkpoint's directory
+     * @throws PsException {@code CHECKPOINT_IO}; earlier checkpoints are untouched then
+     */
+    public Path checkpoint(Path directory) {
+        Objects.requireNonNull(directory, "directory");
+        checkOpen();
+        synchronized (checkpointLock) {
+            List<SparseTable> sparse = new ArrayList<>(tables.values());
+            sparse.sort((a, b) -> a.name().compareTo(b.name()));
+            List<DenseTensor> dense = new ArrayList<>(tensors.values());
+            dense.sort((a, b) -> a.name().compareTo(b.name()));
+            return Checkpoints.write(directory, sparse, dense, slots, config.checkpointsKept());
+        }
+    }
+
+    /** Frees every table's memory; later calls fail with {@code CLOSED}. */
+    @Override
+    public void close() {
+        synchronized (tables) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+            tables.values().forEach(SparseTable::close);
+            tensors.values().forEach(DenseTensor::close);
+        }
+    }
+
+    private void checkCreate(String name) {
+        checkOpen();
+        checkWritable();
+        if (tables.containsKey(name) || tensors.containsKey(name)) {
+            throw new PsException(PsException.Code.TABLE_EXISTS, "a table or tensor named '" + name + "' exists");
+        }
+    }
+
+    private void checkWritable() {
+        if (readOnly) {
+            throw new PsException(PsException.Code.READ_ONLY, "this server is read-only (serving mode)");
+        }
+    }
+
+    private void checkOpen() {
+        if (closed) {
+            throw new PsException(PsException.Code.CLOSED, "the parameter server is closed");
+        }
+    }
+
+    private static SparseTable checkDimension(SparseTable table, int dimension) {
+        if (dimension != table.dimension()) {
+            throw new PsException(PsException.Code.WRONG_DIMENSION, "table '" + table.name() + "' has dimension "
+                    + table.dimension() + "; the request says " + dimension);
+        }
+        return table;
+    }
+}

@@ -1,0 +1,376 @@
+package dev.ferry.ps;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A sparse embedding table on this server: int64 id to {@code dimension} f32 weights with the
+ * optimizer state inline, in {@link TableConfig#shards()} lock stripes. Rows live off-heap and
+ * are created by their first pull or push with the table's {@link Initializer}.
+ *
+ * <p>Buffers: {@link #gather} writes rows into a caller's segment (the registered response
+ * buffer) and {@link #apply} reads gradients from one (the registered request buffer); both hold
+ * rows of {@code dimension} little-endian f32 values, back to back, in the order of the ids.
+ *
+ * <p>Thread safety and what readers see: any number of threads may gather and apply at once.
+ * Each row is read and updated under the lock of its shard, so a gather sees every row whole,
+ * between two optimizer steps, never a torn row. A batch is not atomic across rows: a gather
+ * concurrent with an apply may see some rows of that apply updated and others not yet. Updates
+ * to one row are serialised, so concurrent pushes give the state of some serial order of their
+ * per-row steps (for SGD, the same sums in any order, to rounding).
+ */
+public final class SparseTable {
+
+    private final TableConfig config;
+    private final PsConfig limits;
+    private final boolean readOnly;
+    private final OptimizerKernel kernel;
+    private final Shard[] shards;
+    private final long payloadBytes;
+    private final long rowBytes;
+    private final AtomicLong rowCount = new AtomicLong();
+    private volatile boolean closed;
+
+    SparseTable(TableConfig config, PsConfig limits, boolean readOnly) {
+        this.config = config;
+        this.limits = limits;
+        this.readOnly = readOnly;
+        this.kernel = new OptimizerKernel(config.optimizer(), config.initializer());
+        this.payloadBytes = (long) config.dimension() * Float.BYTES;
+        this.rowBytes = RowLayout.rowBytes(config.dimension(), config.optimizer().stateSlots());
+        this.shards = new Shard[config.shards()];
+        for (int s = 0; s < shards.length; s++) {
+            shards[s] = new Shard(rowBytes);
+        }
+    }
+
+    /** Its configuration. */
+    public TableConfig config() {
+        return config;
+    }
+
+    /** Its name. */
+    public String name() {
+        return config.name();
+    }
+
+    /** Weights per row. */
+    public int dimension() {
+        return config.dimension();
+    }
+
+    /** Whether pushes are rejected (serving mode). */
+    public boolean readOnly() {
+        return readOnly;
+    }
+
+    /** Rows stored. */
+    public long rows() {
+        return rowCount.get();
+    }
+
+    /** A snapshot of its size and memory. */
+    public TableStats stats() {
+        long reserved = 0;
+        for (Shard shard : shards) {
+            shard.lock.lock();
+            try {
+                reserved += shard.reservedBytes();
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+        return new TableStats(name(), dimension(), config.optimizer(), rowCount.get(), config.maxRows(),
+                rowBytes, reserved);
+    }
+
+    /**
+     * Writes the weights of {@code ids[offset, offset + count)} to {@code out}, row {@code i} at
+     * byte {@code i * dimension * 4}, in the ids' order (duplicates repeat the row). Ids not in
+     * the table are created with their initial values; in serving mode they are not stored, and
+     * their initial values are written.
+     *
+     * @throws PsException        {@code INVALID_ARGUMENT} for a range outside {@code ids} or a
+     *                            read-only {@code out}; {@code LENGTH_MISMATCH} if {@code out} is
+     *                            shorter than {@code count} rows; {@code REQUEST_TOO_LARGE} past
+     *                            the {@link PsConfig} limits; nothing is read or created then
+     * @throws TableFullException if a new row was needed beyond the capacity; rows before it
+     *                            were created and written
+     */
+    public void gather(long[] ids, int offset, int count, MemorySegment out) {
+        Objects.requireNonNull(out, "out");
+        long bytes = checkRequest(ids, offset, count);
+        if (out.isReadOnly()) {
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "the output segment is read-only");
+        }
+        if (out.byteSize() < bytes) {
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "the output holds " + out.byteSize()
+                    + " bytes; " + count + " rows of table '" + name() + "' (dimension " + dimension()
+                    + ") need " + bytes);
+        }
+        Groups groups = group(ids, offset, count);
+        for (int s = 0; s < shards.length; s++) {
+            if (groups.start[s] == groups.start[s + 1]) {
+                continue;
+            }
+            Shard shard = shards[s];
+            shard.lock.lock();
+            try {
+                checkOpen(shard);
+                for (int k = groups.start[s]; k < groups.start[s + 1]; k++) {
+                    int pos = groups.order[k];
+                    long id = ids[offset + pos];
+                    long at = pos * payloadBytes;
+                    int row = shard.find(id, groups.hash[pos]);
+                    if (row < 0) {
+                        if (readOnly) {
+                            kernel.initWeights(id, dimension(), out, at);
+                            continue;
+                        }
+                        row = create(shard, id, groups.hash[pos]);
+                    }
+                    MemorySegment.copy(shard.chunk(row), shard.offset(row) + RowLayout.WEIGHTS_OFFSET, out, at,
+                            payloadBytes);
+                }
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+    }
+
+    /**
+     * Applies one optimizer step per id of {@code ids[offset, offset + count)} with the gradient
+     * row at byte {@code i * dimension * 4} of {@code gradients}, which must hold exactly
+     * {@code count} rows. Ids not in the table are created first with their initial values.
+     *
+     * <p>Duplicate ids are applied sequentially, one step each, in the order of the batch (use
+     * {@link BatchPlan#sumGradients} on the client for one summed step per id).
+     *
+     * @throws PsException        {@code READ_ONLY} in serving mode; {@code INVALID_ARGUMENT} for a
+     *                            range outside {@code ids} or a gradient that is NaN or infinite;
+     *                            {@code WRONG_DIMENSION} or {@code LENGTH_MISMATCH} if the gradients
+     *                            are not {@code count} rows of this table; {@code REQUEST_TOO_LARGE}
+     *                            past the {@link PsConfig} limits. The table is unchanged then
+     * @throws TableFullException if a new row was needed beyond the capacity. No gradient was
+     *                            applied; rows created before it keep their initial values
+     */
+    public void apply(long[] ids, int offset, int count, MemorySegment gradients) {
+        Objects.requireNonNull(gradients, "gradients");
+        if (readOnly) {
+            throw new PsException(PsException.Code.READ_ONLY,
+                    "table '" + name() + "' is served read-only: pushes are rejected");
+        }
+        long bytes = checkRequest(ids, offset, count);
+        if (gradients.byteSize() != bytes) {
+            if (count > 0 && gradients.byteSize() % ((long) count * Float.BYTES) == 0) {
+                throw new PsException(PsException.Code.WRONG_DIMENSION, "gradients hold "
+                        + gradients.byteSize() / count / Float.BYTES + " floats per id; table '" + name()
+                        + "' has dimension " + dimension());
+            }
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, count + " ids of table '" + name()
+                    + "' (dimension " + dimension() + ") need " + bytes + " bytes of gradients, not "
+                    + gradients.byteSize());
+        }
+        for (long i = 0; i < bytes; i += Float.BYTES) {
+            float g = gradients.get(RowLayout.FLOAT, i);
+            if (!Float.isFinite(g)) {
+                long pos = i / payloadBytes;
+                throw new PsException(PsException.Code.INVALID_ARGUMENT, "gradient " + g + " for id "
+                        + ids[offset + (int) pos] + " (element " + (i % payloadBytes) / Float.BYTES
+                        + ") of table '" + name() + "' is not finite");
+            }
+        }
+        Groups groups = group(ids, offset, count);
+        int[] rowOf = new int[count];
+        // Phase 1: find or create every row, so that a full table fails before any step.
+        for (int s = 0; s < shards.length; s++) {
+            if (groups.start[s] == groups.start[s + 1]) {
+                continue;
+            }
+            Shard shard = shards[s];
+            shard.lock.lock();
+            try {
+                checkOpen(shard);
+                for (int k = groups.start[s]; k < groups.start[s + 1]; k++) {
+                    int pos = groups.order[k];
+                    long id = ids[offset + pos];
+                    int row = shard.find(id, groups.hash[pos]);
+                    rowOf[pos] = row >= 0 ? row : create(shard, id, groups.hash[pos]);
+                }
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+        // Phase 2: the steps, in batch order within each shard (so duplicates apply in order).
+        for (int s = 0; s < shards.length; s++) {
+            if (groups.start[s] == groups.start[s + 1]) {
+                continue;
+            }
+            Shard shard = shards[s];
+            shard.lock.lock();
+            try {
+                checkOpen(shard);
+                for (int k = groups.start[s]; k < groups.start[s + 1]; k++) {
+                    int pos = groups.order[k];
+                    int row = rowOf[pos];
+                    kernel.step(shard.chunk(row), shard.offset(row), dimension(), gradients, pos * payloadBytes);
+                }
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+    }
+
+    /** The whole row of {@code id} (header, weights, optimizer state) as bytes, or null; for tests. */
+    byte[] rawRow(long id) {
+        long hash = Slots.mix(id);
+        Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
+        shard.lock.lock();
+        try {
+            checkOpen(shard);
+            int row = shard.find(id, hash);
+            return row < 0 ? null
+                    : shard.chunk(row).asSlice(shard.offset(row), rowBytes).toArray(ValueLayout.JAVA_BYTE);
+        } finally {
+            shard.lock.unlock();
+        }
+    }
+
+    int shardCount() {
+        return shards.length;
+    }
+
+    long rowBytes() {
+        return rowBytes;
+    }
+
+    /** A consistent copy of one shard's rows, taken under its lock (held for one copy). */
+    MemorySegment snapshotShard(int s, Arena arena) {
+        Shard shard = shards[s];
+        shard.lock.lock();
+        try {
+            checkOpen(shard);
+            return shard.snapshot(arena);
+        } finally {
+            shard.lock.unlock();
+        }
+    }
+
+    /**
+     * Adds the rows of a checkpoint file to shard {@code s}, byte for byte.
+     *
+     * @throws PsException {@code CHECKPOINT_CORRUPT} if a row belongs to another shard, repeats an
+     *                     id, or the table would exceed its capacity
+     */
+    void loadShard(int s, MemorySegment data, String source) {
+        if (data.byteSize() % rowBytes != 0) {
+            throw corrupt(source, data.byteSize() + " bytes of rows is not a multiple of the row size " + rowBytes);
+        }
+        Shard shard = shards[s];
+        shard.lock.lock();
+        try {
+            for (long at = 0; at < data.byteSize(); at += rowBytes) {
+                long id = data.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
+                long hash = Slots.mix(id);
+                if (Slots.shardOfHash(hash, shards.length) != s) {
+                    throw corrupt(source, "row " + at / rowBytes + " (id " + id + ") belongs to shard "
+                            + Slots.shardOfHash(hash, shards.length) + ", not " + s);
+                }
+                if (shard.find(id, hash) >= 0) {
+                    throw corrupt(source, "id " + id + " appears twice");
+                }
+                if (rowCount.incrementAndGet() > config.maxRows()) {
+                    throw corrupt(source, "more rows than the table's capacity " + config.maxRows());
+                }
+                int row = shard.append(id, hash);
+                MemorySegment.copy(data, at, shard.chunk(row), shard.offset(row), rowBytes);
+            }
+        } finally {
+            shard.lock.unlock();
+        }
+    }
+
+    /** Frees the table's memory; later calls fail with {@code CLOSED}. */
+    void close() {
+        closed = true;
+        for (Shard shard : shards) {
+            shard.lock.lock();
+            try {
+                shard.close();
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+    }
+
+    static PsException corrupt(String source, String message) {
+        return new PsException(PsException.Code.CHECKPOINT_CORRUPT, "corrupt checkpoint: " + source + ": " + message);
+    }
+
+    private int create(Shard shard, long id, long hash) {
+        long n;
+        do {
+            n = rowCount.get();
+            if (n >= config.maxRows()) {
+                throw new TableFullException(name(), config.maxRows(), id);
+            }
+        } while (!rowCount.compareAndSet(n, n + 1));
+        int row = shard.append(id, hash);
+        kernel.initRow(shard.chunk(row), shard.offset(row), id, dimension());
+        return row;
+    }
+
+    /** Validates a request's range and size; returns its payload bytes. */
+    private long checkRequest(long[] ids, int offset, int count) {
+        Objects.requireNonNull(ids, "ids");
+        if (closed) {
+            throw new PsException(PsException.Code.CLOSED, "table '" + name() + "' is closed");
+        }
+        if (offset < 0 || count < 0 || offset > ids.length - count) {
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "ids range [" + offset + ", +" + count
+                    + ") is outside an array of " + ids.length);
+        }
+        long bytes = count * payloadBytes;
+        if (count > limits.maxIdsPerRequest() || bytes > limits.maxRequestBytes()) {
+            throw new PsException(PsException.Code.REQUEST_TOO_LARGE, "a request of " + count + " ids ("
+                    + bytes + " bytes) to table '" + name() + "' exceeds the limits of "
+                    + limits.maxIdsPerRequest() + " ids and " + limits.maxRequestBytes() + " bytes");
+        }
+        return bytes;
+    }
+
+    private void checkOpen(Shard shard) {
+        if (shard.closed()) {
+            throw new PsException(PsException.Code.CLOSED, "table '" + name() + "' is closed");
+        }
+    }
+
+    /** The positions of a batch grouped by shard, in batch order within a shard. */
+    private record Groups(long[] hash, int[] order, int[] start) {
+    }
+
+    private Groups group(long[] ids, int offset, int count) {
+        long[] hash = new long[count];
+        int[] shardOf = new int[count];
+        int[] start = new int[shards.length + 1];
+        for (int i = 0; i < count; i++) {
+            long h = Slots.mix(ids[offset + i]);
+            hash[i] = h;
+            int s = Slots.shardOfHash(h, shards.length);
+            shardOf[i] = s;
+            start[s + 1]++;
+        }
+        for (int s = 0; s < shards.length; s++) {
+            start[s + 1] += start[s];
+        }
+        int[] cursor = java.util.Arrays.copyOf(start, shards.length);
+        int[] order = new int[count];
+        for (int i = 0; i < count; i++) {
+            order[cursor[shardOf[i]]++] = i;
+        }
+        return new Groups(hash, order, start);
+    }
+}

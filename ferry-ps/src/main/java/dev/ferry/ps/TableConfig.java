@@ -1,0 +1,84 @@
+package dev.ferry.ps;
+
+import java.util.Objects;
+
+/**
+ * A sparse embedding table: int64 id to a row of {@code dimension} f32 weights, with the
+ * optimizer's state in the row.
+ *
+ * @param name        unique per server; 1 to 200 characters
+ * @param dimension   weights per row, 1 to 65,536
+ * @param optimizer   the update rule applied to pushed gradients
+ * @param initializer the values of a row created by its first pull or push. Default zeros
+ * @param maxRows     the table's capacity: a request that needs a row beyond it fails with
+ *                    {@link TableFullException}. Memory is bounded by
+ *                    {@code maxRows * bytesPerRow()} plus the hash index. Default 1,048,576
+ * @param shards      lock stripes, a power of two from 1 to 256; each owns its hash table and its
+ *                    rows. Default 16: on a server with 16 request threads, two pushers rarely wait
+ *                    for the same stripe, and an empty shard costs a 1 KiB index
+ */
+public record TableConfig(String name, int dimension, Optimizer optimizer, Initializer initializer, long maxRows,
+        int shards) {
+
+    /** Default {@link #maxRows()}. */
+    public static final long DEFAULT_MAX_ROWS = 1L << 20;
+    /** Default {@link #shards()}. */
+    public static final int DEFAULT_SHARDS = 16;
+    /** The largest {@link #dimension()}. */
+    public static final int MAX_DIMENSION = 1 << 16;
+
+    /** Checks the values. */
+    public TableConfig {
+        Objects.requireNonNull(name, "name");
+        Objects.requireNonNull(optimizer, "optimizer");
+        Objects.requireNonNull(initializer, "initializer");
+        checkName(name);
+        if (dimension < 1 || dimension > MAX_DIMENSION) {
+            throw invalid("dimension must be in [1, " + MAX_DIMENSION + "]: " + dimension);
+        }
+        if (maxRows < 1 || maxRows > Integer.MAX_VALUE) {
+            throw invalid("maxRows must be in [1, " + Integer.MAX_VALUE + "]: " + maxRows);
+        }
+        if (shards < 1 || shards > 256 || Integer.bitCount(shards) != 1) {
+            throw invalid("shards must be a power of two in [1, 256]: " + shards);
+        }
+    }
+
+    /** A table with zero initial rows and the default capacity and shards. */
+    public static TableConfig of(String name, int dimension, Optimizer optimizer) {
+        return new TableConfig(name, dimension, optimizer, Initializer.zeros(), DEFAULT_MAX_ROWS, DEFAULT_SHARDS);
+    }
+
+    /** This table with another initializer. */
+    public TableConfig withInitializer(Initializer value) {
+        return new TableConfig(name, dimension, optimizer, value, maxRows, shards);
+    }
+
+    /** This table with another capacity. */
+    public TableConfig withMaxRows(long value) {
+        return new TableConfig(name, dimension, optimizer, initializer, value, shards);
+    }
+
+    /** This table with another number of shards. */
+    public TableConfig withShards(int value) {
+        return new TableConfig(name, dimension, optimizer, initializer, maxRows, value);
+    }
+
+    /**
+     * Bytes of one row in memory and in checkpoints: id, step count, weights and optimizer
+     * state. The hash index adds 16 to 40 bytes per row (16-byte entries, at most 5/8 full).
+     */
+    public int bytesPerRow() {
+        return (int) RowLayout.rowBytes(dimension, optimizer.stateSlots());
+    }
+
+    static void checkName(String name) {
+        if (name.isEmpty() || name.length() > 200) {
+            throw invalid("a name has 1 to 200 characters: '" + name + "'");
+        }
+    }
+
+    static PsException invalid(String message) {
+        return new PsException(PsException.Code.INVALID_ARGUMENT, message);
+    }
+}

@@ -702,9 +702,13 @@ public abstract class AbstractTransportTest {
     // ---------------------------------------------------------------------------------------
     // Helpers
 
-    /** {@code config} with windows small enough that a test fills them. */
+    /**
+     * {@code config} with windows small enough that a test fills them, and enough credits that
+     * the windows, not the credits, are what fills first (64 credits of eager-size messages are
+     * more than a link's window).
+     */
     protected static TransportConfig smallWindows(TransportConfig config) {
-        return config.withFlowControl(16 * 1024, 16, 256 * 1024, 512 * 1024, 1 << 20);
+        return config.withFlowControl(16 * 1024, 64, 256 * 1024, 512 * 1024, 1 << 20);
     }
 
     /** Sizes per stream and sequence: log-uniform up to 256 KiB, some large ones spread in. */

@@ -66,6 +66,12 @@ final class FabricTransport implements Transport {
     private static final int BATCH = 64;
     private static final int CONTROL_BUFFERS = 2048;
     private static final int MAX_READS = 16;
+    /**
+     * Handshakes served at once. A connect storm (hundreds of peers starting together) then
+     * queues on the listener instead of each handshake competing for the progress thread and
+     * timing out together.
+     */
+    private static final int CONCURRENT_HANDSHAKES = 16;
 
     // Operation kinds, per context slot.
     private static final byte RECV = 1;
@@ -94,6 +100,7 @@ final class FabricTransport implements Transport {
     private volatile boolean parked;
 
     private final ConcurrentHashMap<String, FabricPeer> peers = new ConcurrentHashMap<>();
+    private final java.util.concurrent.Semaphore handshakes = new java.util.concurrent.Semaphore(CONCURRENT_HANDSHAKES);
     private final ConcurrentLinkedQueue<Object> commands = new ConcurrentLinkedQueue<>();
 
     // Progress-thread state.
@@ -350,7 +357,25 @@ final class FabricTransport implements Transport {
                 }
                 return;
             }
-            Thread.ofVirtual().name("ferry-handshake").start(() -> handshake(socket));
+            Thread.ofVirtual().name("ferry-handshake").start(() -> {
+                boolean admitted = false;
+                try {
+                    admitted = handshakes.tryAcquire(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
+                    if (admitted) {
+                        handshake(socket);
+                    } else {
+                        LOG.log(System.Logger.Level.WARNING, "too many handshakes at once; dropped "
+                                + socket.getRemoteSocketAddress());
+                        closeQuietly(socket);
+                    }
+                } catch (InterruptedException e) {
+                    closeQuietly(socket);
+                } finally {
+                    if (admitted) {
+                        handshakes.release();
+                    }
+                }
+            });
         }
     }
 
@@ -408,7 +433,7 @@ final class FabricTransport implements Transport {
             }
             out.flush();
             socket.setSoTimeout(0);
-            readControl(peer);
+            startControlReader(peer);
         } catch (IOException | RuntimeException e) {
             if (peer != null) {
                 LOG.log(System.Logger.Level.WARNING, "handshake with " + peer.address() + " failed", e);

@@ -12,8 +12,8 @@ final class ByteSize implements ITypeConverter<Integer> {
     public Integer convert(String value) {
         String v = value.trim().toLowerCase(Locale.ROOT);
         long unit = 1;
-        for (String[] suffix : new String[][] {{"kib", "1024"}, {"mib", "1048576"}, {"k", "1024"}, {"m", "1048576"},
-                {"b", "1"}}) {
+        for (String[] suffix : new String[][] {{"kib", "1024"}, {"mib", "1048576"}, {"gib", "1073741824"},
+                {"k", "1024"}, {"m", "1048576"}, {"g", "1073741824"}, {"b", "1"}}) {
             if (v.endsWith(suffix[0])) {
                 unit = Long.parseLong(suffix[1]);
                 v = v.substring(0, v.length() - suffix[0].length());

@@ -1,0 +1,668 @@
+package dev.ferry.rpc;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReference;
+
+import dev.ferry.transport.InboundMessage;
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+
+/**
+ * Calls to one server, over whichever session is current: on the primary transport normally,
+ * on the fallback while the circuit breaker is open. Thread-safe.
+ *
+ * <p>Every call stays in the pending table, keyed by its call id, until a response, an error,
+ * its deadline or a cancel removes it; whoever removes it completes it, so each call
+ * completes exactly once. When a session fails, its calls stay pending and go out again on
+ * the next session with the same call id (the server's deduplication table keeps a
+ * non-idempotent call from running twice). A non-idempotent call already sent to a server that
+ * has since restarted (a new epoch: its table is gone) fails with
+ * {@link PeerUnavailableException} instead, since it may have run.
+ */
+public final class RpcChannel {
+
+    private static final System.Logger LOG = System.getLogger("dev.ferry.rpc.client");
+    private static final SecureRandom RANDOM = new SecureRandom();
+
+    private final RpcClient client;
+    private final String primaryAddress;
+    private final String fallbackAddress;
+    final CircuitBreaker breaker;
+    private final ConcurrentHashMap<Long, Call> pending = new ConcurrentHashMap<>();
+    /** Held while a call takes its id and enters {@link #pending}, so the watermark never passes a call. */
+    private final Object idLock = new Object();
+    private volatile long ackWatermark;
+    private volatile Session current;
+
+    // Guarded by this.
+    private boolean connecting;
+    private boolean probing;
+    private int failedAttempts;
+    private long nextAttemptNanos;
+    private Throwable lastFailure;
+
+    RpcChannel(RpcClient client, String primaryAddress, String fallbackAddress) {
+        this.client = client;
+        this.primaryAddress = primaryAddress;
+        this.fallbackAddress = fallbackAddress;
+        RpcConfig c = client.config;
+        this.breaker = new CircuitBreaker(c.breakerFailures(), TimeUnit.MILLISECONDS.toNanos(c.breakerWindowMillis()),
+                TimeUnit.MILLISECONDS.toNanos(c.breakerProbeMillis()));
+    }
+
+    /** The server's address on the primary transport. */
+    public String address() {
+        return primaryAddress;
+    }
+
+    /** True while a session to the server is up. */
+    public boolean isConnected() {
+        Session s = current;
+        return s != null && s.live();
+    }
+
+    /**
+     * Waits until a session to the server is up, for at most {@code timeoutMillis}; true if it is.
+     * Calls need not wait for it (they queue until a session is up, within their deadline);
+     * this is for start-up checks and tests.
+     */
+    public boolean awaitConnected(long timeoutMillis) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
+        while (!isConnected()) {
+            if (System.nanoTime() - deadline > 0) {
+                return false;
+            }
+            Thread.sleep(1);
+        }
+        return true;
+    }
+
+    /** True while the server's traffic goes over the fallback transport. */
+    public boolean onFallback() {
+        Session s = current;
+        return s != null && s.fallback;
+    }
+
+    /** Calls not yet completed. */
+    public int pendingCalls() {
+        return pending.size();
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Calls
+
+    /** {@link #call(RpcMethod, int, RequestWriter, long)} with the default deadline. */
+    public CompletableFuture<RpcResponse> call(RpcMethod method, int length, RequestWriter writer) {
+        return call(method, length, writer, client.config.defaultDeadlineMillis());
+    }
+
+    /**
+     * Calls {@code method} with a request body of {@code length} bytes that {@code writer}
+     * encodes straight into the transport's send buffer (again on each resend).
+     *
+     * <p>The future completes with the response (release it), or fails with an
+     * {@link RpcException}: {@link RpcTimeoutException}, {@link PeerUnavailableException},
+     * {@link RemoteException} or {@link AuthenticationException}. Cancelling it abandons the call
+     * and tells the server (best effort); a non-idempotent call that was sent may still run.
+     */
+    public CompletableFuture<RpcResponse> call(RpcMethod method, int length, RequestWriter writer, long deadlineMillis) {
+        if (client.isClosed()) {
+            CompletableFuture<RpcResponse> failed = new CompletableFuture<>();
+            failed.completeExceptionally(new RpcException("client closed"));
+            return failed;
+        }
+        if (length < 0 || length > client.maxBody) {
+            throw new IllegalArgumentException("request body of " + length + " bytes is outside 0.." + client.maxBody);
+        }
+        if (deadlineMillis <= 0) {
+            throw new IllegalArgumentException("deadline must be positive: " + deadlineMillis);
+        }
+        Call call;
+        synchronized (idLock) {
+            call = new Call(this, client.nextCallId.getAndIncrement(), method, length, writer, deadlineMillis);
+            pending.put(call.id, call);
+        }
+        client.calls.increment();
+        call.timeout = client.timer.schedule(() -> expire(call), deadlineMillis, TimeUnit.MILLISECONDS);
+        Session s = current;
+        if (s != null && s.live()) {
+            send(call, s);
+        }
+        return call.future;
+    }
+
+    /** Calls with a copy of {@code request} as the body: convenient, one copy. */
+    public CompletableFuture<RpcResponse> call(RpcMethod method, byte[] request) {
+        return call(method, request.length, body -> MemorySegment.copy(request, 0, body, ValueLayout.JAVA_BYTE, 0,
+                request.length));
+    }
+
+    /** The blocking form of {@link #call(RpcMethod, int, RequestWriter)}. */
+    public RpcResponse invoke(RpcMethod method, int length, RequestWriter writer) {
+        return invoke(method, length, writer, client.config.defaultDeadlineMillis());
+    }
+
+    /** The blocking form of {@link #call(RpcMethod, int, RequestWriter, long)}; throws its {@link RpcException}. */
+    public RpcResponse invoke(RpcMethod method, int length, RequestWriter writer, long deadlineMillis) {
+        CompletableFuture<RpcResponse> future = call(method, length, writer, deadlineMillis);
+        try {
+            // The call's own deadline completes it; the margin only guards against a lost timer.
+            return future.get(deadlineMillis + 10_000, TimeUnit.MILLISECONDS);
+        } catch (ExecutionException e) {
+            throw e.getCause() instanceof RpcException r ? r : new RpcException(e.getCause().toString(), e.getCause());
+        } catch (InterruptedException e) {
+            future.cancel(false);
+            Thread.currentThread().interrupt();
+            throw new RpcException("interrupted while calling method " + method.id() + " on " + primaryAddress, e);
+        } catch (TimeoutException e) {
+            future.cancel(false);
+            throw new RpcTimeoutException(method.id(), primaryAddress, deadlineMillis, "the deadline timer never fired");
+        } catch (CancellationException e) {
+            throw new RpcException("call of method " + method.id() + " to " + primaryAddress + " was cancelled", e);
+        }
+    }
+
+    /** Sends {@code call} on {@code s} unless it is already in flight on a live session. */
+    private void send(Call call, Session s) {
+        Session prev;
+        do {
+            prev = call.sentOn.get();
+            if (prev == s || prev != null && !prev.dead()) {
+                return;
+            }
+        } while (!call.sentOn.compareAndSet(prev, s));
+        if (call.future.isDone()) {
+            return;
+        }
+        if (!call.method.idempotent() && call.firstEpoch != 0 && call.firstEpoch != s.epoch) {
+            fail(call, new PeerUnavailableException(peerName(s), "the server restarted while non-idempotent call "
+                    + call.id + " of method " + call.method.id() + " was in flight; it ran at most once and is not"
+                    + " sent again", null), false);
+            return;
+        }
+        OutboundMessage message;
+        try {
+            message = s.peer.allocate(RpcDescriptor.HEADER + call.length);
+        } catch (RuntimeException e) {
+            if (!s.peer.isOpen()) {
+                sessionFailed(s, e);
+            } else {
+                fail(call, new RpcException("cannot send call of method " + call.method.id() + " to " + peerName(s)
+                        + ": " + e.getMessage(), e), false);
+            }
+            return;
+        }
+        boolean retry = prev != null;
+        MemorySegment frame = message.segment();
+        long leftMicros = Math.max(1, TimeUnit.NANOSECONDS.toMicros(call.deadlineNanos - System.nanoTime()));
+        byte flags = (byte) ((call.method.idempotent() ? RpcDescriptor.FLAG_IDEMPOTENT : 0)
+                | (retry ? RpcDescriptor.FLAG_RETRY : 0));
+        RpcDescriptor.write(frame, RpcDescriptor.REQUEST, flags, call.method.id(), client.clientId, call.id, leftMicros,
+                ackWatermark);
+        try {
+            call.writer.write(RpcDescriptor.body(frame));
+        } catch (Throwable t) {
+            message.release();
+            fail(call, new RpcException("the request writer of method " + call.method.id() + " threw: " + t, t), false);
+            return;
+        }
+        if (call.firstEpoch == 0) {
+            call.firstEpoch = s.epoch;
+        }
+        if (retry) {
+            client.resends.increment();
+        }
+        if (s.fallback) {
+            client.fallbackSends.increment();
+        }
+        s.peer.send(RpcClient.CONTROL_STREAM + 1 + (int) Math.floorMod(call.id, (long) RpcClient.CALL_STREAMS), message)
+                .whenComplete((v, e) -> {
+                    if (e != null) {
+                        sessionFailed(s, e);
+                    }
+                });
+    }
+
+    /** Completes {@code call} exceptionally if it is still pending. */
+    private void fail(Call call, RpcException cause, boolean countAsTimeout) {
+        if (!pending.remove(call.id, call)) {
+            return;
+        }
+        cancelTimer(call);
+        if (cause instanceof RpcTimeoutException || countAsTimeout) {
+            client.timeouts.increment();
+        } else if (cause instanceof PeerUnavailableException) {
+            client.unavailable.increment();
+        } else if (cause instanceof RemoteException) {
+            client.remoteErrors.increment();
+        }
+        call.future.completeExceptionally(cause);
+    }
+
+    private static void cancelTimer(Call call) {
+        ScheduledFuture<?> timeout = call.timeout;
+        if (timeout != null) {
+            timeout.cancel(false);
+        }
+    }
+
+    private void expire(Call call) {
+        Session s = current;
+        Throwable cause;
+        synchronized (this) {
+            cause = lastFailure;
+        }
+        if (s == null || !s.live()) {
+            fail(call, new PeerUnavailableException(primaryAddress + (fallbackAddress == null ? "" : " (fallback "
+                    + fallbackAddress + ")"), "no session within the deadline of " + call.deadlineMillis
+                    + " ms of call " + call.id + " of method " + call.method.id(), cause), false);
+        } else {
+            Session sent = call.sentOn.get();
+            fail(call, new RpcTimeoutException(call.method.id(), peerName(s), call.deadlineMillis,
+                    sent == null ? "never sent" : sent.dead() ? "sent on a session that failed" : "no answer"), false);
+        }
+    }
+
+    void cancelled(Call call) {
+        if (!pending.remove(call.id, call)) {
+            return;
+        }
+        cancelTimer(call);
+        client.cancelled.increment();
+        Session s = call.sentOn.get();
+        if (s != null && s.live()) {
+            OutboundMessage message = s.peer.tryAllocate(RpcDescriptor.HEADER);
+            if (message != null) {
+                RpcDescriptor.write(message.segment(), RpcDescriptor.CANCEL, (byte) 0, call.method.id(), client.clientId,
+                        call.id, 0, ackWatermark);
+                s.peer.send(RpcClient.CONTROL_STREAM, message);
+            }
+        }
+    }
+
+    void failAll(RpcException cause) {
+        for (Call call : new ArrayList<>(pending.values())) {
+            fail(call, cause, false);
+        }
+    }
+
+    private String peerName(Session s) {
+        return s.peer.address() + (s.fallback ? " (fallback)" : "");
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Inbound, on a transport's progress thread
+
+    void onFrame(Session s, InboundMessage message) {
+        MemorySegment frame = message.segment();
+        if (!RpcDescriptor.valid(frame)) {
+            message.release();
+            return;
+        }
+        s.lastHeardNanos = System.nanoTime();
+        byte type = RpcDescriptor.type(frame);
+        switch (type) {
+            case RpcDescriptor.RESPONSE -> {
+                Call call = pending.remove(RpcDescriptor.callId(frame));
+                if (call == null) {
+                    message.release();
+                    return;
+                }
+                cancelTimer(call);
+                RpcResponse response = new RpcResponse(message);
+                if (call.future.complete(response)) {
+                    client.succeeded.increment();
+                } else {
+                    response.release();
+                }
+            }
+            case RpcDescriptor.ERROR -> {
+                int status = RpcDescriptor.status(frame);
+                long callId = RpcDescriptor.callId(frame);
+                String text = new String(RpcDescriptor.body(frame).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8);
+                message.release();
+                if (status == RpcDescriptor.STATUS_NOT_AUTHENTICATED) {
+                    // The server forgot this session (it saw the peer fail): open a new one and resend.
+                    sessionFailed(s, new RpcException("server " + s.peer.address() + " no longer knows this session"));
+                    return;
+                }
+                Call call = pending.get(callId);
+                if (call == null) {
+                    return;
+                }
+                int newline = text.indexOf('\n');
+                String remoteClass = newline < 0 ? text : text.substring(0, newline);
+                String remoteMessage = newline < 0 ? "" : text.substring(newline + 1);
+                RpcException cause = status == RpcDescriptor.STATUS_DEADLINE_EXCEEDED
+                        ? new RpcTimeoutException(call.method.id(), peerName(s), call.deadlineMillis,
+                                "the server saw the deadline pass before it ran the handler")
+                        : new RemoteException(call.method.id(), peerName(s), status, remoteClass, remoteMessage);
+                fail(call, cause, false);
+            }
+            case RpcDescriptor.CHALLENGE -> {
+                long epoch = RpcDescriptor.epoch(frame);
+                byte[] body = RpcDescriptor.body(frame).toArray(ValueLayout.JAVA_BYTE);
+                message.release();
+                s.epoch = epoch;
+                s.challenge.complete(body);
+            }
+            case RpcDescriptor.WELCOME -> {
+                long epoch = RpcDescriptor.epoch(frame);
+                message.release();
+                s.welcome.complete(epoch);
+            }
+            case RpcDescriptor.REFUSED -> {
+                String reason = new String(RpcDescriptor.body(frame).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8);
+                message.release();
+                s.welcome.completeExceptionally(new AuthenticationException("server " + s.peer.address()
+                        + " refused client " + Long.toHexString(client.clientId) + ": " + reason));
+            }
+            default -> message.release(); // PONG: hearing it was the point
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Sessions: connect, handshake, heartbeat, failure, fallback
+
+    /** Periodic (and on demand) upkeep; on the timer thread. */
+    void maintain(long now) {
+        if (client.isClosed()) {
+            return;
+        }
+        updateWatermark();
+        Session s = current;
+        if (s != null && s.live()) {
+            long silence = now - s.lastHeardNanos;
+            if (silence > TimeUnit.MILLISECONDS.toNanos(client.config.failureTimeoutMillis())) {
+                sessionFailed(s, new RpcException("nothing heard from " + peerName(s) + " for "
+                        + TimeUnit.NANOSECONDS.toMillis(silence) + " ms (failure timeout "
+                        + client.config.failureTimeoutMillis() + " ms)"));
+            } else if (now - s.lastPingNanos >= TimeUnit.MILLISECONDS.toNanos(client.config.heartbeatIntervalMillis())) {
+                s.lastPingNanos = now;
+                ping(s);
+            }
+        }
+        boolean connectNow = false;
+        boolean useFallback = false;
+        boolean probeNow = false;
+        synchronized (this) {
+            s = current;
+            if ((s == null || s.dead()) && !connecting && now - nextAttemptNanos >= 0 && client.tryConnectToken(now)) {
+                connecting = true;
+                connectNow = true;
+                useFallback = fallbackAddress != null && breaker.isOpen();
+            } else if (s != null && s.live() && s.fallback && !probing && breaker.probeDue(now)) {
+                probing = true;
+                probeNow = true;
+            }
+        }
+        if (connectNow) {
+            boolean fb = useFallback;
+            Thread.ofVirtual().name("ferry-rpc-connect").start(() -> connect(fb));
+        } else if (probeNow) {
+            Thread.ofVirtual().name("ferry-rpc-probe").start(this::probe);
+        }
+    }
+
+    private void updateWatermark() {
+        long next;
+        synchronized (idLock) {
+            next = client.nextCallId.get();
+        }
+        long min = next;
+        for (Long id : pending.keySet()) {
+            if (id < min) {
+                min = id;
+            }
+        }
+        ackWatermark = min;
+    }
+
+    private void ping(Session s) {
+        OutboundMessage message = s.peer.tryAllocate(RpcDescriptor.HEADER);
+        if (message == null) {
+            return; // the send pool is busy, so traffic is flowing: the next tick tries again
+        }
+        RpcDescriptor.write(message.segment(), RpcDescriptor.PING, (byte) 0, 0, client.clientId, 0, 0, ackWatermark);
+        s.peer.send(RpcClient.CONTROL_STREAM, message).whenComplete((v, e) -> {
+            if (e != null) {
+                sessionFailed(s, e);
+            }
+        });
+    }
+
+    /** After this process stalled, the silence of the server is not its fault. */
+    void forgiveSilence(long now) {
+        Session s = current;
+        if (s != null) {
+            s.lastHeardNanos = now;
+        }
+    }
+
+    private void connect(boolean useFallback) {
+        Session session = null;
+        try {
+            session = open(useFallback);
+            synchronized (this) {
+                connecting = false;
+                failedAttempts = 0;
+                lastFailure = null;
+                current = session;
+            }
+            if (!useFallback) {
+                breaker.success();
+            }
+            onSessionReady(session);
+        } catch (Throwable e) {
+            if (session != null) {
+                abandon(session, e);
+            }
+            client.connectFailures.increment();
+            long now = System.nanoTime();
+            if (!useFallback && fallbackAddress != null && breaker.failure(now)) {
+                LOG.log(System.Logger.Level.WARNING, "moving the traffic of " + primaryAddress + " to the fallback "
+                        + fallbackAddress + " after repeated fabric failures: " + e.getMessage());
+            }
+            boolean refused = e instanceof AuthenticationException;
+            synchronized (this) {
+                connecting = false;
+                failedAttempts++;
+                lastFailure = e;
+                nextAttemptNanos = now + backoffNanos(failedAttempts, refused);
+            }
+            if (refused) {
+                failAll((AuthenticationException) e);
+            }
+            LOG.log(System.Logger.Level.DEBUG, "connect to " + primaryAddress + " failed: " + e);
+        }
+    }
+
+    private void probe() {
+        Session session = null;
+        try {
+            session = open(false);
+            breaker.success();
+            LOG.log(System.Logger.Level.INFO, "the fabric to " + primaryAddress + " works again: moving traffic back");
+            synchronized (this) {
+                current = session;
+            }
+            onSessionReady(session);
+        } catch (Throwable e) {
+            if (session != null) {
+                abandon(session, e);
+            }
+            breaker.failure(System.nanoTime());
+        } finally {
+            synchronized (this) {
+                probing = false;
+            }
+        }
+    }
+
+    private void abandon(Session session, Throwable cause) {
+        session.markDead(cause);
+        client.sessions.remove(session.peer, session);
+    }
+
+    private long backoffNanos(int attempts, boolean refused) {
+        RpcConfig c = client.config;
+        long millis = refused ? c.reconnectMaxMillis()
+                : Math.min(c.reconnectMaxMillis(), c.reconnectMinMillis() << Math.min(20, attempts - 1));
+        // Full jitter on the upper half: clients that lost one server together do not return in step.
+        long jittered = millis / 2 + ThreadLocalRandom.current().nextLong(millis / 2 + 1);
+        return TimeUnit.MILLISECONDS.toNanos(jittered);
+    }
+
+    /** Connects and runs the handshake; blocking, on a virtual thread. */
+    private Session open(boolean useFallback) throws Exception {
+        Transport transport = useFallback ? client.fallback : client.primary;
+        String address = useFallback ? fallbackAddress : primaryAddress;
+        Peer peer = transport.connect(address);
+        Session s = new Session(this, peer, useFallback);
+        client.sessions.put(peer, s);
+        long timeout = client.config.failureTimeoutMillis();
+        byte[] clientNonce = new byte[SharedSecret.NONCE_BYTES];
+        RANDOM.nextBytes(clientNonce);
+        sendControl(s, RpcDescriptor.HELLO, clientNonce);
+        byte[] challenge = await(s.challenge, timeout, "challenge", address);
+        if (challenge.length < SharedSecret.NONCE_BYTES) {
+            throw new AuthenticationException("server " + address + " sent a malformed challenge");
+        }
+        byte[] serverNonce = Arrays.copyOf(challenge, SharedSecret.NONCE_BYTES);
+        byte[] proof = Arrays.copyOfRange(challenge, SharedSecret.NONCE_BYTES, challenge.length);
+        byte[] answer = new byte[0];
+        if (client.secret != null) {
+            if (!client.secret.verify(proof, "ferry-server", clientNonce, serverNonce, client.clientId)) {
+                throw new AuthenticationException("server " + address + " could not prove it knows the shared secret");
+            }
+            answer = client.secret.proof("ferry-client", serverNonce, clientNonce, client.clientId);
+        }
+        sendControl(s, RpcDescriptor.AUTH, answer);
+        long epoch = await(s.welcome, timeout, "welcome", address);
+        if (epoch != s.epoch) {
+            throw new RpcException("server " + address + " changed epoch during the handshake");
+        }
+        s.lastHeardNanos = System.nanoTime();
+        s.ready = true;
+        if (s.dead()) {
+            throw new RpcException("session to " + address + " failed during the handshake");
+        }
+        client.sessionsOpened.increment();
+        return s;
+    }
+
+    private static <T> T await(CompletableFuture<T> future, long timeoutMillis, String what, String address)
+            throws Exception {
+        try {
+            return future.get(timeoutMillis, TimeUnit.MILLISECONDS);
+        } catch (ExecutionException e) {
+            throw e.getCause() instanceof Exception x ? x : e;
+        } catch (TimeoutException e) {
+            throw new RpcException("no " + what + " from " + address + " within " + timeoutMillis + " ms", e);
+        }
+    }
+
+    private void sendControl(Session s, byte type, byte[] body) {
+        OutboundMessage message = s.peer.allocate(RpcDescriptor.HEADER + body.length);
+        RpcDescriptor.write(message.segment(), type, (byte) 0, 0, client.clientId, 0, 0, ackWatermark);
+        MemorySegment.copy(body, 0, message.segment(), ValueLayout.JAVA_BYTE, RpcDescriptor.HEADER, body.length);
+        s.peer.send(RpcClient.CONTROL_STREAM, message);
+    }
+
+    /** Sends every pending call that is not in flight on a live session. */
+    private void onSessionReady(Session s) {
+        for (Call call : new ArrayList<>(pending.values())) {
+            if (!s.live()) {
+                return;
+            }
+            send(call, s);
+        }
+    }
+
+    /** A session failed: its calls wait for the next session, which is opened at once. */
+    void sessionFailed(Session s, Throwable cause) {
+        if (!s.markDead(cause)) {
+            return;
+        }
+        client.sessions.remove(s.peer, s);
+        boolean wasCurrent;
+        synchronized (this) {
+            wasCurrent = current == s;
+            if (wasCurrent) {
+                current = null;
+                lastFailure = cause;
+                nextAttemptNanos = System.nanoTime();
+            }
+        }
+        if (!s.ready) {
+            return; // a handshake in progress: its connect attempt counts the failure
+        }
+        client.sessionFailures.increment();
+        if (!s.fallback && fallbackAddress != null && breaker.failure(System.nanoTime())) {
+            LOG.log(System.Logger.Level.WARNING, "moving the traffic of " + primaryAddress + " to the fallback "
+                    + fallbackAddress + " after repeated fabric failures: " + cause.getMessage());
+        }
+        if (wasCurrent) {
+            client.kick(this);
+        }
+    }
+
+    /** One call in flight. */
+    static final class Call {
+        final RpcChannel channel;
+        final long id;
+        final RpcMethod method;
+        final int length;
+        final RequestWriter writer;
+        final long deadlineMillis;
+        final long deadlineNanos;
+        final CallFuture future;
+        final AtomicReference<Session> sentOn = new AtomicReference<>();
+        /** The epoch of the server the call was first sent to; 0 before. */
+        volatile long firstEpoch;
+        volatile ScheduledFuture<?> timeout;
+
+        Call(RpcChannel channel, long id, RpcMethod method, int length, RequestWriter writer, long deadlineMillis) {
+            this.channel = channel;
+            this.id = id;
+            this.method = method;
+            this.length = length;
+            this.writer = writer;
+            this.deadlineMillis = deadlineMillis;
+            this.deadlineNanos = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
+            this.future = new CallFuture(this);
+        }
+    }
+
+    /** A call's future; cancelling it abandons the call. */
+    static final class CallFuture extends CompletableFuture<RpcResponse> {
+        private final Call call;
+
+        CallFuture(Call call) {
+            this.call = call;
+        }
+
+        @Override
+        public boolean cancel(boolean mayInterruptIfRunning) {
+            boolean done = super.cancel(mayInterruptIfRunning);
+            if (done) {
+                call.channel.cancelled(call);
+            }
+            return done;
+        }
+    }
+}

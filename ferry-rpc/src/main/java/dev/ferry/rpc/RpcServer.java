@@ -1,0 +1,488 @@
+package dev.ferry.rpc;
+
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executor;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
+
+import dev.ferry.transport.InboundMessage;
+import dev.ferry.transport.MessageHandler;
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+
+/**
+ * Serves registered methods on one or more transports (typically a fabric transport and the
+ * Netty TCP fallback, so that clients can move between them).
+ *
+ * <p>Frames arrive on each transport's progress thread. Control frames (heartbeats,
+ * authentication) and {@linkplain RpcMethod#nonBlocking() non-blocking} methods are handled
+ * there; other handlers run on the handler executor. A request holds its receive buffer until
+ * its handler returns, so a busy server slows its clients through the transport's receive
+ * credits instead of queueing without bound.
+ *
+ * <p>Non-idempotent methods go through the {@link DedupeTable}: a call retried after a failure
+ * (same client id and call id) runs at most once, and the retry gets the stored response.
+ */
+public final class RpcServer implements AutoCloseable {
+
+    private static final System.Logger LOG = System.getLogger("dev.ferry.rpc.server");
+    private static final SecureRandom RANDOM = new SecureRandom();
+    private static final ThreadLocal<boolean[]> ON_PROGRESS_THREAD = ThreadLocal.withInitial(() -> new boolean[1]);
+
+    private final RpcConfig config;
+    private final SharedSecret secret;
+    private final Executor executor;
+    private final ExecutorService ownedExecutor;
+    private final ScheduledExecutorService sweeper;
+    private final long epoch;
+    private final ConcurrentHashMap<Integer, Registration> methods = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<Peer, PeerState> peers = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<CallKey, ServerCall> running = new ConcurrentHashMap<>();
+    private final List<Transport> transports = new CopyOnWriteArrayList<>();
+    private final DedupeTable dedupe;
+    private final Handler handler = new Handler();
+    private volatile boolean closed;
+
+    private final LongAdder requests = new LongAdder();
+    private final LongAdder executions = new LongAdder();
+    private final LongAdder replays = new LongAdder();
+    private final LongAdder duplicatesWhileRunning = new LongAdder();
+    private final LongAdder outcomesLost = new LongAdder();
+    private final LongAdder handlerErrors = new LongAdder();
+    private final LongAdder deadlinesMissed = new LongAdder();
+    private final LongAdder refusals = new LongAdder();
+    private final LongAdder sessions = new LongAdder();
+
+    private record Registration(RpcMethod method, RpcHandler handler) {
+    }
+
+    private record CallKey(long clientId, long callId) {
+    }
+
+    /** What the server knows of one peer: its handshake and whether it proved the secret. */
+    private static final class PeerState {
+        volatile boolean authenticated;
+        volatile long clientId;
+        byte[] clientNonce;
+        byte[] serverNonce;
+    }
+
+    private RpcServer(RpcConfig config, Executor executor) {
+        this.config = config;
+        this.secret = config.secret().resolve();
+        if (executor == null) {
+            AtomicInteger n = new AtomicInteger();
+            this.ownedExecutor = Executors.newFixedThreadPool(config.handlerThreads(),
+                    r -> Thread.ofPlatform().daemon().name("ferry-rpc-handler-" + n.incrementAndGet()).unstarted(r));
+            this.executor = ownedExecutor;
+        } else {
+            this.ownedExecutor = null;
+            this.executor = executor;
+        }
+        long e;
+        do {
+            e = RANDOM.nextLong();
+        } while (e == 0);
+        this.epoch = e;
+        this.dedupe = new DedupeTable(config.dedupeEntriesPerClient(), config.dedupeBytesPerClient(),
+                TimeUnit.MILLISECONDS.toNanos(config.clientStateTtlMillis()));
+        this.sweeper = Executors.newSingleThreadScheduledExecutor(
+                r -> Thread.ofPlatform().daemon().name("ferry-rpc-server-sweeper").unstarted(r));
+        long every = Math.max(1_000, config.clientStateTtlMillis() / 10);
+        sweeper.scheduleAtFixedRate(() -> dedupe.expire(System.nanoTime()), every, every, TimeUnit.MILLISECONDS);
+    }
+
+    /** A server whose handlers run on a pool of {@link RpcConfig#handlerThreads()} threads. */
+    public static RpcServer open(RpcConfig config) {
+        return new RpcServer(config, null);
+    }
+
+    /** A server whose blocking handlers run on {@code executor} (which it does not shut down). */
+    public static RpcServer open(RpcConfig config, Executor executor) {
+        return new RpcServer(config, Objects.requireNonNull(executor, "executor"));
+    }
+
+    /** Serves {@code method} with {@code handler}; replaces an earlier registration of its id. */
+    public RpcServer register(RpcMethod method, RpcHandler handler) {
+        methods.put(method.id(), new Registration(method, Objects.requireNonNull(handler, "handler")));
+        return this;
+    }
+
+    /** Listens on a transport opened from {@code config}; returns the address clients connect to. */
+    public String listen(TransportConfig config) {
+        return listen(config, TransportOpener.DEFAULT);
+    }
+
+    /** Listens on a transport that {@code opener} opens (a decorator, for fault injection). */
+    public String listen(TransportConfig config, TransportOpener opener) {
+        if (closed) {
+            throw new IllegalStateException("server closed");
+        }
+        Transport transport = opener.open(config, handler);
+        transports.add(transport);
+        return transport.localAddress();
+    }
+
+    /** The transports listened on, in the order of {@link #listen}. */
+    public List<Transport> transports() {
+        return List.copyOf(transports);
+    }
+
+    /** The random number this server drew at start; clients see it change when a server restarts. */
+    public long epoch() {
+        return epoch;
+    }
+
+    /** A snapshot of the counters. */
+    public RpcServerCounters counters() {
+        return new RpcServerCounters(requests.sum(), executions.sum(), replays.sum(), duplicatesWhileRunning.sum(),
+                outcomesLost.sum(), handlerErrors.sum(), deadlinesMissed.sum(), refusals.sum(), sessions.sum(),
+                dedupe.size());
+    }
+
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        for (Transport transport : transports) {
+            transport.close();
+        }
+        sweeper.shutdownNow();
+        if (ownedExecutor != null) {
+            ownedExecutor.shutdownNow();
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Inbound, on the progress thread
+
+    private final class Handler implements MessageHandler {
+
+        @Override
+        public void onMessage(Peer from, InboundMessage message) {
+            boolean[] flag = ON_PROGRESS_THREAD.get();
+            flag[0] = true;
+            try {
+                dispatch(from, message);
+            } finally {
+                flag[0] = false;
+            }
+        }
+
+        private void dispatch(Peer from, InboundMessage message) {
+            MemorySegment frame = message.segment();
+            if (!RpcDescriptor.valid(frame)) {
+                LOG.log(System.Logger.Level.WARNING, "dropped a malformed RPC frame of " + frame.byteSize()
+                        + " bytes from " + from.address());
+                message.release();
+                return;
+            }
+            byte type = RpcDescriptor.type(frame);
+            try {
+                switch (type) {
+                    case RpcDescriptor.REQUEST -> {
+                        onRequest(from, message);
+                        return;
+                    }
+                    case RpcDescriptor.PING -> onPing(from, frame);
+                    case RpcDescriptor.HELLO -> onHello(from, frame);
+                    case RpcDescriptor.AUTH -> onAuth(from, frame);
+                    case RpcDescriptor.CANCEL -> {
+                        ServerCall call = running.get(new CallKey(RpcDescriptor.clientId(frame), RpcDescriptor.callId(frame)));
+                        if (call != null) {
+                            call.cancel();
+                        }
+                    }
+                    default -> LOG.log(System.Logger.Level.WARNING, "unexpected " + RpcDescriptor.typeName(type)
+                            + " from " + from.address());
+                }
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.WARNING, "failed to handle " + RpcDescriptor.typeName(type) + " from "
+                        + from.address(), e);
+            }
+            message.release();
+        }
+
+        @Override
+        public void onPeerClosed(Peer peer, Throwable cause) {
+            peers.remove(peer);
+        }
+    }
+
+    private void onHello(Peer from, MemorySegment frame) {
+        long clientId = RpcDescriptor.clientId(frame);
+        byte[] clientNonce = RpcDescriptor.body(frame).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+        PeerState state = peers.computeIfAbsent(from, p -> new PeerState());
+        byte[] serverNonce = new byte[SharedSecret.NONCE_BYTES];
+        RANDOM.nextBytes(serverNonce);
+        byte[] body;
+        synchronized (state) {
+            if (state.clientId != clientId) {
+                // A new client on this peer: it starts unauthenticated. The same client
+                // re-opening its session keeps its standing, so its calls in flight survive.
+                state.authenticated = false;
+                state.clientId = clientId;
+            }
+            state.clientNonce = clientNonce;
+            state.serverNonce = serverNonce;
+        }
+        if (secret == null) {
+            body = serverNonce;
+        } else {
+            byte[] proof = secret.proof("ferry-server", clientNonce, serverNonce, clientId);
+            body = new byte[serverNonce.length + proof.length];
+            System.arraycopy(serverNonce, 0, body, 0, serverNonce.length);
+            System.arraycopy(proof, 0, body, serverNonce.length, proof.length);
+        }
+        sendControl(from, RpcDescriptor.CHALLENGE, clientId, 0, body);
+    }
+
+    private void onAuth(Peer from, MemorySegment frame) {
+        long clientId = RpcDescriptor.clientId(frame);
+        PeerState state = peers.get(from);
+        byte[] proof = RpcDescriptor.body(frame).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+        boolean ok;
+        synchronized (state == null ? this : state) {
+            ok = state != null && state.clientId == clientId && state.serverNonce != null
+                    && (secret == null || secret.verify(proof, "ferry-client", state.serverNonce, state.clientNonce, clientId));
+            if (state != null) {
+                state.authenticated = ok;
+                state.serverNonce = null;
+            }
+        }
+        if (ok) {
+            sessions.increment();
+            sendControl(from, RpcDescriptor.WELCOME, clientId, 0, new byte[0]);
+        } else {
+            refusals.increment();
+            LOG.log(System.Logger.Level.WARNING, "refused peer " + from.address() + " (client "
+                    + Long.toHexString(clientId) + "): authentication failed");
+            sendControl(from, RpcDescriptor.REFUSED, clientId, 0,
+                    "authentication failed: wrong shared secret".getBytes(StandardCharsets.UTF_8));
+        }
+    }
+
+    private void onPing(Peer from, MemorySegment frame) {
+        PeerState state = peers.get(from);
+        if (state == null || !state.authenticated) {
+            return;
+        }
+        long clientId = RpcDescriptor.clientId(frame);
+        dedupe.acknowledge(clientId, RpcDescriptor.ack(frame));
+        sendControl(from, RpcDescriptor.PONG, clientId, 0, new byte[0]);
+    }
+
+    private void onRequest(Peer from, InboundMessage message) {
+        requests.increment();
+        MemorySegment frame = message.segment();
+        int methodId = RpcDescriptor.method(frame);
+        long clientId = RpcDescriptor.clientId(frame);
+        long callId = RpcDescriptor.callId(frame);
+        int stream = message.stream();
+        PeerState state = peers.get(from);
+        if (state == null || !state.authenticated) {
+            message.release();
+            sendError(from, stream, methodId, clientId, callId, RpcDescriptor.STATUS_NOT_AUTHENTICATED,
+                    "NotAuthenticated", "peer " + from.address() + " has not authenticated", false);
+            return;
+        }
+        Registration registration = methods.get(methodId);
+        if (registration == null) {
+            message.release();
+            sendError(from, stream, methodId, clientId, callId, RpcDescriptor.STATUS_UNKNOWN_METHOD,
+                    "UnknownMethod", "no handler for method " + methodId, false);
+            return;
+        }
+        long deadlineNanos = System.nanoTime() + TimeUnit.MICROSECONDS.toNanos(RpcDescriptor.deadlineMicros(frame));
+        long ack = RpcDescriptor.ack(frame);
+        if (!registration.method().idempotent()) {
+            DedupeTable.Admission admission = dedupe.admit(clientId, callId, ack, from);
+            switch (admission.verdict()) {
+                case RUN -> { }
+                case RUNNING -> {
+                    duplicatesWhileRunning.increment();
+                    message.release();
+                    return;
+                }
+                case DONE -> {
+                    replays.increment();
+                    message.release();
+                    replay(from, stream, admission.entry().outcome, false);
+                    return;
+                }
+                case LOST -> {
+                    outcomesLost.increment();
+                    message.release();
+                    sendError(from, stream, methodId, clientId, callId, RpcDescriptor.STATUS_OUTCOME_LOST, "OutcomeLost",
+                            "call " + callId + " of client " + Long.toHexString(clientId)
+                                    + " was retried after the server dropped its outcome; it is not run again", false);
+                    return;
+                }
+                default -> throw new IllegalStateException();
+            }
+        } else if (ack > 0) {
+            dedupe.acknowledge(clientId, ack);
+        }
+        boolean inline = registration.method().nonBlocking();
+        ServerCall call = new ServerCall(from, registration.method(), clientId, callId, deadlineNanos, message, inline);
+        if (inline) {
+            run(call, registration.handler(), stream);
+            return;
+        }
+        try {
+            executor.execute(() -> run(call, registration.handler(), stream));
+        } catch (RejectedExecutionException e) {
+            finish(call, stream, RpcDescriptor.STATUS_REMOTE_EXCEPTION, "Rejected", "server is shutting down");
+            message.release();
+        }
+    }
+
+    private void run(ServerCall call, RpcHandler handler, int stream) {
+        CallKey key = call.inline() ? null : new CallKey(call.clientId(), call.callId());
+        int status = 0;
+        String errorClass = null;
+        String errorMessage = null;
+        try {
+            if (System.nanoTime() - call.deadlineNanos() > 0) {
+                deadlinesMissed.increment();
+                status = RpcDescriptor.STATUS_DEADLINE_EXCEEDED;
+                errorClass = "DeadlineExceeded";
+                errorMessage = "the deadline passed before the handler started";
+            } else {
+                if (key != null) {
+                    running.put(key, call);
+                }
+                executions.increment();
+                handler.handle(call);
+            }
+        } catch (Throwable t) {
+            handlerErrors.increment();
+            status = RpcDescriptor.STATUS_REMOTE_EXCEPTION;
+            errorClass = t.getClass().getName();
+            errorMessage = t.getMessage();
+            if (t instanceof Error && !(t instanceof AssertionError)) {
+                LOG.log(System.Logger.Level.ERROR, "handler of method " + call.method() + " threw", t);
+            }
+        } finally {
+            if (key != null) {
+                running.remove(key);
+            }
+            call.requestMessage().release();
+        }
+        finish(call, stream, status, errorClass, errorMessage);
+    }
+
+    /** Sends the outcome of a call, storing it first for a non-idempotent method. */
+    private void finish(ServerCall call, int stream, int status, String errorClass, String errorMessage) {
+        Peer from = call.from();
+        boolean atMostOnce = !call.rpcMethod().idempotent();
+        if (status != 0) {
+            call.discardReply();
+            byte[] body = errorBody(errorClass, errorMessage);
+            byte[] frame = new byte[RpcDescriptor.HEADER + body.length];
+            MemorySegment f = MemorySegment.ofArray(frame);
+            RpcDescriptor.write(f, RpcDescriptor.ERROR, (byte) 0, call.method(), call.clientId(), call.callId(), status, epoch);
+            MemorySegment.copy(body, 0, f, java.lang.foreign.ValueLayout.JAVA_BYTE, RpcDescriptor.HEADER, body.length);
+            Peer target = from;
+            if (atMostOnce) {
+                Object latest = dedupe.complete(call.clientId(), call.callId(), frame);
+                target = latest instanceof Peer p ? p : from;
+            }
+            replay(target, stream, frame, call.inline());
+            return;
+        }
+        if (!call.hasReply()) {
+            call.reply(0);
+        }
+        OutboundMessage out = call.reply;
+        MemorySegment segment = out != null ? out.segment() : call.heapReply;
+        RpcDescriptor.write(segment, RpcDescriptor.RESPONSE, (byte) 0, call.method(), call.clientId(), call.callId(), 0, epoch);
+        Peer target = from;
+        if (atMostOnce) {
+            byte[] stored = segment.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+            Object latest = dedupe.complete(call.clientId(), call.callId(), stored);
+            target = latest instanceof Peer p ? p : from;
+        }
+        if (out != null && target == from) {
+            from.send(stream, out);
+            return;
+        }
+        // The reply went to the heap (an inline handler with an empty send pool), or a retry came
+        // in on another peer meanwhile: copy it into a buffer of the peer that waits.
+        byte[] bytes = segment.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+        call.discardReply();
+        replay(target, stream, bytes, call.inline());
+    }
+
+    private static byte[] errorBody(String errorClass, String errorMessage) {
+        return (errorClass + "\n" + (errorMessage == null ? "" : errorMessage)).getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** Sends a stored frame; on the progress thread only if a buffer is free now, else via the executor. */
+    private void replay(Peer to, int stream, byte[] frame, boolean onProgressThread) {
+        OutboundMessage out = onProgressThread || isProgressThread() ? to.tryAllocate(frame.length) : null;
+        if (out == null && (onProgressThread || isProgressThread())) {
+            offload(() -> replay(to, stream, frame, false));
+            return;
+        }
+        try {
+            if (out == null) {
+                out = to.allocate(frame.length);
+            }
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.DEBUG, "could not answer " + to.address() + ": " + e.getMessage());
+            return;
+        }
+        MemorySegment.copy(frame, 0, out.segment(), java.lang.foreign.ValueLayout.JAVA_BYTE, 0, frame.length);
+        if (RpcDescriptor.type(out.segment()) == RpcDescriptor.RESPONSE) {
+            RpcDescriptor.flags(out.segment(), (byte) (RpcDescriptor.flags(out.segment()) | RpcDescriptor.FLAG_REPLAYED));
+        }
+        to.send(stream, out);
+    }
+
+    private void sendError(Peer to, int stream, int method, long clientId, long callId, int status, String errorClass,
+            String errorMessage, boolean mayBlock) {
+        byte[] body = errorBody(errorClass, errorMessage);
+        byte[] frame = new byte[RpcDescriptor.HEADER + body.length];
+        MemorySegment f = MemorySegment.ofArray(frame);
+        RpcDescriptor.write(f, RpcDescriptor.ERROR, (byte) 0, method, clientId, callId, status, epoch);
+        MemorySegment.copy(body, 0, f, java.lang.foreign.ValueLayout.JAVA_BYTE, RpcDescriptor.HEADER, body.length);
+        replay(to, stream, frame, !mayBlock);
+    }
+
+    private void sendControl(Peer to, byte type, long clientId, long callId, byte[] body) {
+        byte[] frame = new byte[RpcDescriptor.HEADER + body.length];
+        MemorySegment f = MemorySegment.ofArray(frame);
+        RpcDescriptor.write(f, type, (byte) 0, 0, clientId, callId, 0, epoch);
+        MemorySegment.copy(body, 0, f, java.lang.foreign.ValueLayout.JAVA_BYTE, RpcDescriptor.HEADER, body.length);
+        replay(to, RpcClient.CONTROL_STREAM, frame, true);
+    }
+
+    private void offload(Runnable task) {
+        try {
+            executor.execute(task);
+        } catch (RejectedExecutionException e) {
+            // shutting down
+        }
+    }
+
+    /** True inside {@link Handler#onMessage}: a transport thread that must never wait for a send buffer. */
+    private static boolean isProgressThread() {
+        return ON_PROGRESS_THREAD.get()[0];
+    }
+}

@@ -1,0 +1,54 @@
+package dev.ferry.rpc;
+
+import java.util.concurrent.CompletableFuture;
+
+import dev.ferry.transport.Peer;
+
+/** One handshake-authenticated use of a transport peer by a channel; dead once it fails, never reused. */
+final class Session {
+
+    final RpcChannel channel;
+    final Peer peer;
+    final boolean fallback;
+    /** The server's challenge: its epoch, nonce and proof. */
+    final CompletableFuture<byte[]> challenge = new CompletableFuture<>();
+    /** The server's verdict: its epoch, or an {@link AuthenticationException}. */
+    final CompletableFuture<Long> welcome = new CompletableFuture<>();
+    volatile long epoch;
+    volatile boolean ready;
+    volatile long lastHeardNanos = System.nanoTime();
+    long lastPingNanos;
+    private boolean dead;
+    private volatile boolean deadFlag;
+
+    Session(RpcChannel channel, Peer peer, boolean fallback) {
+        this.channel = channel;
+        this.peer = peer;
+        this.fallback = fallback;
+    }
+
+    boolean dead() {
+        return deadFlag;
+    }
+
+    boolean live() {
+        return ready && !deadFlag;
+    }
+
+    /** Marks the session dead; true the first time. */
+    synchronized boolean markDead(Throwable cause) {
+        if (dead) {
+            return false;
+        }
+        dead = true;
+        deadFlag = true;
+        challenge.completeExceptionally(cause);
+        welcome.completeExceptionally(cause);
+        return true;
+    }
+
+    @Override
+    public String toString() {
+        return (fallback ? "fallback" : "primary") + " session to " + peer.address();
+    }
+}

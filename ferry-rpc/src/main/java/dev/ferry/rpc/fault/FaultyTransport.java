@@ -1,0 +1,309 @@
+package dev.ferry.rpc.fault;
+
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+import dev.ferry.transport.InboundMessage;
+import dev.ferry.transport.MessageHandler;
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.TransportCounters;
+import dev.ferry.transport.TransportException;
+import dev.ferry.transport.Transports;
+
+/**
+ * A transport that breaks on command, around a real one.
+ *
+ * <p>The application sees one {@link Peer} per link <em>incarnation</em>: failing a link fails
+ * that peer (its sends fail, the handler hears {@code onPeerClosed}, frames still arriving for it
+ * are dropped), and the next {@link #connect} or inbound frame makes a fresh one over the same
+ * real peer. The real transport's links stay up, which the API cannot close; to the layer above
+ * the effect is that of a link that died with frames in flight in both directions.
+ *
+ * <p>Buffers are the real transport's: encoding stays zero-copy through the decorator.
+ */
+public final class FaultyTransport implements Transport {
+
+    private final Transport inner;
+    private final MessageHandler handler;
+    private final ConcurrentHashMap<Peer, FaultyPeer> incarnations = new ConcurrentHashMap<>();
+    private volatile boolean refuseConnects;
+    private final AtomicInteger connectsToRefuse = new AtomicInteger();
+    private final AtomicInteger framesToDrop = new AtomicInteger();
+    private final AtomicInteger framesToDelay = new AtomicInteger();
+    private volatile long delayMillis;
+    private final AtomicLong linksFailed = new AtomicLong();
+    private final AtomicLong framesDropped = new AtomicLong();
+    private final AtomicLong framesDelayed = new AtomicLong();
+    private final AtomicLong connectsRefused = new AtomicLong();
+    private volatile ScheduledExecutorService delayer;
+
+    private FaultyTransport(TransportConfig config, MessageHandler handler) {
+        this.handler = handler;
+        this.inner = Transports.open(config, new Inbound());
+    }
+
+    /** Opens the real transport of {@code config} inside a faulty one. */
+    public static FaultyTransport open(TransportConfig config, MessageHandler handler) {
+        return new FaultyTransport(config, handler);
+    }
+
+    /** The real transport. */
+    public Transport inner() {
+        return inner;
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Commands
+
+    /** Fails every link now, as if each had hit an error. */
+    public void failLinks() {
+        for (FaultyPeer peer : List.copyOf(incarnations.values())) {
+            fail(peer, new TransportException("link to " + peer.address() + " failed (injected)"));
+        }
+    }
+
+    /** Fails the link to {@code address} now; false if there was none. */
+    public boolean failLink(String address) {
+        boolean any = false;
+        for (FaultyPeer peer : List.copyOf(incarnations.values())) {
+            if (peer.address().equals(address)) {
+                fail(peer, new TransportException("link to " + address + " failed (injected)"));
+                any = true;
+            }
+        }
+        return any;
+    }
+
+    /** Refuses every connect while {@code refuse}. */
+    public void refuseConnects(boolean refuse) {
+        refuseConnects = refuse;
+    }
+
+    /** Refuses the next {@code count} connects. */
+    public void refuseNextConnects(int count) {
+        connectsToRefuse.set(count);
+    }
+
+    /** Drops the next {@code count} frames sent, silently: their futures succeed. */
+    public void dropNext(int count) {
+        framesToDrop.set(count);
+    }
+
+    /** Delays the next {@code count} frames sent by {@code millis} each. */
+    public void delayNext(int count, long millis) {
+        delayMillis = millis;
+        framesToDelay.set(count);
+    }
+
+    /** Clears every pending fault (links already failed stay failed). */
+    public void heal() {
+        refuseConnects = false;
+        connectsToRefuse.set(0);
+        framesToDrop.set(0);
+        framesToDelay.set(0);
+    }
+
+    /** Links failed by command so far. */
+    public long linksFailed() {
+        return linksFailed.get();
+    }
+
+    public long framesDropped() {
+        return framesDropped.get();
+    }
+
+    public long framesDelayed() {
+        return framesDelayed.get();
+    }
+
+    public long connectsRefused() {
+        return connectsRefused.get();
+    }
+
+    private void fail(FaultyPeer peer, TransportException cause) {
+        if (peer.fail(cause)) {
+            incarnations.remove(peer.inner, peer);
+            linksFailed.incrementAndGet();
+            handler.onPeerClosed(peer, cause);
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Transport
+
+    @Override
+    public String localAddress() {
+        return inner.localAddress();
+    }
+
+    @Override
+    public Peer connect(String address) {
+        if (refuseConnects || connectsToRefuse.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+            connectsRefused.incrementAndGet();
+            throw new TransportException("connect to " + address + " refused (injected)");
+        }
+        return incarnation(inner.connect(address));
+    }
+
+    private FaultyPeer incarnation(Peer real) {
+        return incarnations.compute(real, (p, existing) -> existing != null && !existing.failed() ? existing
+                : new FaultyPeer(this, p));
+    }
+
+    @Override
+    public TransportCounters counters() {
+        return inner.counters();
+    }
+
+    @Override
+    public void close() {
+        inner.close();
+        ScheduledExecutorService d = delayer;
+        if (d != null) {
+            d.shutdownNow();
+        }
+    }
+
+    private ScheduledExecutorService delayer() {
+        ScheduledExecutorService d = delayer;
+        if (d == null) {
+            synchronized (this) {
+                d = delayer;
+                if (d == null) {
+                    d = Executors.newSingleThreadScheduledExecutor(
+                            r -> Thread.ofPlatform().daemon().name("ferry-fault-delay").unstarted(r));
+                    delayer = d;
+                }
+            }
+        }
+        return d;
+    }
+
+    /** Routes inbound frames to the current incarnation of their peer. */
+    private final class Inbound implements MessageHandler {
+
+        @Override
+        public void onMessage(Peer from, InboundMessage message) {
+            FaultyPeer peer = incarnation(from);
+            handler.onMessage(peer, message);
+        }
+
+        @Override
+        public void onPeerClosed(Peer peer, Throwable cause) {
+            FaultyPeer current = incarnations.remove(peer);
+            if (current != null && current.fail(cause)) {
+                handler.onPeerClosed(current, cause);
+            }
+        }
+    }
+
+    /** One incarnation of a link to a real peer. */
+    static final class FaultyPeer implements Peer {
+
+        private final FaultyTransport transport;
+        final Peer inner;
+        private volatile Throwable failure;
+
+        FaultyPeer(FaultyTransport transport, Peer inner) {
+            this.transport = transport;
+            this.inner = inner;
+        }
+
+        synchronized boolean fail(Throwable cause) {
+            if (failure != null) {
+                return false;
+            }
+            failure = cause;
+            return true;
+        }
+
+        boolean failed() {
+            return failure != null;
+        }
+
+        @Override
+        public String address() {
+            return inner.address();
+        }
+
+        private void checkOpen() {
+            Throwable cause = failure;
+            if (cause != null) {
+                throw new TransportException("peer " + address() + " has failed: " + cause.getMessage(), cause);
+            }
+        }
+
+        @Override
+        public OutboundMessage allocate(int length) {
+            checkOpen();
+            return inner.allocate(length);
+        }
+
+        @Override
+        public OutboundMessage tryAllocate(int length) {
+            checkOpen();
+            return inner.tryAllocate(length);
+        }
+
+        @Override
+        public CompletableFuture<Void> send(int stream, OutboundMessage message) {
+            Throwable cause = failure;
+            if (cause != null) {
+                message.release();
+                return CompletableFuture.failedFuture(new TransportException("peer " + address() + " has failed", cause));
+            }
+            if (transport.framesToDrop.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+                transport.framesDropped.incrementAndGet();
+                message.release();
+                return CompletableFuture.completedFuture(null);
+            }
+            if (transport.framesToDelay.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+                transport.framesDelayed.incrementAndGet();
+                CompletableFuture<Void> future = new CompletableFuture<>();
+                transport.delayer().schedule(() -> {
+                    if (failure != null) {
+                        message.release();
+                        future.completeExceptionally(new TransportException("peer " + address() + " has failed", failure));
+                        return;
+                    }
+                    inner.send(stream, message).whenComplete((v, e) -> {
+                        if (e != null) {
+                            future.completeExceptionally(e);
+                        } else {
+                            future.complete(null);
+                        }
+                    });
+                }, transport.delayMillis, TimeUnit.MILLISECONDS);
+                return future;
+            }
+            return inner.send(stream, message);
+        }
+
+        @Override
+        public boolean trySend(int stream, OutboundMessage message) {
+            if (failure != null || transport.framesToDrop.get() > 0 || transport.framesToDelay.get() > 0) {
+                return false;
+            }
+            return inner.trySend(stream, message);
+        }
+
+        @Override
+        public boolean isOpen() {
+            return failure == null && inner.isOpen();
+        }
+
+        @Override
+        public String toString() {
+            return "faulty " + inner;
+        }
+    }
+}

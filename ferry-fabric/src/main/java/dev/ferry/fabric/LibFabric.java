@@ -58,17 +58,33 @@ final class LibFabric {
     }
 
     /**
+     * Peers that rxm ({@code verbs;ofi_rxm}, {@code tcp;ofi_rxm}) sizes its resources for,
+     * {@code FI_UNIVERSE_SIZE}: rxm opens one completion queue for all its connections with
+     * (tx + rx queue size) x universe entries, 196,608 at libfabric's default of 256, more than
+     * many verbs devices allow (Soft-RoCE: 32,767), and {@code fi_enable} then fails with EINVAL.
+     * Ferry's receive credits bound what is outstanding per link, so the queue need not scale
+     * with every possible peer. {@code -Dferry.fabric.universeSize} or the environment variable
+     * override it.
+     */
+    static final String DEFAULT_UNIVERSE_SIZE = "32";
+
+    /**
      * Settings libfabric reads from the environment once, at its first call; a value the user
-     * set wins. Ferry keeps its own registration cache, so libfabric's (whose memory monitor
-     * patches the process's memory calls under the JVM) is off.
+     * set in the environment wins. Ferry keeps its own registration cache, so libfabric's (whose
+     * memory monitor patches the process's memory calls under the JVM) is off; rxm's universe
+     * is {@link #DEFAULT_UNIVERSE_SIZE} unless {@code -Dferry.fabric.universeSize} says otherwise.
      */
     private static void defaultEnvironment() {
+        setDefault("FI_MR_CACHE_MONITOR", "disabled");
+        setDefault("FI_UNIVERSE_SIZE", System.getProperty("ferry.fabric.universeSize", DEFAULT_UNIVERSE_SIZE));
+    }
+
+    private static void setDefault(String name, String value) {
         MethodHandle setenv = libc("setenv", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT));
         try (Arena arena = Arena.ofConfined()) {
-            int rc = (int) setenv.invokeExact(arena.allocateFrom("FI_MR_CACHE_MONITOR").address(),
-                    arena.allocateFrom("disabled").address(), 0);
+            int rc = (int) setenv.invokeExact(arena.allocateFrom(name).address(), arena.allocateFrom(value).address(), 0);
             if (rc != 0) {
-                throw new FabricException("setenv failed");
+                throw new FabricException("setenv " + name + " failed");
             }
         } catch (Throwable t) {
             throw rethrow(t);

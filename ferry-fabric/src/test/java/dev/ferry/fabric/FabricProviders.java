@@ -11,6 +11,13 @@ import org.junit.jupiter.params.provider.Arguments;
  */
 final class FabricProviders {
 
+    /**
+     * The address sessions bind to: loopback by default; {@code -Dferry.host} names the address
+     * of an RDMA interface, since verbs has no loopback device (rxe bound to {@code lo} gives
+     * ENODEV in libfabric).
+     */
+    static final String HOST = System.getProperty("ferry.host", "127.0.0.1");
+
     private FabricProviders() {
     }
 

@@ -28,9 +28,9 @@ final class Pair implements AutoCloseable {
     private final List<Event> backlog = new ArrayList<>();
 
     Pair(String provider, EndpointType type, Consumer<Endpoint> beforeAccept) {
-        server = FabricSession.open(provider, type, "127.0.0.1", true, 1024);
+        server = FabricSession.open(provider, type, FabricProviders.HOST, true, 1024);
         try {
-            client = FabricSession.open(provider, type, "127.0.0.1", false, 1024);
+            client = FabricSession.open(provider, type, FabricProviders.HOST, false, 1024);
             if (type == EndpointType.MSG) {
                 CompletableFuture<FabricSession.Connection> accepted =
                         CompletableFuture.supplyAsync(() -> server.accept(10_000, beforeAccept));

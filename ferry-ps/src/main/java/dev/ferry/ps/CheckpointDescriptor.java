@@ -106,14 +106,6 @@ final class CheckpointDescriptor {
         }
         try (Arena mapping = Arena.ofConfined(); FileChannel channel = FileChannel.open(path, StandardOpenOption.READ)) {
             MemorySegment file = channel.map(FileChannel.MapMode.READ_ONLY, 0, size, mapping);
-            if (expected != null) {
-                CRC32C crc = new CRC32C();
-                crc.update(file.asByteBuffer());
-                if ((int) crc.getValue() != expected.crc()) {
-                    throw SparseTable.corrupt(source, String.format("file CRC32C is %08x, the manifest says %08x",
-                            (int) crc.getValue(), expected.crc()));
-                }
-            }
             if (size < HEADER_BYTES + BLOCK_HEADER_BYTES) {
                 throw SparseTable.corrupt(source, "truncated: " + size + " bytes");
             }
@@ -158,6 +150,15 @@ final class CheckpointDescriptor {
                 contentBytes += length;
                 blocks++;
                 at += BLOCK_HEADER_BYTES + length;
+            }
+            // Blocks first (their errors say where); then the whole file, which also covers headers.
+            if (expected != null) {
+                CRC32C crc = new CRC32C();
+                crc.update(file.asByteBuffer());
+                if ((int) crc.getValue() != expected.crc()) {
+                    throw SparseTable.corrupt(source, String.format("file CRC32C is %08x, the manifest says %08x",
+                            (int) crc.getValue(), expected.crc()));
+                }
             }
             MemorySegment content = arena.allocate(Math.max(1, contentBytes), Long.BYTES).asSlice(0, contentBytes);
             long to = 0;

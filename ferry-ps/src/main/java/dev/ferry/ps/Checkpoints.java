@@ -38,6 +38,13 @@ import java.util.stream.Stream;
  */
 final class Checkpoints {
 
+    /** Fault injection: called after each file of a checkpoint is written; tests make it throw. */
+    interface WriteFault {
+        void afterFile(Path file) throws IOException;
+    }
+
+    static volatile WriteFault writeFault = file -> { };
+
     private Checkpoints() {
     }
 
@@ -90,6 +97,7 @@ final class Checkpoints {
                             MemorySegment rows = table.snapshotShard(s, arena);
                             FileSummary summary = CheckpointDescriptor.write(tmp.resolve(file),
                                     CheckpointDescriptor.KIND_ROWS, rows);
+                            writeFault.afterFile(tmp.resolve(file));
                             manifest.writeUTF(file);
                             manifest.writeLong(rows.byteSize() / table.rowBytes());
                             manifest.writeLong(summary.bytes());
@@ -109,6 +117,7 @@ final class Checkpoints {
                     try (Arena arena = Arena.ofConfined()) {
                         FileSummary summary = CheckpointDescriptor.write(tmp.resolve(file),
                                 CheckpointDescriptor.KIND_DENSE, tensor.snapshot(arena));
+                        writeFault.afterFile(tmp.resolve(file));
                         manifest.writeUTF(file);
                         manifest.writeLong(summary.bytes());
                         manifest.writeInt(summary.crc());
@@ -117,6 +126,7 @@ final class Checkpoints {
                 manifest.flush();
                 CheckpointDescriptor.write(tmp.resolve(CheckpointDescriptor.MANIFEST), CheckpointDescriptor.KIND_MANIFEST,
                         MemorySegment.ofArray(bytes.toByteArray()));
+                writeFault.afterFile(tmp.resolve(CheckpointDescriptor.MANIFEST));
                 forceDirectory(tmp);
                 Files.move(tmp, done, StandardCopyOption.ATOMIC_MOVE);
                 forceDirectory(directory);

@@ -165,7 +165,7 @@ public final class SparseTable {
         }
         long bytes = checkRequest(ids, offset, count);
         if (gradients.byteSize() != bytes) {
-            if (count > 0 && gradients.byteSize() % ((long) count * Float.BYTES) == 0) {
+            if (count > 0 && gradients.byteSize() > 0 && gradients.byteSize() % ((long) count * Float.BYTES) == 0) {
                 throw new PsException(PsException.Code.WRONG_DIMENSION, "gradients hold "
                         + gradients.byteSize() / count / Float.BYTES + " floats per id; table '" + name()
                         + "' has dimension " + dimension());

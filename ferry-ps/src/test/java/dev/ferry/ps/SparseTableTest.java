@@ -1,0 +1,170 @@
+package dev.ferry.ps;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class SparseTableTest {
+
+    @Test
+    void gatherCreatesRowsWithTheInitializerInTheCallersOrder() {
+        Initializer init = Initializer.uniform(-1, 1, 5);
+        try (ParameterServer server = ParameterServer.create(PsConfig.defaults()); Arena arena = Arena.ofConfined()) {
+            SparseTable table = server.createTable(TableConfig.of("emb", 3, Optimizer.sgd(0.1)).withInitializer(init));
+            long[] ids = {-7, 42, Long.MIN_VALUE, 42, 0, Long.MAX_VALUE, -7};
+            MemorySegment out = arena.allocate(ids.length * 3L * Float.BYTES);
+            table.gather(ids, 0, ids.length, out);
+            assertEquals(5, table.rows());
+            for (int i = 0; i < ids.length; i++) {
+                for (int j = 0; j < 3; j++) {
+                    assertEquals(init.valueAt(ids[i], j), out.get(RowLayout.FLOAT, (i * 3L + j) * 4));
+                }
+            }
+            // An offset into the ids array, and the same rows again.
+            MemorySegment two = arena.allocate(2 * 3L * Float.BYTES);
+            table.gather(ids, 3, 2, two);
+            assertEquals(out.asSlice(3 * 12, 24).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE).length, 24);
+            assertArrayEquals(out.asSlice(3 * 12, 24).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
+                    two.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE));
+            assertNull(table.rawRow(99));
+        }
+    }
+
+    @Test
+    void manyRowsSurviveIndexGrowthAcrossShards() {
+        int n = TestScale.pick(200_000, 2_000_000);
+        try (ParameterServer server = ParameterServer.create(PsConfig.defaults()); Arena arena = Arena.ofConfined()) {
+            SparseTable table = server.createTable(TableConfig.of("big", 2, Optimizer.sgd(1)).withMaxRows(n)
+                    .withShards(8));
+            long[] ids = new long[n];
+            for (int i = 0; i < n; i++) {
+                ids[i] = i * 0x1000L; // regular ids: the hash must still spread them
+            }
+            MemorySegment gradients = arena.allocate(n * 8L);
+            for (int i = 0; i < n; i++) {
+                gradients.set(RowLayout.FLOAT, i * 8L, -i);
+                gradients.set(RowLayout.FLOAT, i * 8L + 4, i + 0.5f);
+            }
+            for (int from = 0; from < n; from += 50_000) {
+                int count = Math.min(50_000, n - from);
+                table.apply(ids, from, count, gradients.asSlice(from * 8L, count * 8L));
+            }
+            assertEquals(n, table.rows());
+            long[] reversed = new long[n];
+            for (int i = 0; i < n; i++) {
+                reversed[i] = ids[n - 1 - i];
+            }
+            MemorySegment out = arena.allocate(n * 8L);
+            for (int from = 0; from < n; from += 50_000) {
+                int count = Math.min(50_000, n - from);
+                table.gather(reversed, from, count, out.asSlice(from * 8L, count * 8L));
+            }
+            for (int i = 0; i < n; i++) {
+                int k = n - 1 - i;
+                assertEquals((float) k, out.get(RowLayout.FLOAT, i * 8L), "id " + ids[k]);
+                assertEquals(-(k + 0.5f), out.get(RowLayout.FLOAT, i * 8L + 4));
+            }
+            TableStats stats = table.stats();
+            assertEquals(n, stats.rows());
+            assertEquals(24, stats.bytesPerRow()); // 16 header + 2 weights
+            assertTrue(stats.reservedBytes() >= n * (24L + 16), stats.toString());
+            assertTrue(stats.reservedBytes() <= n * (24L + 64) + 8 * (256 << 10), stats.toString());
+            System.out.println(stats);
+        }
+    }
+
+    @Test
+    void bytesPerRowCountsTheOptimizerState() {
+        assertEquals(16 + 4 * 10, TableConfig.of("a", 10, Optimizer.sgd(1)).bytesPerRow());
+        assertEquals(16 + 4 * 20 + 0, TableConfig.of("a", 10, Optimizer.adagrad(1)).bytesPerRow());
+        assertEquals(16 + 4 * 30 + 0, TableConfig.of("a", 10, Optimizer.adam(1)).bytesPerRow());
+        assertEquals(16 + 4 * 27 + 4, TableConfig.of("a", 9, Optimizer.ftrl(1)).bytesPerRow()); // padded to 8
+        try (ParameterServer server = ParameterServer.create(PsConfig.defaults())) {
+            server.createTable(TableConfig.of("adam", 64, Optimizer.adam(0.01)));
+            TableStats stats = server.describe("adam");
+            assertEquals(16 + 64 * 4 * 3, stats.bytesPerRow());
+            assertEquals(0, stats.rows());
+            assertEquals(TableConfig.DEFAULT_MAX_ROWS, stats.capacityRows());
+        }
+    }
+
+    @Test
+    void aFullTableRefusesNewRowsAndAppliesNothing() {
+        try (ParameterServer server = ParameterServer.create(PsConfig.defaults()); Arena arena = Arena.ofConfined()) {
+            SparseTable table = server.createTable(TableConfig.of("small", 1, Optimizer.sgd(1)).withMaxRows(100));
+            long[] ids = new long[100];
+            for (int i = 0; i < 100; i++) {
+                ids[i] = 1000 + i;
+            }
+            table.gather(ids, 0, 100, arena.allocate(400));
+            MemorySegment g = arena.allocate(8);
+            g.set(RowLayout.FLOAT, 0, 1f);
+            g.set(RowLayout.FLOAT, 4, 1f);
+            byte[] before = table.rawRow(1000);
+            TableFullException full = assertThrows(TableFullException.class,
+                    () -> table.apply(new long[] {1000, 5}, 0, 2, g));
+            assertEquals(PsException.Code.TABLE_FULL, full.code());
+            assertEquals(100, full.capacity());
+            assertTrue(full.getMessage().contains("'small'") && full.getMessage().contains("100"), full.getMessage());
+            assertArrayEquals(before, table.rawRow(1000), "no gradient applied");
+            assertEquals(100, table.rows());
+            assertThrows(TableFullException.class, () -> table.gather(new long[] {5}, 0, 1, arena.allocate(4)));
+            table.apply(new long[] {1000}, 0, 1, g.asSlice(0, 4)); // existing rows still take pushes
+            assertEquals(100, table.stats().rows());
+        }
+    }
+
+    @Test
+    void initializersDependOnlyOnSeedAndId() {
+        Initializer normal = Initializer.normal(0.5, 2, 77);
+        try (ParameterServer one = ParameterServer.create(PsConfig.defaults());
+                ParameterServer other = ParameterServer.create(PsConfig.defaults());
+                Arena arena = Arena.ofConfined()) {
+            SparseTable a = one.createTable(TableConfig.of("t", 16, Optimizer.sgd(1)).withInitializer(normal).withShards(1));
+            SparseTable b = other.createTable(TableConfig.of("t", 16, Optimizer.adam(1)).withInitializer(normal)
+                    .withShards(64));
+            long[] ids = new SplittableRandom(1).longs(500).toArray();
+            MemorySegment outA = arena.allocate(500 * 64L);
+            MemorySegment outB = arena.allocate(500 * 64L);
+            a.gather(ids, 0, 500, outA);
+            long[] reversed = new long[500];
+            for (int i = 0; i < 500; i++) {
+                reversed[i] = ids[499 - i];
+            }
+            b.gather(reversed, 0, 500, outB);
+            double sum = 0;
+            double squares = 0;
+            for (int i = 0; i < 500; i++) {
+                for (int j = 0; j < 16; j++) {
+                    float va = outA.get(RowLayout.FLOAT, (i * 16L + j) * 4);
+                    assertEquals(va, outB.get(RowLayout.FLOAT, ((499 - i) * 16L + j) * 4));
+                    sum += va;
+                    squares += (va - 0.5) * (va - 0.5);
+                }
+            }
+            double mean = sum / 8000;
+            double stddev = Math.sqrt(squares / 8000);
+            assertEquals(0.5, mean, 0.1);
+            assertEquals(2, stddev, 0.1);
+        }
+        Initializer uniform = Initializer.uniform(-0.25, 0.75, 9);
+        double sum = 0;
+        for (long id = 0; id < 10_000; id++) {
+            float v = uniform.valueAt(id, id % 7);
+            assertTrue(v >= -0.25f && v <= 0.75f, "" + v);
+            sum += v;
+        }
+        assertEquals(0.25, sum / 10_000, 0.02);
+        assertTrue(uniform.valueAt(1, 0) != Initializer.uniform(-0.25, 0.75, 10).valueAt(1, 0), "the seed matters");
+    }
+}

@@ -75,8 +75,11 @@ class OptimizerReferenceTest {
                     assertTrue(error < 1e-4, optimizer + " id " + pool[i] + " weight " + j + ": " + actual
                             + " vs reference " + expected.w[j]);
                     if (optimizer.stateSlots() > 0) {
+                        // Accumulators (Adagrad's sum, FTRL's z) are sums of f32-rounded terms: their
+                        // error grows with the steps a row took (about 500 per row at ci scale).
+                        double tolerance = 1e-4 * Math.max(1, expected.steps / 500.0);
                         float state = row.get(RowLayout.FLOAT, RowLayout.state(DIMENSION, 0, j));
-                        assertTrue(Math.abs(state - expected.s0[j]) <= 1e-4 * Math.max(1, Math.abs(expected.s0[j])),
+                        assertTrue(Math.abs(state - expected.s0[j]) <= tolerance * Math.max(1, Math.abs(expected.s0[j])),
                                 "state " + state + " vs " + expected.s0[j]);
                     }
                 }

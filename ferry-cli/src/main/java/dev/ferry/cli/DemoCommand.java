@@ -36,11 +36,11 @@ final class DemoCommand implements Callable<Integer> {
             description = "Timed round trips per case. Default: ${DEFAULT-VALUE}.")
     private int iterations;
 
-    @Option(names = {"-w", "--warmup"}, paramLabel = "<n>", defaultValue = "2000",
+    @Option(names = {"-w", "--warmup"}, paramLabel = "<n>", defaultValue = "1000",
             description = "Untimed round trips first, at least, per case. Default: ${DEFAULT-VALUE}.")
     private int warmup;
 
-    @Option(names = "--warmup-ms", paramLabel = "<ms>", defaultValue = "500",
+    @Option(names = "--warmup-ms", paramLabel = "<ms>", defaultValue = "300",
             description = "How long each warm-up lasts at least. Default: ${DEFAULT-VALUE}.")
     private long warmupMillis;
 

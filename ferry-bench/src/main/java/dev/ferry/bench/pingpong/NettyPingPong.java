@@ -42,9 +42,10 @@ final class NettyPingPong {
         try (Transport transport = Transports.open(config(spec), client)) {
             client.start(transport.connect(address));
             client.await(spec.timeoutMillis(), server);
+            double serverAlloc = PingPong.finish(server, spec.timeoutMillis());
+            return PingPongResult.of(spec, client.warmupRoundTrips(), histogram, client.allocatedPerRoundTrip(),
+                    serverAlloc).withServerPid(server.pid());
         }
-        server.send(ControlLine.DONE);
-        return PingPongResult.of(spec, client.warmupRoundTrips(), histogram, client.allocatedPerRoundTrip(), -1);
     }
 
     private static TransportConfig config(PingPongSpec spec) {

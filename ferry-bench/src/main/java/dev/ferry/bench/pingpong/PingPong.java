@@ -97,9 +97,17 @@ public final class PingPong {
         if (failure.get() != null) {
             throw failure.get();
         }
-        PingPongResult r = result.get();
-        String stats = server.expect(ControlLine.STATS, spec.timeoutMillis());
-        return r.withServer(Double.parseDouble(ControlLine.argument(stats)), server.pid());
+        return result.get();
+    }
+
+    /**
+     * Tells the server the client is done and returns its allocation figure. Called before the
+     * client closes its side: a connection closed first could reach the server as failed
+     * receives before DONE does.
+     */
+    static double finish(ServerProcess server, long timeoutMillis) {
+        server.send(ControlLine.DONE);
+        return Double.parseDouble(ControlLine.argument(server.expect(ControlLine.STATS, timeoutMillis)));
     }
 
     private static PingPongResult fabricClient(PingPongSpec spec, ServerProcess server) {
@@ -115,9 +123,10 @@ public final class PingPong {
             FabricPingPong.ClientRun run = side.runClient(spec.warmup(), spec.warmupMillis() * 1_000_000L,
                     spec.iterations(), histogram, spec.timeoutMillis() * 1_000_000L, server::isAlive,
                     () -> server.send(ControlLine.TIMED));
-            server.send(ControlLine.DONE);
+            double serverAlloc = finish(server, spec.timeoutMillis());
             return PingPongResult.of(spec, run.warmupRoundTrips(), histogram,
-                    Allocation.perOperation(run.allocatedBytes(), spec.iterations()), -1);
+                    Allocation.perOperation(run.allocatedBytes(), spec.iterations()), serverAlloc)
+                    .withServerPid(server.pid());
         }
     }
 

@@ -35,10 +35,10 @@ public record PingPongResult(PingPongSpec spec, long warmupRoundTrips, double me
                 clientAlloc, serverAlloc, -1);
     }
 
-    /** This result with the server's allocation figure and process id. */
-    public PingPongResult withServer(double bytesPerRoundTrip, long pid) {
+    /** This result with the server's process id. */
+    public PingPongResult withServerPid(long pid) {
         return new PingPongResult(spec, warmupRoundTrips, meanUs, p50Us, p99Us, p999Us, minUs, maxUs,
-                clientAllocBytesPerRoundTrip, bytesPerRoundTrip, pid);
+                clientAllocBytesPerRoundTrip, serverAllocBytesPerRoundTrip, pid);
     }
 
     /** A few human-readable lines. */

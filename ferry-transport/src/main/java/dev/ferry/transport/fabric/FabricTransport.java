@@ -1235,16 +1235,13 @@ final class FabricTransport implements Transport {
         InboundFrame message = (InboundFrame) opTarget[slot];
         long chunk = opBytes[slot];
         releaseSlot(slot);
-        readsInFlight--;
-        message.pulled += chunk;
         Link link = message.link;
         if (link.peer.failure() != null) {
-            if (message.pulled == message.requested && message.target != null) {
-                message.target.release();
-                message.target = null;
-            }
+            abandonRead(message, chunk);
             return;
         }
+        readsInFlight--;
+        message.pulled += chunk;
         if (message.pulled < message.length) {
             return;
         }
@@ -1304,13 +1301,7 @@ final class FabricTransport implements Transport {
                 linkFailure(link, "control send failed: " + error.errnoName() + " " + error.message());
             }
             case READ -> {
-                InboundFrame message = (InboundFrame) target;
-                readsInFlight--;
-                message.pulled += bytes;
-                if (message.pulled == message.requested && message.target != null) {
-                    message.target.release();
-                    message.target = null;
-                }
+                abandonRead((InboundFrame) target, bytes);
                 linkFailure(link, "rendezvous read failed: " + error.errnoName() + " " + error.message());
             }
             default -> LOG.log(System.Logger.Level.WARNING, "error completion for an idle slot: " + error);
@@ -1422,16 +1413,18 @@ final class FabricTransport implements Transport {
                 }
             }
             case SEND_CONTROL -> controlBuffers.add((RegisteredBuffer) target);
-            case READ -> {
-                InboundFrame message = (InboundFrame) target;
-                readsInFlight--;
-                message.pulled += bytes;
-                if (message.pulled == message.requested && message.target != null) {
-                    message.target.release();
-                    message.target = null;
-                }
-            }
+            case READ -> abandonRead((InboundFrame) target, bytes);
             default -> { }
+        }
+    }
+
+    /** A chunk of a pull that will not be delivered: the target goes once no read is left on it. */
+    private void abandonRead(InboundFrame message, long bytes) {
+        readsInFlight--;
+        message.pulled += bytes;
+        if (message.pulled == message.requested && message.target != null) {
+            message.target.release();
+            message.target = null;
         }
     }
 

@@ -154,6 +154,27 @@ public final class BatchPlan {
         return partIds[part].clone();
     }
 
+    /**
+     * Where each caller position's answer is: {@code partOf[i]} is the part of position
+     * {@code i} and {@code rowOf[i]} its row within that part's request and response, so that a
+     * client can hand out views of the response buffers in the caller's order without copying.
+     *
+     * @throws PsException {@code LENGTH_MISMATCH} if an array is shorter than {@link #count()}
+     */
+    public void locate(int[] partOf, int[] rowOf) {
+        Objects.requireNonNull(partOf, "partOf");
+        Objects.requireNonNull(rowOf, "rowOf");
+        if (partOf.length < count || rowOf.length < count) {
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "locate needs arrays of " + count + " positions");
+        }
+        for (int p = 0; p < servers.length; p++) {
+            for (int at = start[p]; at < start[p + 1]; at++) {
+                partOf[positions[at]] = p;
+                rowOf[positions[at]] = rowInPart[at];
+            }
+        }
+    }
+
     /** Writes the distinct ids of a part as little-endian i64 at the start of {@code out} (a request buffer). */
     public void writeIds(int part, MemorySegment out) {
         long[] ids = partIds[part];

@@ -39,6 +39,11 @@ public class PsException extends RuntimeException {
         CHECKPOINT_IO(false),
         /** A checkpoint was required and the directory holds none that is complete. */
         NO_CHECKPOINT(false),
+        /**
+         * An id's virtual slot (or a dense tensor) belongs to another server: the client routed
+         * with a slot table that is not this cluster's.
+         */
+        WRONG_SERVER(true),
         /** The server or table is closed. */
         CLOSED(false);
 

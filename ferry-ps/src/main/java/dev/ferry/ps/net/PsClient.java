@@ -1,0 +1,589 @@
+package dev.ferry.ps.net;
+
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+
+import dev.ferry.ps.BatchPlan;
+import dev.ferry.ps.DenseConfig;
+import dev.ferry.ps.PsException;
+import dev.ferry.ps.SlotTable;
+import dev.ferry.ps.TableConfig;
+import dev.ferry.ps.TableStats;
+import dev.ferry.rpc.RemoteException;
+import dev.ferry.rpc.RequestWriter;
+import dev.ferry.rpc.RpcChannel;
+import dev.ferry.rpc.RpcClient;
+import dev.ferry.rpc.RpcConfig;
+import dev.ferry.rpc.RpcException;
+import dev.ferry.rpc.RpcMethod;
+import dev.ferry.rpc.RpcResponse;
+import dev.ferry.transport.TransportConfig;
+
+/**
+ * The client of a parameter-server cluster: pull and push batches of ids, dense tensors, and
+ * table management. Thread-safe; one per process is enough (all threads share its connections).
+ *
+ * <p>A batch goes through a {@link BatchPlan}: its ids are deduplicated, split by the server that
+ * owns them in the cluster's {@link SlotTable} (fetched from the servers at connect), sent to
+ * all those servers in parallel, and the answers put back in the caller's order, duplicates
+ * included. Pushes sum the gradients of duplicate ids into one row first, so a server applies
+ * one optimizer step per distinct id per batch.
+ *
+ * <p>Zero-copy where the API allows: ids and summed gradients are encoded straight into the
+ * registered send buffer; pulled rows are copied once, from the receive buffer into the
+ * caller's array, or not at all with {@link #pullView}.
+ *
+ * <p>Errors: a request the servers refuse fails with a {@link PsException} carrying the server's
+ * {@link PsException.Code} and naming the server; a server that cannot be reached in time fails
+ * with the RPC layer's {@link RpcException}. Blocking methods throw them; asynchronous ones
+ * complete their future with them. A batch split over several servers is not atomic: when one
+ * part fails, the others may have been applied.
+ */
+public final class PsClient implements AutoCloseable {
+
+    static {
+        // Rows are copied between the wire (little-endian) and float[] as bytes.
+        if (ByteOrder.nativeOrder() != ByteOrder.LITTLE_ENDIAN) {
+            throw new ExceptionInInitializerError("PsClient needs a little-endian platform");
+        }
+    }
+
+    private final RpcClient rpc;
+    private final List<RpcChannel> channels;
+    private final SlotTable slots;
+    private final ConcurrentHashMap<String, Integer> dimensions = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, Integer> denseLengths = new ConcurrentHashMap<>();
+
+    private PsClient(RpcClient rpc, List<RpcChannel> channels, SlotTable slots) {
+        this.rpc = rpc;
+        this.channels = channels;
+        this.slots = slots;
+    }
+
+    /**
+     * Connects to the servers of a cluster, {@code addresses[i]} being server {@code i}, and
+     * fetches the slot table. Checks that each server is the one its position says and that all
+     * enforce the same slot table.
+     *
+     * @throws PsException  {@code INVALID_ARGUMENT} if the servers do not form that cluster
+     * @throws RpcException if a server cannot be reached within the deadline
+     */
+    public static PsClient connect(RpcConfig config, TransportConfig transport, List<String> addresses) {
+        Objects.requireNonNull(addresses, "addresses");
+        if (addresses.isEmpty()) {
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "no server addresses");
+        }
+        RpcClient rpc = RpcClient.open(config, transport);
+        try {
+            List<RpcChannel> channels = new ArrayList<>();
+            for (String address : addresses) {
+                channels.add(rpc.channel(address));
+            }
+            PsClient probe = new PsClient(rpc, channels, null);
+            List<ServerInfo> infos = probe.describeServers();
+            SlotTable slots;
+            try (RpcResponse response = join(probe.call(0, PsDescriptor.SLOT_TABLE, PsDescriptor.HEADER,
+                    body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, new byte[0], 0, 0, 0)))) {
+                slots = PsDescriptor.readSlotTable(response.segment());
+            }
+            for (int i = 0; i < infos.size(); i++) {
+                ServerInfo info = infos.get(i);
+                if (info.index() != i || info.serverCount() != addresses.size() || info.slotHash() != slots.hashCode()
+                        || slots.serverCount() != addresses.size()) {
+                    throw new PsException(PsException.Code.INVALID_ARGUMENT, "server " + addresses.get(i)
+                            + " is server " + info.index() + " of " + info.serverCount()
+                            + (info.slotHash() != slots.hashCode() ? " with another slot table" : "")
+                            + "; the client was given it as server " + i + " of " + addresses.size());
+                }
+            }
+            return new PsClient(rpc, channels, slots);
+        } catch (RuntimeException e) {
+            rpc.close();
+            throw e;
+        }
+    }
+
+    /** The slot table the client routes with. */
+    public SlotTable slotTable() {
+        return slots;
+    }
+
+    /** The number of servers. */
+    public int serverCount() {
+        return channels.size();
+    }
+
+    /** The RPC client beneath (counters, transport). */
+    public RpcClient rpcClient() {
+        return rpc;
+    }
+
+    @Override
+    public void close() {
+        rpc.close();
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Tables
+
+    /**
+     * Creates a sparse table on every server.
+     *
+     * @throws PsException {@code TABLE_EXISTS}, {@code READ_ONLY}, {@code INVALID_ARGUMENT}
+     */
+    public void createTable(TableConfig table) {
+        join(createTableAsync(table));
+    }
+
+    /** {@link #createTable} without waiting. */
+    public CompletableFuture<Void> createTableAsync(TableConfig table) {
+        byte[] name = PsDescriptor.nameBytes(table.name());
+        List<CompletableFuture<RpcResponse>> calls = new ArrayList<>();
+        for (int s = 0; s < channels.size(); s++) {
+            calls.add(call(s, PsDescriptor.CREATE_TABLE, PsDescriptor.createBytes(name.length),
+                    body -> PsDescriptor.writeCreate(body, name, table)));
+        }
+        return releaseAll(calls).thenRun(() -> dimensions.put(table.name(), table.dimension()));
+    }
+
+    /**
+     * Creates a dense tensor on the server that owns its name.
+     *
+     * @throws PsException {@code TABLE_EXISTS}, {@code READ_ONLY}, {@code INVALID_ARGUMENT}
+     */
+    public void createDense(DenseConfig tensor) {
+        byte[] name = PsDescriptor.nameBytes(tensor.name());
+        join(releaseAll(List.of(call(denseOwner(tensor.name()), PsDescriptor.CREATE_TABLE,
+                PsDescriptor.createBytes(name.length), body -> PsDescriptor.writeCreate(body, name, tensor)))));
+        denseLengths.put(tensor.name(), tensor.length());
+    }
+
+    /**
+     * A table's figures summed over the servers (rows, capacity, memory), or a dense tensor's.
+     *
+     * @throws PsException {@code UNKNOWN_TABLE}
+     */
+    public TableStats describe(String table) {
+        byte[] name = PsDescriptor.nameBytes(table);
+        TableStats sum = null;
+        PsException unknown = null;
+        for (CompletableFuture<ServerInfo> f : describeAll(name)) {
+            ServerInfo info;
+            try {
+                info = join(f);
+            } catch (PsException e) {
+                // A dense tensor lives on one server; the others do not know it.
+                if (e.code() != PsException.Code.UNKNOWN_TABLE) {
+                    throw e;
+                }
+                unknown = e;
+                continue;
+            }
+            for (ServerInfo.Table t : info.tables()) {
+                TableStats s = t.stats();
+                if (t.dense()) {
+                    denseLengths.put(table, s.dimension());
+                    return s;
+                }
+                sum = sum == null ? s : new TableStats(s.name(), s.dimension(), s.optimizer(), sum.rows() + s.rows(),
+                        sum.capacityRows() + s.capacityRows(), s.bytesPerRow(), sum.reservedBytes() + s.reservedBytes());
+            }
+        }
+        if (sum == null) {
+            throw unknown != null ? unknown : new PsException(PsException.Code.UNKNOWN_TABLE, "no table '" + table + "'");
+        }
+        dimensions.put(table, sum.dimension());
+        return sum;
+    }
+
+    /**
+     * What every server says of itself and its tables, in server order. A dense tensor is
+     * reported by its owner; asking the others for it by name would fail, so this lists all.
+     */
+    public List<ServerInfo> describeServers() {
+        List<ServerInfo> infos = new ArrayList<>();
+        for (CompletableFuture<ServerInfo> f : describeAll(new byte[0])) {
+            infos.add(join(f));
+        }
+        return infos;
+    }
+
+    private List<CompletableFuture<ServerInfo>> describeAll(byte[] name) {
+        List<CompletableFuture<ServerInfo>> all = new ArrayList<>();
+        for (int s = 0; s < channels.size(); s++) {
+            String address = channels.get(s).address();
+            all.add(call(s, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
+                    body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0))
+                    .thenApply(r -> {
+                        try (r) {
+                            return PsDescriptor.readDescribe(r.segment(), address);
+                        }
+                    }));
+        }
+        return all;
+    }
+
+    /**
+     * Writes a checkpoint on every server, each into its own checkpoint directory; returns the
+     * directories written, in server order. Each server's checkpoint is a consistent cut of each
+     * of its shards, not one global cut: pause pushes for that.
+     */
+    public List<String> checkpoint() {
+        List<CompletableFuture<String>> all = new ArrayList<>();
+        for (int s = 0; s < channels.size(); s++) {
+            all.add(call(s, PsDescriptor.CHECKPOINT, PsDescriptor.HEADER,
+                    body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, new byte[0], 0, 0, 0))
+                    .thenApply(r -> {
+                        try (r) {
+                            return new String(r.segment().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
+                                    StandardCharsets.UTF_8);
+                        }
+                    }));
+        }
+        return all.stream().map(PsClient::join).toList();
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Sparse pull and push
+
+    /**
+     * The rows of {@code ids}, flat: row {@code i} at {@code [i * dimension, (i + 1) * dimension)},
+     * in the caller's order, duplicates repeated.
+     */
+    public float[] pull(String table, long[] ids) {
+        return join(pullAsync(table, ids));
+    }
+
+    /** {@link #pull} as one array per id. */
+    public float[][] pullRows(String table, long[] ids) {
+        float[] flat = pull(table, ids);
+        int dimension = ids.length == 0 ? 0 : flat.length / ids.length;
+        float[][] rows = new float[ids.length][];
+        for (int i = 0; i < ids.length; i++) {
+            rows[i] = java.util.Arrays.copyOfRange(flat, i * dimension, (i + 1) * dimension);
+        }
+        return rows;
+    }
+
+    /** {@link #pull} without waiting. */
+    public CompletableFuture<float[]> pullAsync(String table, long[] ids) {
+        Objects.requireNonNull(ids, "ids");
+        return dimension(table).thenCompose(dimension -> {
+            float[] out = new float[Math.multiplyExact(ids.length, dimension)];
+            return pullInto(table, dimension, ids, MemorySegment.ofArray(out)).thenApply(v -> out);
+        });
+    }
+
+    /**
+     * Pulls into the caller's array, which must hold {@code ids.length * dimension} floats; for
+     * callers that reuse their buffers.
+     */
+    public CompletableFuture<Void> pullAsync(String table, long[] ids, float[] out) {
+        Objects.requireNonNull(ids, "ids");
+        Objects.requireNonNull(out, "out");
+        return dimension(table).thenCompose(dimension -> {
+            if (out.length < (long) ids.length * dimension) {
+                throw new PsException(PsException.Code.LENGTH_MISMATCH, "out holds " + out.length + " floats; "
+                        + ids.length + " rows of dimension " + dimension + " need " + (long) ids.length * dimension);
+            }
+            return pullInto(table, dimension, ids, MemorySegment.ofArray(out));
+        });
+    }
+
+    private CompletableFuture<Void> pullInto(String table, int dimension, long[] ids, MemorySegment out) {
+        byte[] name = PsDescriptor.nameBytes(table);
+        BatchPlan plan = BatchPlan.of(ids, 0, ids.length, slots);
+        CompletableFuture<?>[] parts = new CompletableFuture<?>[plan.parts()];
+        for (int p = 0; p < parts.length; p++) {
+            int part = p;
+            parts[p] = pullPart(plan, part, name, dimension).thenAccept(response -> {
+                try (response) {
+                    plan.scatterRows(part, response.segment(), dimension, out);
+                }
+            });
+        }
+        return CompletableFuture.allOf(parts);
+    }
+
+    private CompletableFuture<RpcResponse> pullPart(BatchPlan plan, int part, byte[] name, int dimension) {
+        int n = plan.partSize(part);
+        long expected = PsDescriptor.rowsBytes(n, dimension);
+        return call(plan.server(part), PsDescriptor.PULL, bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
+            int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
+            plan.writeIds(part, body.asSlice(at));
+        }).thenApply(response -> {
+            if (response.segment().byteSize() != expected) {
+                long got = response.segment().byteSize();
+                response.release();
+                throw new PsException(PsException.Code.LENGTH_MISMATCH, "server "
+                        + channels.get(plan.server(part)).address() + " answered " + got + " bytes for " + n
+                        + " rows of dimension " + dimension + "; expected " + expected);
+            }
+            return response;
+        });
+    }
+
+    /**
+     * Pulls without copying the rows: the view hands out slices of the receive buffers, one per
+     * caller position. Close it promptly; it holds the transport's receive buffers (its credits).
+     */
+    public CompletableFuture<PullView> pullView(String table, long[] ids) {
+        Objects.requireNonNull(ids, "ids");
+        return dimension(table).thenCompose(dimension -> {
+            byte[] name = PsDescriptor.nameBytes(table);
+            BatchPlan plan = BatchPlan.of(ids, 0, ids.length, slots);
+            List<CompletableFuture<RpcResponse>> parts = new ArrayList<>();
+            for (int p = 0; p < plan.parts(); p++) {
+                parts.add(pullPart(plan, p, name, dimension));
+            }
+            return CompletableFuture.allOf(parts.toArray(CompletableFuture<?>[]::new)).handle((v, failure) -> {
+                if (failure != null) {
+                    releaseCompleted(parts);
+                    throw failure instanceof CompletionException c ? c : new CompletionException(failure);
+                }
+                int[] partOf = new int[ids.length];
+                int[] rowOf = new int[ids.length];
+                plan.locate(partOf, rowOf);
+                return new PullView(dimension, parts.stream().map(CompletableFuture::join).toList(), partOf, rowOf);
+            });
+        });
+    }
+
+    /**
+     * Pushes one gradient row per id: {@code gradients} holds {@code ids.length * dimension} floats
+     * in the order of the ids. Duplicate ids are summed (in f32, in the caller's order) into one step.
+     */
+    public void push(String table, long[] ids, float[] gradients) {
+        join(pushAsync(table, ids, gradients));
+    }
+
+    /** {@link #push} without waiting. The arrays must not change until the future completes. */
+    public CompletableFuture<Void> pushAsync(String table, long[] ids, float[] gradients) {
+        Objects.requireNonNull(ids, "ids");
+        Objects.requireNonNull(gradients, "gradients");
+        return dimension(table).thenCompose(dimension -> {
+            if (gradients.length != (long) ids.length * dimension) {
+                throw new PsException(PsException.Code.LENGTH_MISMATCH, ids.length + " ids of table '" + table
+                        + "' (dimension " + dimension + ") need " + (long) ids.length * dimension
+                        + " gradient floats, not " + gradients.length);
+            }
+            byte[] name = PsDescriptor.nameBytes(table);
+            BatchPlan plan = BatchPlan.of(ids, 0, ids.length, slots);
+            MemorySegment grads = MemorySegment.ofArray(gradients);
+            List<CompletableFuture<RpcResponse>> parts = new ArrayList<>();
+            for (int p = 0; p < plan.parts(); p++) {
+                int part = p;
+                int n = plan.partSize(p);
+                parts.add(call(plan.server(p), PsDescriptor.PUSH,
+                        bodyLength(PsDescriptor.pushBytes(name.length, n, dimension)), body -> {
+                            int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
+                            plan.writeIds(part, body.asSlice(at));
+                            plan.sumGradients(part, grads, dimension, body.asSlice(at + (long) n * Long.BYTES));
+                        }));
+            }
+            return releaseAll(parts);
+        });
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Dense tensors
+
+    /** The whole dense tensor. */
+    public float[] pullDense(String tensor) {
+        int length = denseLength(tensor);
+        float[] out = new float[length];
+        byte[] name = PsDescriptor.nameBytes(tensor);
+        try (RpcResponse r = join(call(denseOwner(tensor), PsDescriptor.DENSE_PULL, PsDescriptor.payloadOffset(name.length),
+                body -> PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0)))) {
+            if (r.segment().byteSize() != (long) length * Float.BYTES) {
+                throw new PsException(PsException.Code.LENGTH_MISMATCH, "tensor '" + tensor + "' came back with "
+                        + r.segment().byteSize() + " bytes for " + length + " weights");
+            }
+            MemorySegment.copy(r.segment(), 0, MemorySegment.ofArray(out), 0, (long) length * Float.BYTES);
+        }
+        return out;
+    }
+
+    /** One optimizer step on the whole dense tensor with {@code gradients} (its length). */
+    public void pushDense(String tensor, float[] gradients) {
+        int length = denseLength(tensor);
+        if (gradients.length != length) {
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "tensor '" + tensor + "' has " + length
+                    + " weights; got " + gradients.length + " gradients");
+        }
+        byte[] name = PsDescriptor.nameBytes(tensor);
+        long bytes = (long) length * Float.BYTES;
+        join(releaseAll(List.of(call(denseOwner(tensor), PsDescriptor.DENSE_PUSH,
+                bodyLength(PsDescriptor.payloadOffset(name.length) + bytes), body -> {
+                    int at = PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0);
+                    MemorySegment.copy(MemorySegment.ofArray(gradients), 0, body, at, bytes);
+                }))));
+    }
+
+    private int denseLength(String tensor) {
+        Integer length = denseLengths.get(tensor);
+        if (length == null) {
+            TableStats stats = describe(tensor);
+            length = denseLengths.get(tensor);
+            if (length == null) {
+                throw new PsException(PsException.Code.UNKNOWN_TABLE, "'" + tensor + "' is a sparse table of dimension "
+                        + stats.dimension() + ", not a dense tensor");
+            }
+        }
+        return length;
+    }
+
+    private int denseOwner(String tensor) {
+        return slots.serverOf(PsDescriptor.denseKey(tensor));
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Plumbing
+
+    private CompletableFuture<Integer> dimension(String table) {
+        Integer known = dimensions.get(table);
+        if (known != null) {
+            return CompletableFuture.completedFuture(known);
+        }
+        byte[] name = PsDescriptor.nameBytes(table);
+        return call(0, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
+                body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0)).thenApply(r -> {
+                    ServerInfo info;
+                    try (r) {
+                        info = PsDescriptor.readDescribe(r.segment(), channels.get(0).address());
+                    }
+                    for (ServerInfo.Table t : info.tables()) {
+                        if (!t.dense() && t.stats().name().equals(table)) {
+                            dimensions.put(table, t.stats().dimension());
+                            return t.stats().dimension();
+                        }
+                    }
+                    throw new PsException(PsException.Code.UNKNOWN_TABLE, "'" + table + "' is not a sparse table");
+                });
+    }
+
+    /** A call to server {@code server} whose failures are mapped to {@link PsException}s where they are the server's. */
+    CompletableFuture<RpcResponse> call(int server, RpcMethod method, int length, RequestWriter writer) {
+        RpcChannel channel = channels.get(server);
+        return channel.call(method, length, writer).exceptionallyCompose(
+                failure -> CompletableFuture.failedFuture(map(failure, channel.address())));
+    }
+
+    private static Throwable map(Throwable failure, String address) {
+        Throwable cause = failure instanceof CompletionException && failure.getCause() != null ? failure.getCause()
+                : failure;
+        if (cause instanceof RemoteException remote) {
+            PsException ps = PsDescriptor.toPsException(remote, address);
+            if (ps != null) {
+                return ps;
+            }
+        }
+        return cause;
+    }
+
+    private static int bodyLength(long bytes) {
+        if (bytes > Integer.MAX_VALUE) {
+            throw new PsException(PsException.Code.REQUEST_TOO_LARGE, "a request of " + bytes
+                    + " bytes is too large for one message; split the batch");
+        }
+        return (int) bytes;
+    }
+
+    /** Waits for every call, releases the responses, and fails with the first failure. */
+    private static CompletableFuture<Void> releaseAll(List<CompletableFuture<RpcResponse>> calls) {
+        CompletableFuture<?>[] released = new CompletableFuture<?>[calls.size()];
+        for (int i = 0; i < released.length; i++) {
+            released[i] = calls.get(i).thenAccept(RpcResponse::release);
+        }
+        return CompletableFuture.allOf(released);
+    }
+
+    private static void releaseCompleted(List<CompletableFuture<RpcResponse>> calls) {
+        for (CompletableFuture<RpcResponse> f : calls) {
+            if (f.isDone() && !f.isCompletedExceptionally()) {
+                f.join().release();
+            }
+        }
+    }
+
+    /** The result of a future, its failure rethrown as the unchecked exception it is. */
+    static <T> T join(CompletableFuture<T> future) {
+        try {
+            return future.get();
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause();
+            while (cause instanceof CompletionException && cause.getCause() != null) {
+                cause = cause.getCause();
+            }
+            if (cause instanceof RuntimeException r) {
+                throw r;
+            }
+            throw new RpcException(String.valueOf(cause), cause);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            future.cancel(false);
+            throw new RpcException("interrupted", e);
+        }
+    }
+
+    /**
+     * Rows of a pull as views of the receive buffers, in the caller's order: no copy. Valid until
+     * {@link #close()}, which gives the buffers back to the transport.
+     */
+    public static final class PullView implements AutoCloseable {
+
+        private final int dimension;
+        private final List<RpcResponse> responses;
+        private final int[] partOf;
+        private final int[] rowOf;
+        private boolean closed;
+
+        PullView(int dimension, List<RpcResponse> responses, int[] partOf, int[] rowOf) {
+            this.dimension = dimension;
+            this.responses = responses;
+            this.partOf = partOf;
+            this.rowOf = rowOf;
+        }
+
+        /** Rows in the view (the caller's batch size). */
+        public int count() {
+            return partOf.length;
+        }
+
+        /** Floats per row. */
+        public int dimension() {
+            return dimension;
+        }
+
+        /** Row {@code i} of the caller's batch: {@code dimension} little-endian f32, read-only. */
+        public MemorySegment row(int i) {
+            if (closed) {
+                throw new IllegalStateException("the view is closed");
+            }
+            long bytes = (long) dimension * Float.BYTES;
+            return responses.get(partOf[i]).segment().asSlice(rowOf[i] * bytes, bytes).asReadOnly();
+        }
+
+        /** Element {@code j} of row {@code i}. */
+        public float get(int i, int j) {
+            return row(i).get(PsDescriptor.FLOAT, (long) j * Float.BYTES);
+        }
+
+        /** Releases the receive buffers; once. */
+        @Override
+        public void close() {
+            if (!closed) {
+                closed = true;
+                responses.forEach(RpcResponse::release);
+            }
+        }
+    }
+}

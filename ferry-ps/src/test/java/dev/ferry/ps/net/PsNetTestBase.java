@@ -1,0 +1,116 @@
+package dev.ferry.ps.net;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.stream.Stream;
+
+import dev.ferry.ps.ParameterServer;
+import dev.ferry.ps.PsConfig;
+import dev.ferry.ps.PsException;
+import dev.ferry.rpc.RpcConfig;
+import dev.ferry.rpc.SharedSecret;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.function.Executable;
+
+/** In-process clusters (servers and a client in this JVM) that a test closes at its end, checking no buffer was left held. */
+abstract class PsNetTestBase {
+
+    static final String SECRET = "ferry-ps-test-secret-0123456789";
+
+    private final List<AutoCloseable> opened = new CopyOnWriteArrayList<>();
+    private final List<Transport> watched = new CopyOnWriteArrayList<>();
+
+    /** The providers every test runs on: {@code -Dferry.ps.providers} or shm, tcp and netty. */
+    static Stream<String> providers() {
+        return Arrays.stream(System.getProperty("ferry.ps.providers", "shm,tcp,netty").split(","));
+    }
+
+    /** A transport small enough that several can be open at once. */
+    static TransportConfig transport(String provider) {
+        return TransportConfig.defaults(provider).withPools(16L << 20, 16L << 20, 32L << 20)
+                .withConnectTimeoutMillis(5_000);
+    }
+
+    static RpcConfig rpc() {
+        return RpcConfig.defaults().withSecret(SharedSecret.of(SECRET)).withHandlerThreads(4);
+    }
+
+    /** A cluster of servers in this JVM and a client of it. */
+    record Cluster(List<ParameterServer> servers, List<PsServer> rpcServers, List<String> addresses, PsClient client) {
+    }
+
+    /** {@code n} servers on {@code provider}; server {@code i} checkpoints into {@code checkpoints/server-i} if given. */
+    Cluster cluster(String provider, int n, PsConfig config, Path checkpoints) {
+        List<ParameterServer> servers = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            servers.add(ParameterServer.create(config));
+        }
+        return serve(provider, servers, checkpoints);
+    }
+
+    /** Serves existing parameter servers, server {@code i} being {@code servers.get(i)}. */
+    Cluster serve(String provider, List<ParameterServer> servers, Path checkpoints) {
+        List<PsServer> rpcServers = new ArrayList<>();
+        List<String> addresses = new ArrayList<>();
+        for (int i = 0; i < servers.size(); i++) {
+            ParameterServer ps = servers.get(i);
+            opened.add(ps);
+            PsServer server = PsServer.open(ps, i, servers.size(),
+                    checkpoints == null ? null : checkpoints.resolve("server-" + i), rpc());
+            opened.add(0, server);
+            rpcServers.add(server);
+            addresses.add(server.listen(transport(provider)));
+            watched.add(server.rpcServer().transports().getLast());
+        }
+        return new Cluster(servers, rpcServers, addresses, client(provider, addresses));
+    }
+
+    PsClient client(String provider, List<String> addresses) {
+        PsClient client = PsClient.connect(rpc(), transport(provider), addresses);
+        opened.add(0, client);
+        watched.add(client.rpcClient().primaryTransport());
+        return client;
+    }
+
+    @AfterEach
+    void closeAll() throws Exception {
+        List<Long> held = new ArrayList<>();
+        Thread.sleep(20);
+        for (Transport transport : watched) {
+            held.add(transport.counters().receiveBuffersHeld());
+        }
+        for (AutoCloseable closeable : opened) {
+            closeable.close();
+        }
+        opened.clear();
+        watched.clear();
+        for (long h : held) {
+            assertEquals(0, h, "a transport ended with received messages not released");
+        }
+    }
+
+    /** Runs {@code call} and checks it fails with a {@link PsException} of {@code code}; returns it. */
+    static PsException expect(PsException.Code code, Executable call) {
+        PsException e = assertThrows(PsException.class, call);
+        assertEquals(code, e.code(), e::toString);
+        return e;
+    }
+
+    /** An id that server {@code server} of {@code n} owns (balanced slot table), from {@code from} on. */
+    static long idOn(int server, int n, long from) {
+        dev.ferry.ps.SlotTable slots = dev.ferry.ps.SlotTable.balanced(n);
+        long id = from;
+        while (slots.serverOf(id) != server) {
+            id++;
+        }
+        return id;
+    }
+}

@@ -102,6 +102,7 @@ final class TransportStream {
         private final AtomicReference<Throwable> failure = new AtomicReference<>();
         private Histogram latency = Measured.histogram();
         private long lastDone;
+        private Transport transport;
 
         Sender(StreamSpec spec, Peer peer) {
             this.spec = spec;
@@ -122,6 +123,7 @@ final class TransportStream {
         }
 
         Measured run(Transport transport, Runnable atTimedStart) {
+            this.transport = transport;
             long seq = 0;
             long warmupEnd = System.nanoTime() + (long) (spec.warmupSeconds() * 1e9);
             while (System.nanoTime() < warmupEnd) {
@@ -183,7 +185,8 @@ final class TransportStream {
                     if (deadline == 0) {
                         deadline = now + timeoutNanos;
                     } else if (now > deadline) {
-                        throw new TransportException("no completion within " + spec.timeoutMillis() + " ms");
+                        throw new TransportException("no completion within " + spec.timeoutMillis() + " ms; "
+                                + transport.counters());
                     }
                     checkFailure();
                 }

@@ -87,7 +87,9 @@ public final class FabricSession implements AutoCloseable {
         InfoList infos = null;
         for (Hints base : variants) {
             infos = InfoList.query(base.localAddress(host, listen && type == EndpointType.MSG ? "0" : null));
-            if (infos.entries().isEmpty()) {
+            if (infos.entries().isEmpty() || !socketAddressed(infos.entries().getFirst())) {
+                // Not an IP provider: shm, for one, takes the node as the name of its shared
+                // region, so every process asking for 127.0.0.1 would collide on one file.
                 infos.close();
                 infos = InfoList.query(base);
             }
@@ -105,6 +107,12 @@ public final class FabricSession implements AutoCloseable {
                     + " endpoints on this machine (fi_info -p " + provider + " lists what there is)");
         }
         return new FabricSession(infos, chosen, cqSize, listen);
+    }
+
+    private static boolean socketAddressed(FabricInfo info) {
+        int format = info.addressFormat();
+        return format == Fi.SOCKADDR || format == Fi.SOCKADDR_IN || format == Fi.SOCKADDR_IN6
+                || format == Fi.SOCKADDR_IB;
     }
 
     /** The provider's info for this session. */

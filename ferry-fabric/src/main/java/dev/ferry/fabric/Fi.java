@@ -63,7 +63,10 @@ public final class Fi {
     // Address formats.
     public static final int FORMAT_UNSPEC = 0;
     public static final int SOCKADDR_IN = 2;
-    public static final int ADDR_STR = 8;
+    public static final int SOCKADDR = 1;
+    public static final int SOCKADDR_IN6 = 3;
+    public static final int SOCKADDR_IB = 4;
+    public static final int ADDR_STR = 9;
 
     /** The names of the bits set in {@code mrMode}, for messages. */
     public static String mrModeNames(int mrMode) {

@@ -97,6 +97,11 @@ public final class RpcChannel {
         return s != null && s.fallback;
     }
 
+    /** Why the last session or connect attempt failed, or null. */
+    public synchronized Throwable lastFailure() {
+        return lastFailure;
+    }
+
     /** Calls not yet completed. */
     public int pendingCalls() {
         return pending.size();
@@ -285,11 +290,15 @@ public final class RpcChannel {
         client.cancelled.increment();
         Session s = call.sentOn.get();
         if (s != null && s.live()) {
-            OutboundMessage message = s.peer.tryAllocate(RpcDescriptor.HEADER);
-            if (message != null) {
-                RpcDescriptor.write(message.segment(), RpcDescriptor.CANCEL, (byte) 0, call.method.id(), client.clientId,
-                        call.id, 0, ackWatermark);
-                s.peer.send(RpcClient.CONTROL_STREAM, message);
+            try {
+                OutboundMessage message = s.peer.tryAllocate(RpcDescriptor.HEADER);
+                if (message != null) {
+                    RpcDescriptor.write(message.segment(), RpcDescriptor.CANCEL, (byte) 0, call.method.id(),
+                            client.clientId, call.id, 0, ackWatermark);
+                    s.peer.send(RpcClient.CONTROL_STREAM, message);
+                }
+            } catch (RuntimeException e) {
+                // best effort: the session is failing anyway
             }
         }
     }
@@ -315,6 +324,11 @@ public final class RpcChannel {
         }
         s.lastHeardNanos = System.nanoTime();
         byte type = RpcDescriptor.type(frame);
+        if ((type == RpcDescriptor.CHALLENGE || type == RpcDescriptor.WELCOME || type == RpcDescriptor.REFUSED)
+                && RpcDescriptor.callId(frame) != s.handshake) {
+            message.release(); // from a handshake on this peer that was given up
+            return;
+        }
         switch (type) {
             case RpcDescriptor.RESPONSE -> {
                 Call call = pending.remove(RpcDescriptor.callId(frame));
@@ -324,9 +338,9 @@ public final class RpcChannel {
                 }
                 cancelTimer(call);
                 RpcResponse response = new RpcResponse(message);
-                if (call.future.complete(response)) {
-                    client.succeeded.increment();
-                } else {
+                client.succeeded.increment(); // before completing, so a caller that returns sees it
+                if (!call.future.complete(response)) {
+                    client.succeeded.decrement();
                     response.release();
                 }
             }
@@ -433,7 +447,13 @@ public final class RpcChannel {
     }
 
     private void ping(Session s) {
-        OutboundMessage message = s.peer.tryAllocate(RpcDescriptor.HEADER);
+        OutboundMessage message;
+        try {
+            message = s.peer.tryAllocate(RpcDescriptor.HEADER);
+        } catch (RuntimeException e) {
+            sessionFailed(s, e);
+            return;
+        }
         if (message == null) {
             return; // the send pool is busy, so traffic is flowing: the next tick tries again
         }
@@ -532,9 +552,9 @@ public final class RpcChannel {
         Transport transport = useFallback ? client.fallback : client.primary;
         String address = useFallback ? fallbackAddress : primaryAddress;
         Peer peer = transport.connect(address);
-        Session s = new Session(this, peer, useFallback);
+        Session s = new Session(this, peer, useFallback, client.nextHandshake.getAndIncrement());
         client.sessions.put(peer, s);
-        long timeout = client.config.failureTimeoutMillis();
+        long timeout = client.handshakeTimeoutMillis;
         byte[] clientNonce = new byte[SharedSecret.NONCE_BYTES];
         RANDOM.nextBytes(clientNonce);
         sendControl(s, RpcDescriptor.HELLO, clientNonce);
@@ -578,7 +598,7 @@ public final class RpcChannel {
 
     private void sendControl(Session s, byte type, byte[] body) {
         OutboundMessage message = s.peer.allocate(RpcDescriptor.HEADER + body.length);
-        RpcDescriptor.write(message.segment(), type, (byte) 0, 0, client.clientId, 0, 0, ackWatermark);
+        RpcDescriptor.write(message.segment(), type, (byte) 0, 0, client.clientId, s.handshake, 0, ackWatermark);
         MemorySegment.copy(body, 0, message.segment(), ValueLayout.JAVA_BYTE, RpcDescriptor.HEADER, body.length);
         s.peer.send(RpcClient.CONTROL_STREAM, message);
     }

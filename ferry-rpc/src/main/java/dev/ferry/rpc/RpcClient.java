@@ -45,6 +45,8 @@ public final class RpcClient implements AutoCloseable {
     final ConcurrentHashMap<Peer, Session> sessions = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, RpcChannel> channels = new ConcurrentHashMap<>();
     final AtomicLong nextCallId = new AtomicLong(1);
+    final AtomicLong nextHandshake = new AtomicLong(1);
+    final long handshakeTimeoutMillis;
     private final long tickNanos;
     private long lastTickNanos = System.nanoTime();
     private volatile boolean closed;
@@ -87,6 +89,8 @@ public final class RpcClient implements AutoCloseable {
             }
         }
         this.fallback = fb;
+        this.handshakeTimeoutMillis = Math.max(config.failureTimeoutMillis(), Math.max(primaryConfig.connectTimeoutMillis(),
+                fallbackConfig == null ? 0 : fallbackConfig.connectTimeoutMillis()));
         this.maxBody = Math.min(primaryConfig.maxMessageSize(),
                 fallbackConfig == null ? Integer.MAX_VALUE : fallbackConfig.maxMessageSize()) - RpcDescriptor.HEADER;
         this.timer = new ScheduledThreadPoolExecutor(1,

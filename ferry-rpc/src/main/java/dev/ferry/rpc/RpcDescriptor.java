@@ -36,6 +36,8 @@ import java.nio.ByteOrder;
  * hosts need not agree. The client id and call id together name a call across reconnects and
  * transports: the server keys its deduplication table on them. The epoch is a random number a
  * server draws when it starts; a client that sees it change knows the server lost its state.
+ * Handshake frames ({@link #HELLO} to {@link #REFUSED}) carry the client's handshake number in
+ * the call id field, so that a late answer to a handshake the client gave up on is ignored.
  */
 public final class RpcDescriptor {
 

@@ -78,6 +78,8 @@ public final class RpcServer implements AutoCloseable {
         volatile long clientId;
         byte[] clientNonce;
         byte[] serverNonce;
+        /** The client's number for its latest handshake; frames of older ones are stale. */
+        long handshake;
     }
 
     private RpcServer(RpcConfig config, Executor executor) {
@@ -240,6 +242,7 @@ public final class RpcServer implements AutoCloseable {
             }
             state.clientNonce = clientNonce;
             state.serverNonce = serverNonce;
+            state.handshake = RpcDescriptor.callId(frame);
         }
         if (secret == null) {
             body = serverNonce;
@@ -249,15 +252,19 @@ public final class RpcServer implements AutoCloseable {
             System.arraycopy(serverNonce, 0, body, 0, serverNonce.length);
             System.arraycopy(proof, 0, body, serverNonce.length, proof.length);
         }
-        sendControl(from, RpcDescriptor.CHALLENGE, clientId, 0, body);
+        sendControl(from, RpcDescriptor.CHALLENGE, clientId, RpcDescriptor.callId(frame), body);
     }
 
     private void onAuth(Peer from, MemorySegment frame) {
         long clientId = RpcDescriptor.clientId(frame);
         PeerState state = peers.get(from);
         byte[] proof = RpcDescriptor.body(frame).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+        long handshake = RpcDescriptor.callId(frame);
         boolean ok;
         synchronized (state == null ? this : state) {
+            if (state != null && state.handshake != handshake) {
+                return; // an answer to a challenge the client has given up on
+            }
             ok = state != null && state.clientId == clientId && state.serverNonce != null
                     && (secret == null || secret.verify(proof, "ferry-client", state.serverNonce, state.clientNonce, clientId));
             if (state != null) {
@@ -267,12 +274,12 @@ public final class RpcServer implements AutoCloseable {
         }
         if (ok) {
             sessions.increment();
-            sendControl(from, RpcDescriptor.WELCOME, clientId, 0, new byte[0]);
+            sendControl(from, RpcDescriptor.WELCOME, clientId, handshake, new byte[0]);
         } else {
             refusals.increment();
             LOG.log(System.Logger.Level.WARNING, "refused peer " + from.address() + " (client "
                     + Long.toHexString(clientId) + "): authentication failed");
-            sendControl(from, RpcDescriptor.REFUSED, clientId, 0,
+            sendControl(from, RpcDescriptor.REFUSED, clientId, handshake,
                     "authentication failed: wrong shared secret".getBytes(StandardCharsets.UTF_8));
         }
     }

@@ -10,6 +10,8 @@ final class Session {
     final RpcChannel channel;
     final Peer peer;
     final boolean fallback;
+    /** This session's handshake number, echoed by the server so that late frames of an abandoned one are ignored. */
+    final long handshake;
     /** The server's challenge: its epoch, nonce and proof. */
     final CompletableFuture<byte[]> challenge = new CompletableFuture<>();
     /** The server's verdict: its epoch, or an {@link AuthenticationException}. */
@@ -21,10 +23,11 @@ final class Session {
     private boolean dead;
     private volatile boolean deadFlag;
 
-    Session(RpcChannel channel, Peer peer, boolean fallback) {
+    Session(RpcChannel channel, Peer peer, boolean fallback, long handshake) {
         this.channel = channel;
         this.peer = peer;
         this.fallback = fallback;
+        this.handshake = handshake;
     }
 
     boolean dead() {

@@ -32,6 +32,8 @@ public final class TestService {
     /** Runs of {@link #RECORD} per (client id, call id). */
     public final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
     public final AtomicLong cancelledSeen = new AtomicLong();
+    /** Called with the seed of each run of {@link #RECORD}, before it answers. */
+    public volatile java.util.function.LongConsumer onRecord = seed -> { };
 
     /** Registers every method on {@code server}. */
     public RpcServer register(RpcServer server) {
@@ -39,6 +41,7 @@ public final class TestService {
         server.register(INLINE, TestService::answer);
         server.register(RECORD, call -> {
             runs.computeIfAbsent(call.clientId() + ":" + call.callId(), k -> new AtomicInteger()).incrementAndGet();
+            onRecord.accept(call.request().get(LONG, 0));
             answer(call);
         });
         server.register(FAIL, call -> {

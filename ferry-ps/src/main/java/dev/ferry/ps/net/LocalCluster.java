@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.function.IntPredicate;
 import java.util.regex.Pattern;
 
 import dev.ferry.rpc.RpcConfig;
@@ -43,6 +44,7 @@ public final class LocalCluster implements AutoCloseable {
     private final Child[] children;
     private final String[] addresses;
     private final Thread hook;
+    private int spawned;
 
     private LocalCluster(int servers, String transport, Path checkpointRoot, List<String> jvmOptions) {
         this.transport = transport;
@@ -135,6 +137,26 @@ public final class LocalCluster implements AutoCloseable {
         return addresses[i];
     }
 
+    /**
+     * Starts again, in parallel, every server that is not running (after {@link #kill}), each
+     * restoring from its checkpoint directory, read-only where {@code serving} says so; returns
+     * the addresses of all servers.
+     */
+    public synchronized List<String> restartStopped(IntPredicate serving) {
+        List<Integer> started = new ArrayList<>();
+        for (int i = 0; i < children.length; i++) {
+            if (!children[i].process.isAlive()) {
+                children[i].stop();
+                children[i] = spawn(i, serving.test(i));
+                started.add(i);
+            }
+        }
+        for (int i : started) {
+            addresses[i] = children[i].awaitAddress();
+        }
+        return List.of(addresses);
+    }
+
     /** Stops every server: SIGTERM, then SIGKILL after a grace period. */
     @Override
     public void close() {
@@ -160,7 +182,7 @@ public final class LocalCluster implements AutoCloseable {
     }
 
     private Child spawn(int index, boolean serving) {
-        PsServerMain.Options options = new PsServerMain.Options(0, transport, checkpointDir(index), serving, index,
+        PsServerMain.Options options = new PsServerMain.Options(0, bindHost(), transport, checkpointDir(index), serving, index,
                 children.length, true, false);
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
@@ -179,6 +201,23 @@ public final class LocalCluster implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException("cannot start parameter server " + index, e);
         }
+    }
+
+    /**
+     * 127.0.0.1, except on shm: a loopback address of each child's own there, from this process's
+     * PID and a count of children started, because shm names its region after the host and
+     * numbers regions per process, so two processes on one host would otherwise collide.
+     */
+    private String bindHost() {
+        if (!transport.equals("shm")) {
+            return "127.0.0.1";
+        }
+        long pid = ProcessHandle.current().pid();
+        int n = spawned++;
+        if (n > 250) {
+            throw new IllegalStateException("a cluster on shm starts 250 servers at most");
+        }
+        return "127." + ((pid >> 8) & 0xff) + "." + (pid & 0xff) + "." + (n + 2);
     }
 
     private static String absoluteClassPath() {

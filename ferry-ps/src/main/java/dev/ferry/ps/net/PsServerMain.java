@@ -18,9 +18,13 @@ import dev.ferry.transport.TransportConfig;
  * closes, so that it cannot outlive its parent). {@code bin/ferry server} runs the same code.
  *
  * <pre>
- * PsServerMain [--port p] [--transport shm|tcp|netty] [--checkpoint-dir d] [--serving]
- *              [--index i --servers n] [--exit-on-stdin-eof] [--no-auth]
+ * PsServerMain [--port p] [--bind-host h] [--transport shm|tcp|netty] [--checkpoint-dir d]
+ *              [--serving] [--index i --servers n] [--exit-on-stdin-eof] [--no-auth]
  * </pre>
+ * <p>{@code --bind-host} (default 127.0.0.1) is where the transport listens. On {@code shm} it
+ * also names the shared-memory region, and libfabric's shm provider numbers regions per process,
+ * so two processes on one host must listen on different loopback addresses (127.0.0.2, ...);
+ * {@link LocalCluster} gives each child its own.
  * The RPC secret comes from {@code FERRY_RPC_SECRET} or {@code FERRY_RPC_SECRET_FILE} unless
  * {@code --no-auth} (a demo on one host only).
  */
@@ -36,6 +40,7 @@ public final class PsServerMain {
      * What to run.
      *
      * @param port           the transport's bootstrap (or TCP) port; 0 picks a free one
+     * @param bindHost       the address it listens on (and on shm, the name of its region)
      * @param transport      {@code shm}, {@code tcp}, {@code netty} or another libfabric provider
      * @param checkpointDir  restore from and checkpoint into this directory; null for none
      * @param serving        read-only from the newest checkpoint in {@code checkpointDir}
@@ -44,13 +49,16 @@ public final class PsServerMain {
      * @param exitOnStdinEof exit when standard input closes (a child process)
      * @param noAuth         no RPC authentication
      */
-    public record Options(int port, String transport, Path checkpointDir, boolean serving, int index, int servers,
+    public record Options(int port, String bindHost, String transport, Path checkpointDir, boolean serving, int index, int servers,
             boolean exitOnStdinEof, boolean noAuth) {
 
         /** Checks the values. */
         public Options {
             if (port < 0 || port > 65535) {
                 throw new IllegalArgumentException("--port must be in [0, 65535]: " + port);
+            }
+            if (bindHost == null || bindHost.isBlank()) {
+                throw new IllegalArgumentException("--bind-host is empty");
             }
             if (transport == null || transport.isBlank()) {
                 throw new IllegalArgumentException("--transport is empty");
@@ -66,6 +74,7 @@ public final class PsServerMain {
         /** The command-line arguments that give these options. */
         public java.util.List<String> toArgs() {
             java.util.List<String> args = new java.util.ArrayList<>(java.util.List.of("--port", Integer.toString(port),
+                    "--bind-host", bindHost,
                     "--transport", transport, "--index", Integer.toString(index), "--servers", Integer.toString(servers)));
             if (checkpointDir != null) {
                 args.add("--checkpoint-dir");
@@ -86,6 +95,7 @@ public final class PsServerMain {
         /** Parses the arguments of {@link PsServerMain}. */
         public static Options parse(String[] args) {
             int port = 0;
+            String bindHost = "127.0.0.1";
             String transport = "shm";
             Path dir = null;
             boolean serving = false;
@@ -97,6 +107,7 @@ public final class PsServerMain {
                 String a = args[i];
                 switch (a) {
                     case "--port" -> port = Integer.parseInt(value(args, ++i, a));
+                    case "--bind-host" -> bindHost = value(args, ++i, a);
                     case "--transport" -> transport = value(args, ++i, a);
                     case "--checkpoint-dir" -> dir = Path.of(value(args, ++i, a));
                     case "--serving" -> serving = true;
@@ -107,7 +118,7 @@ public final class PsServerMain {
                     default -> throw new IllegalArgumentException("unknown option " + a);
                 }
             }
-            return new Options(port, transport, dir, serving, index, servers, eof, noAuth);
+            return new Options(port, bindHost, transport, dir, serving, index, servers, eof, noAuth);
         }
 
         private static String value(String[] args, int i, String option) {
@@ -164,7 +175,8 @@ public final class PsServerMain {
         Runtime.getRuntime().addShutdownHook(hook);
         String address;
         try {
-            address = server.listen(TransportConfig.defaults(options.transport()).withBindPort(options.port()));
+            address = server.listen(withBindHost(TransportConfig.defaults(options.transport()), options.bindHost())
+                    .withBindPort(options.port()));
         } catch (RuntimeException e) {
             err.println("ferry server: cannot listen on " + options.transport() + " port " + options.port() + ": "
                     + e.getMessage());
@@ -195,5 +207,13 @@ public final class PsServerMain {
             Thread.currentThread().interrupt();
         }
         return 0;
+    }
+
+    /** {@code config} listening on {@code host}. */
+    public static TransportConfig withBindHost(TransportConfig c, String host) {
+        return new TransportConfig(c.provider(), host, c.bindPort(), c.linksPerPeer(), c.maxLinks(), c.eagerThreshold(),
+                c.receiveBuffersPerLink(), c.sendWindowBytesPerLink(), c.sendWindowBytesPerPeer(),
+                c.sendWindowBytesPerProcess(), c.sendPoolBytes(), c.receivePoolBytes(), c.rendezvousPoolBytes(),
+                c.rendezvousChunkBytes(), c.maxMessageSize(), c.connectTimeoutMillis());
     }
 }

@@ -109,9 +109,11 @@ class RpcCallTest extends RpcTestBase {
     @MethodSource("providers")
     @Timeout(30)
     void droppedFrameTimesOutAndDelayedFramesArriveLate(String provider) throws Exception {
-        RpcServer server = listen(server(rpc(), new TestService()), transport(provider));
+        // Heartbeats far apart, so that the frame dropped or delayed is the call's, not a ping.
+        RpcConfig config = rpc().withHeartbeat(10_000, 30_000);
+        RpcServer server = listen(server(config, new TestService()), transport(provider));
         FaultInjector faults = new FaultInjector();
-        RpcClient client = client(rpc(), transport(provider), null, faults);
+        RpcClient client = client(config, transport(provider), null, faults);
         RpcChannel channel = client.channel(server.transports().getFirst().localAddress());
         channel.invoke(TestService.SIZED, TestService.REQUEST_HEADER, TestService.request(1, 1)).release();
 

@@ -51,13 +51,13 @@ abstract class RpcTestBase {
     }
 
     RpcServer listen(RpcServer server, TransportConfig config) {
-        retryingShm(() -> server.listen(config));
+        server.listen(config);
         watched.add(server.transports().getLast());
         return server;
     }
 
     RpcClient client(RpcConfig config, TransportConfig primary, TransportConfig fallback, TransportOpener opener) {
-        RpcClient client = retryingShm(() -> RpcClient.open(config, primary, fallback, opener));
+        RpcClient client = RpcClient.open(config, primary, fallback, opener);
         opened.add(0, client);
         watched.add(client.primaryTransport());
         if (client.fallbackTransport() != null) {
@@ -84,28 +84,6 @@ abstract class RpcTestBase {
         watched.clear();
         for (long h : held) {
             assertEquals(0, h, "a transport ended with received messages not released");
-        }
-    }
-
-    /**
-     * Opening an shm transport fails now and then while another process opens one ("provider
-     * 'shm' is not available", reported to the transport owner); a second try succeeds.
-     */
-    static <T> T retryingShm(java.util.function.Supplier<T> open) {
-        for (int attempt = 1; ; attempt++) {
-            try {
-                return open.get();
-            } catch (dev.ferry.transport.TransportException e) {
-                if (attempt == 3 || !String.valueOf(e.getMessage()).contains("'shm' is not available")) {
-                    throw e;
-                }
-                try {
-                    Thread.sleep(100);
-                } catch (InterruptedException x) {
-                    Thread.currentThread().interrupt();
-                    throw e;
-                }
-            }
         }
     }
 

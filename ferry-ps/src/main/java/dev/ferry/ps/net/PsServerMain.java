@@ -170,6 +170,8 @@ public final class PsServerMain {
         CountDownLatch stopped = new CountDownLatch(1);
         Thread hook = new Thread(() -> {
             server.close();
+            err.println("ferry server: stopped");
+            err.flush();
             stopped.countDown();
         }, "ferry-server-stop");
         Runtime.getRuntime().addShutdownHook(hook);

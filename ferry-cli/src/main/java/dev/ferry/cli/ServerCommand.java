@@ -1,0 +1,84 @@
+package dev.ferry.cli;
+
+import dev.ferry.ps.net.PsServerMain;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code ferry server}: one parameter-server process. It prints {@code LISTENING <address>} on
+ * standard output once clients can connect, and stops cleanly on SIGTERM.
+ */
+@Command(name = "server",
+        mixinStandardHelpOptions = true,
+        description = {"Runs one parameter server: prints LISTENING <address> on stdout once it listens, "
+                + "serves pulls and pushes until SIGTERM.",
+                "The RPC secret comes from FERRY_RPC_SECRET or FERRY_RPC_SECRET_FILE (or --no-auth, one host only)."},
+        footer = {"", "Examples:",
+                "  FERRY_RPC_SECRET=... ferry server --port 7001 --transport shm --checkpoint-dir /var/lib/ferry/ps0",
+                "  ferry server --transport netty --index 1 --servers 2 --no-auth",
+                "  ferry server --serving --checkpoint-dir /var/lib/ferry/ps0 --no-auth"})
+public final class ServerCommand implements Callable<Integer> {
+
+    @Spec
+    private CommandSpec spec;
+
+    @Option(names = "--port", paramLabel = "<port>", defaultValue = "0",
+            description = "Port of the transport's listener (bootstrap port on libfabric). Default: a free one.")
+    private int port;
+
+    @Option(names = "--bind-host", paramLabel = "<host>", defaultValue = "127.0.0.1",
+            description = "Address to listen on. On shm it also names the shared-memory region: "
+                    + "a second server process on one host needs another loopback address (127.0.0.2, ...). "
+                    + "Default: ${DEFAULT-VALUE}.")
+    private String bindHost;
+
+    @Option(names = "--transport", paramLabel = "<transport>", defaultValue = "shm",
+            description = "shm or tcp (libfabric), or netty (kernel TCP). Default: ${DEFAULT-VALUE}.")
+    private String transport;
+
+    @Option(names = "--checkpoint-dir", paramLabel = "<dir>",
+            description = "Restore from the newest checkpoint here at start, and write checkpoints here.")
+    private Path checkpointDir;
+
+    @Option(names = "--serving",
+            description = "Read-only: load the newest checkpoint of --checkpoint-dir and reject pushes.")
+    private boolean serving;
+
+    @Option(names = "--index", paramLabel = "<i>", defaultValue = "0",
+            description = "This server's index in the cluster. Default: ${DEFAULT-VALUE}.")
+    private int index;
+
+    @Option(names = "--servers", paramLabel = "<n>", defaultValue = "1",
+            description = "Servers in the cluster. Default: ${DEFAULT-VALUE}.")
+    private int servers;
+
+    @Option(names = "--no-auth", description = "No RPC authentication: for a demo on one host only.")
+    private boolean noAuth;
+
+    @Option(names = "--exit-on-stdin-eof", hidden = true,
+            description = "Exit when standard input closes (a child of a launcher).")
+    private boolean exitOnStdinEof;
+
+    @Override
+    public Integer call() {
+        PsServerMain.Options options;
+        try {
+            options = new PsServerMain.Options(port, bindHost, transport, checkpointDir, serving, index, servers,
+                    exitOnStdinEof, noAuth);
+        } catch (IllegalArgumentException e) {
+            throw new ParameterException(spec.commandLine(), e.getMessage(), e);
+        }
+        return PsServerMain.serve(options, System.out, System.err);
+    }
+
+    /** Runs {@code ferry server} alone (until the launcher registers it). */
+    public static void main(String[] args) {
+        System.exit(new CommandLine(new ServerCommand()).execute(args));
+    }
+}

@@ -9,7 +9,7 @@ import picocli.CommandLine.Spec;
 @Command(name = "bench",
         mixinStandardHelpOptions = true,
         description = "Runs a benchmark; each prints HdrHistogram latencies and can print JSON.",
-        subcommands = {PingPongCommand.class, PingPongServerCommand.class, StreamCommand.class})
+        subcommands = {PingPongCommand.class, PingPongServerCommand.class, StreamCommand.class, TransportsCommand.class})
 final class BenchCommand implements Runnable {
 
     @Spec

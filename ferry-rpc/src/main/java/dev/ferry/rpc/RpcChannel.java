@@ -199,17 +199,22 @@ public final class RpcChannel {
                     + " sent again", null), false);
             return;
         }
-        OutboundMessage message;
-        try {
-            message = s.peer.allocate(RpcDescriptor.HEADER + call.length);
-        } catch (RuntimeException e) {
-            if (!s.peer.isOpen()) {
-                sessionFailed(s, e);
-            } else {
-                fail(call, new RpcException("cannot send call of method " + call.method.id() + " to " + peerName(s)
-                        + ": " + e.getMessage(), e), false);
+        OutboundMessage message = null;
+        while (message == null) {
+            try {
+                message = s.peer.allocate(RpcDescriptor.HEADER + call.length);
+            } catch (RuntimeException e) {
+                if (!s.peer.isOpen()) {
+                    sessionFailed(s, e);
+                    return;
+                }
+                // An exhausted send pool is back-pressure: the caller waits for it, within its deadline.
+                if (call.future.isDone() || System.nanoTime() - call.deadlineNanos > 0) {
+                    fail(call, new RpcTimeoutException(call.method.id(), peerName(s), call.deadlineMillis,
+                            "no send buffer before the deadline: " + e.getMessage()), false);
+                    return;
+                }
             }
-            return;
         }
         boolean retry = prev != null;
         MemorySegment frame = message.segment();

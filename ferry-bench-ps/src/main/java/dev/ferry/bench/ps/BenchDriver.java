@@ -1,0 +1,271 @@
+package dev.ferry.bench.ps;
+
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import org.HdrHistogram.Histogram;
+
+/**
+ * Runs one transport's case of a benchmark: starts the server and client processes, warms up,
+ * measures for a fixed time (CPU read from every process at both ends), collects results and
+ * counters, and stops every child by its PID.
+ */
+final class BenchDriver {
+
+    private static final long START_TIMEOUT_MILLIS = 120_000;
+
+    private final PrintStream progress;
+
+    BenchDriver(PrintStream progress) {
+        this.progress = progress;
+    }
+
+    /** A transport's run of {@code fetch}. */
+    RunResult fetch(FetchOptions o, BenchTransport transport) {
+        BenchOptions c = o.common;
+        try (Cluster cluster = Cluster.start(c, transport, true, "sgd", o.clientProcesses, o.clients, Args.of()
+                .with("workload", "fetch")
+                .with("alpha", o.alpha())
+                .with("batchMin", o.minBatch())
+                .with("batchMax", o.maxBatch())
+                .with("concurrency", o.concurrencyPerThread())
+                .with("rate", o.rate / o.clientProcesses))) {
+            List<Child> workers = cluster.workers;
+            cluster.sendAll(workers, "RUN");
+            wait("fetch", transport.label(), "warm-up", c.warmupSeconds, null);
+            cluster.sendAll(cluster.servers, "RESET");
+            long cpu0 = cluster.cpuNanos();
+            cluster.sendAll(workers, "MEASURE");
+            wait("fetch", transport.label(), "measuring", c.durationSeconds, workers);
+            cluster.sendAll(workers, "STOP");
+            long cpu1 = cluster.cpuNanos();
+            return cluster.collect("fetch", transport, true, workers, cpu1 - cpu0, null);
+        }
+    }
+
+    /** A transport's run of {@code push}, with Ferry's flow control on or off. */
+    RunResult push(PushOptions o, BenchTransport transport, boolean flowControl) {
+        BenchOptions c = o.common;
+        try (Cluster cluster = Cluster.start(c, transport, flowControl, "adagrad", o.workerProcesses, o.workers,
+                Args.of()
+                        .with("workload", "push")
+                        .with("alpha", o.alpha())
+                        .with("batchMin", o.batch)
+                        .with("batchMax", o.batch)
+                        .with("concurrency", 1)
+                        .with("rate", 0))) {
+            List<Child> workers = cluster.workers;
+            cluster.sendAll(workers, "RUN");
+            String label = transport.label() + (flowControl ? "" : "-nofc");
+            Histogram steps = new Histogram(TimeUnit.SECONDS.toNanos(60), 3);
+            long start = System.nanoTime();
+            long measureFrom = start + (long) (c.warmupSeconds * 1e9);
+            long measureUntil = Long.MAX_VALUE;
+            long cpu0 = 0;
+            long released = 0;
+            boolean measuring = false;
+            long lastPrint = 0;
+            while (true) {
+                for (Child worker : workers) {
+                    worker.expect("STEP", START_TIMEOUT_MILLIS);
+                }
+                long now = System.nanoTime();
+                if (measuring && released != 0) {
+                    steps.recordValue(Math.min(now - released, steps.getHighestTrackableValue()));
+                }
+                String go;
+                if (!measuring && now >= measureFrom) {
+                    cluster.sendAll(cluster.servers, "RESET");
+                    cpu0 = cluster.cpuNanos();
+                    measuring = true;
+                    measureUntil = now + (long) (c.durationSeconds * 1e9);
+                    go = "GO measure";
+                } else if (measuring && now >= measureUntil) {
+                    go = "GO stop";
+                } else {
+                    go = measuring ? "GO measure" : "GO warm";
+                }
+                if (now - lastPrint > 1_000_000_000L) {
+                    lastPrint = now;
+                    double elapsed = measuring ? (now - (measureUntil - (long) (c.durationSeconds * 1e9))) / 1e9
+                            : (now - start) / 1e9;
+                    progress.printf(Locale.ROOT, "  push %-10s %-9s %5.1f/%.0f s  steps %d%n", label,
+                            measuring ? "measuring" : "warm-up", elapsed,
+                            measuring ? c.durationSeconds : c.warmupSeconds, steps.getTotalCount());
+                }
+                if (go.equals("GO stop")) {
+                    long cpu1 = cluster.cpuNanos();
+                    cluster.sendAll(workers, go);
+                    return cluster.collect("push", transport, flowControl, workers, cpu1 - cpu0, steps);
+                }
+                cluster.sendAll(workers, go);
+                released = System.nanoTime();
+            }
+        }
+    }
+
+    private void wait(String workload, String transport, String phase, double seconds, List<Child> workers) {
+        long end = System.nanoTime() + (long) (seconds * 1e9);
+        long begin = System.nanoTime();
+        long lastOps = 0;
+        long lastAt = begin;
+        while (true) {
+            long left = end - System.nanoTime();
+            if (left <= 0) {
+                return;
+            }
+            try {
+                Thread.sleep(Math.min(TimeUnit.NANOSECONDS.toMillis(left) + 1, 1_000));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted");
+            }
+            long now = System.nanoTime();
+            String rate = "";
+            if (workers != null) {
+                long ops = workers.stream().mapToLong(Child::progress).sum();
+                rate = String.format(Locale.ROOT, "  %,.0f ops/s", (ops - lastOps) / ((now - lastAt) / 1e9));
+                lastOps = ops;
+                lastAt = now;
+            }
+            progress.printf(Locale.ROOT, "  %s %-10s %-9s %5.1f/%.0f s%s%n", workload, transport, phase,
+                    (now - begin) / 1e9, seconds, rate);
+        }
+    }
+
+    /** The processes of one run. */
+    private static final class Cluster implements AutoCloseable {
+        final BenchOptions options;
+        final BenchTransport transport;
+        final boolean flowControl;
+        final List<Child> servers = new ArrayList<>();
+        final List<Child> workers = new ArrayList<>();
+        final List<String> addresses = new ArrayList<>();
+
+        private Cluster(BenchOptions options, BenchTransport transport, boolean flowControl) {
+            this.options = options;
+            this.transport = transport;
+            this.flowControl = flowControl;
+        }
+
+        /**
+         * Starts the servers and, at the same time, {@code processes} client processes sharing
+         * {@code threads} threads with the workload's {@code args}; returns once all are ready.
+         */
+        static Cluster start(BenchOptions o, BenchTransport transport, boolean flowControl, String optimizer,
+                int processes, int threads, Args workload) {
+            Cluster cluster = new Cluster(o, transport, flowControl);
+            try {
+                for (int i = 0; i < o.servers; i++) {
+                    Args args = Args.of()
+                            .with("transport", transport.label())
+                            .with("dimension", o.dimension)
+                            .with("ids", o.ids)
+                            .with("index", i)
+                            .with("servers", o.servers)
+                            .with("threads", o.serverThreads)
+                            .with("optimizer", optimizer)
+                            .with("flowControl", flowControl);
+                    cluster.servers.add(Child.start("server " + i, PsBenchServer.class, o.childJvmOptions,
+                            args.toList()));
+                }
+                for (int p = 0; p < processes; p++) {
+                    int mine = threads / processes + (p < threads % processes ? 1 : 0);
+                    List<String> args = new ArrayList<>(workload.toList());
+                    args.addAll(Args.of()
+                            .with("transport", transport.label())
+                            .with("dimension", o.dimension)
+                            .with("threads", mine)
+                            .with("ids", o.ids)
+                            .with("seed", o.seed * 131 + p)
+                            .with("bindHost", BenchTransport.loopback(o.servers + p))
+                            .with("flowControl", flowControl).toList());
+                    cluster.workers.add(Child.start("client " + p, PsBenchWorker.class, o.childJvmOptions, args));
+                }
+                for (Child server : cluster.servers) {
+                    cluster.addresses.add(server.expect("READY", START_TIMEOUT_MILLIS));
+                }
+                cluster.sendAll(cluster.workers, "SERVERS " + String.join(",", cluster.addresses));
+                for (Child worker : cluster.workers) {
+                    worker.expect("READY", START_TIMEOUT_MILLIS);
+                }
+                return cluster;
+            } catch (RuntimeException e) {
+                cluster.close();
+                throw e;
+            }
+        }
+
+        void sendAll(List<Child> children, String line) {
+            for (Child child : children) {
+                child.send(line);
+            }
+        }
+
+        long cpuNanos() {
+            List<Long> pids = new ArrayList<>();
+            servers.forEach(s -> pids.add(s.pid()));
+            workers.forEach(w -> pids.add(w.pid()));
+            return CpuTime.nanos(pids);
+        }
+
+        RunResult collect(String workload, BenchTransport transport, boolean flowControl, List<Child> from,
+                long cpuNanos, Histogram steps) {
+            Histogram latency = new Histogram(TimeUnit.SECONDS.toNanos(60), 3);
+            long ops = 0;
+            long keys = 0;
+            long errors = 0;
+            double seconds = 0;
+            Map<String, Long> counters = new LinkedHashMap<>();
+            for (Child worker : from) {
+                String line = worker.expect("RESULT", START_TIMEOUT_MILLIS);
+                for (String field : line.split(" ")) {
+                    int eq = field.indexOf('=');
+                    String key = field.substring(0, eq);
+                    String value = field.substring(eq + 1);
+                    switch (key) {
+                        case "hist" -> latency.add(PsBenchWorker.decode(value));
+                        case "ops" -> ops += Long.parseLong(value);
+                        case "keys" -> keys += Long.parseLong(value);
+                        case "errors" -> errors += Long.parseLong(value);
+                        case "seconds" -> seconds = Math.max(seconds, Double.parseDouble(value));
+                        default -> merge(counters, key.substring(2), Long.parseLong(value));
+                    }
+                }
+            }
+            for (Child server : servers) {
+                server.send("STATS");
+                String line = server.expect("STATS", START_TIMEOUT_MILLIS);
+                for (String field : line.split(" ")) {
+                    int eq = field.indexOf('=');
+                    if (eq > 0) {
+                        merge(counters, field.substring(0, eq), Long.parseLong(field.substring(eq + 1)));
+                    }
+                }
+            }
+            return new RunResult(workload, transport.label(), flowControl, latency, ops, keys, errors, seconds,
+                    cpuNanos, steps, counters);
+        }
+
+        /** Sums counters over processes; peaks and levels take the maximum. */
+        private static void merge(Map<String, Long> counters, String key, long value) {
+            boolean peak = key.contains("peak") || key.endsWith("links_open") || key.endsWith("credits_available");
+            counters.merge(key, value, peak ? Math::max : Long::sum);
+        }
+
+        @Override
+        public void close() {
+            for (Child worker : workers) {
+                worker.close();
+            }
+            for (Child server : servers) {
+                server.close();
+            }
+        }
+    }
+}

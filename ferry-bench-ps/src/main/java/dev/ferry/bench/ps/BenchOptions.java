@@ -1,0 +1,70 @@
+package dev.ferry.bench.ps;
+
+import java.nio.file.Path;
+import java.util.List;
+
+import picocli.CommandLine.Option;
+
+/**
+ * Options both benchmarks share; a picocli mixin. Field initial values are the defaults, so an
+ * instance made with {@code new} is the default run.
+ */
+public class BenchOptions {
+
+    @Option(names = "--transports", split = ",", paramLabel = "<t>",
+            description = "Transports to run in turn: shm, tcp (Ferry RPC over libfabric), netty (Ferry RPC over "
+                    + "kernel TCP, the baseline of the ratios), grpc (gRPC-java). Default: shm,tcp,netty,grpc.")
+    public List<String> transports = List.of("shm", "tcp", "netty", "grpc");
+
+    @Option(names = "--servers", paramLabel = "<n>", description = "Server processes. Default: 2.")
+    public int servers = 2;
+
+    @Option(names = "--dimension", paramLabel = "<n>", description = "Floats per embedding row. Default: 64.")
+    public int dimension = 64;
+
+    @Option(names = "--ids", paramLabel = "<n>",
+            description = "The id space [0, n); every id's row is created before the run. Default: 1000000.")
+    public long ids = 1_000_000;
+
+    @Option(names = "--zipf-alpha", paramLabel = "<a>", description = "Zipf exponent of --distribution zipf. "
+            + "Default: 1.09.")
+    public double zipfAlpha = 1.09;
+
+    @Option(names = "--warmup", paramLabel = "<s>", description = "Unmeasured seconds before each transport's "
+            + "measured interval (JIT, pools, connections); on 2 cores the three JVMs of a run need about 15 s to compile their hot paths. Default: 15.")
+    public double warmupSeconds = 15;
+
+    @Option(names = "--duration", paramLabel = "<s>", description = "Measured seconds per transport. Default: 10.")
+    public double durationSeconds = 10;
+
+    @Option(names = "--server-threads", paramLabel = "<n>",
+            description = "Request-handler threads per server (both RPC stacks). Default: 2.")
+    public int serverThreads = 2;
+
+    @Option(names = "--seed", paramLabel = "<n>", description = "Seed of the id streams. Default: 1.")
+    public long seed = 1;
+
+    @Option(names = "--report-dir", paramLabel = "<dir>",
+            description = "Where reports/<date-time>/ goes (JSON, Markdown, PNG plots). Default: reports.")
+    public Path reportDir = Path.of("reports");
+
+    @Option(names = "--no-report", description = "Print the table and JSON lines only.")
+    public boolean noReport;
+
+    @Option(names = "--child-jvm-options", split = " ", paramLabel = "<opts>",
+            description = "JVM options of the server and client processes. Default: -Xms256m -Xmx2g.")
+    public List<String> childJvmOptions = List.of("-Xms256m", "-Xmx2g");
+
+    List<BenchTransport> transportList() {
+        return transports.stream().map(BenchTransport::parse).toList();
+    }
+
+    void check() {
+        if (servers < 1 || dimension < 1 || ids < 1 || warmupSeconds < 0 || durationSeconds <= 0
+                || serverThreads < 1) {
+            throw new IllegalArgumentException("--servers, --dimension, --ids, --server-threads must be >= 1, "
+                    + "--duration > 0, --warmup >= 0");
+        }
+        transportList();
+    }
+}

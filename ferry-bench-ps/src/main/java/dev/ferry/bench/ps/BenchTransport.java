@@ -1,0 +1,81 @@
+package dev.ferry.bench.ps;
+
+import java.util.List;
+import java.util.Locale;
+
+import dev.ferry.rpc.RpcConfig;
+import dev.ferry.transport.TransportConfig;
+
+/**
+ * The transports a benchmark compares: Ferry's RPC over the libfabric providers {@code shm}
+ * (same-host shared memory, kernel bypass) and {@code tcp}, over {@code netty} (Ferry's
+ * kernel-TCP transport, the baseline of the ratios), and gRPC-java ({@code grpc}).
+ */
+enum BenchTransport {
+    SHM, TCP, NETTY, GRPC;
+
+    /** Every transport, in the order of a default run. */
+    static final List<BenchTransport> ALL = List.of(SHM, TCP, NETTY, GRPC);
+
+    /** The send windows and credits with flow control off: large enough never to bind here. */
+    static final long HUGE_WINDOW = 1L << 32;
+    static final int HUGE_CREDITS = 1024;
+
+    String label() {
+        return name().toLowerCase(Locale.ROOT);
+    }
+
+    boolean ferry() {
+        return this != GRPC;
+    }
+
+    static BenchTransport parse(String name) {
+        try {
+            return valueOf(name.trim().toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("unknown transport '" + name + "': shm, tcp, netty or grpc");
+        }
+    }
+
+    static List<BenchTransport> parseList(String names) {
+        return java.util.Arrays.stream(names.split(",")).filter(s -> !s.isBlank()).map(BenchTransport::parse).toList();
+    }
+
+    /**
+     * The transport configuration of a Ferry transport. With {@code flowControl} off, every send
+     * window and the receive credits per link are raised until they never bind (through
+     * {@link TransportConfig#withFlowControl}), for the with/without comparison of the push
+     * benchmark; the eager threshold stays, so large messages still go by rendezvous.
+     */
+    TransportConfig config(boolean flowControl, String bindHost) {
+        if (!ferry()) {
+            throw new IllegalStateException("gRPC has no Ferry transport configuration");
+        }
+        TransportConfig d = TransportConfig.defaults(label());
+        TransportConfig config = new TransportConfig(d.provider(), bindHost, d.bindPort(), d.linksPerPeer(), d.maxLinks(),
+                d.eagerThreshold(), d.receiveBuffersPerLink(), d.sendWindowBytesPerLink(), d.sendWindowBytesPerPeer(),
+                d.sendWindowBytesPerProcess(), d.sendPoolBytes(), d.receivePoolBytes(), d.rendezvousPoolBytes(),
+                d.rendezvousChunkBytes(), d.maxMessageSize(), d.connectTimeoutMillis())
+                .withPools(128L << 20, 64L << 20, 256L << 20);
+        if (!flowControl) {
+            config = config.withFlowControl(config.eagerThreshold(), HUGE_CREDITS, HUGE_WINDOW, 2 * HUGE_WINDOW,
+                    4 * HUGE_WINDOW).withPools(128L << 20, 512L << 20, 256L << 20);
+        }
+        return config;
+    }
+
+    /**
+     * The loopback address process {@code n} of a run binds to. libfabric's shm provider names its
+     * region after the bind host and numbers regions per process, so two processes on one
+     * address collide; every process of a run gets its own (as the PS's LocalCluster does).
+     */
+    static String loopback(int n) {
+        return "127.0.0." + (10 + n);
+    }
+
+    /** The RPC settings of both sides: no authentication (one host), {@code handlerThreads} on the server. */
+    static RpcConfig rpc(int handlerThreads) {
+        return RpcConfig.defaults().withoutAuthentication().withHandlerThreads(handlerThreads)
+                .withDefaultDeadlineMillis(30_000);
+    }
+}

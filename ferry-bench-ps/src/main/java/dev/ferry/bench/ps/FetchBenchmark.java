@@ -1,0 +1,75 @@
+package dev.ferry.bench.ps;
+
+import java.io.PrintStream;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code bench fetch}: inference. Client threads pull batches of ids (Zipf 1.09, log-uniform
+ * 16..4096 ids per request) from sharded parameter servers, on each transport in turn.
+ */
+@Command(name = "fetch",
+        mixinStandardHelpOptions = true,
+        description = {
+            "Inference fetch (issue #8): --clients threads pull batches of embedding rows from --servers server "
+                    + "processes, on each of --transports in turn (warm-up, then a fixed measured interval).",
+            "Prints mean/p50/p99/p99.9 latency, ops/s, keys/s and CPU per fetch over every process, with ratios "
+                    + "to netty, one JSON line per transport, and writes reports/<date-time>/ with plots."},
+        footer = {"", "Examples:",
+                "  ferry bench fetch",
+                "  ferry bench fetch --transports shm,netty --duration 5 --batch 256",
+                "  ferry bench fetch --rate 2000 --distribution uniform"})
+public final class FetchBenchmark implements Callable<Integer> {
+
+    @Mixin
+    FetchOptions options = new FetchOptions();
+
+    @Spec
+    CommandSpec spec;
+
+    /** Runs {@code options} and returns the results, printing progress to {@code out}. */
+    static List<RunResult> run(FetchOptions options, PrintStream out) {
+        options.check();
+        BenchDriver driver = new BenchDriver(out);
+        List<RunResult> results = new ArrayList<>();
+        for (BenchTransport transport : options.common.transportList()) {
+            out.println("fetch on " + transport.label() + " ...");
+            results.add(driver.fetch(options, transport));
+        }
+        return results;
+    }
+
+    @Override
+    public Integer call() {
+        List<RunResult> results = run(options, System.out);
+        Report.print(results, System.out);
+        if (!options.common.noReport) {
+            Path dir = Report.write(options.common.reportDir, "fetch", commandLine(spec), results);
+            System.out.println("report: " + dir.toAbsolutePath());
+        }
+        return results.stream().anyMatch(r -> r.errors() > 0 || r.operations() == 0) ? 1 : 0;
+    }
+
+    /** The command as typed, for the report. */
+    static String commandLine(CommandSpec spec) {
+        String name = spec.qualifiedName();
+        if (!name.startsWith("ferry")) {
+            name = "ferry bench " + name;
+        }
+        List<String> args = spec.commandLine().getParseResult().originalArgs();
+        return args.isEmpty() ? name : name + " " + String.join(" ", args);
+    }
+
+    /** Runs from the command line. */
+    public static void main(String[] args) {
+        System.exit(new CommandLine(new FetchBenchmark()).execute(args));
+    }
+}

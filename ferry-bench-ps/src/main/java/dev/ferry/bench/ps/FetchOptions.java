@@ -1,0 +1,71 @@
+package dev.ferry.bench.ps;
+
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+
+/** Options of {@code bench fetch}; a picocli mixin whose field initial values are the defaults. */
+public class FetchOptions {
+
+    @Mixin
+    public BenchOptions common = new BenchOptions();
+
+    @Option(names = "--clients", paramLabel = "<n>",
+            description = "Client threads, spread over --client-processes. Default: 4.")
+    public int clients = 4;
+
+    @Option(names = "--client-processes", paramLabel = "<n>", description = "Client processes. Default: 1.")
+    public int clientProcesses = 1;
+
+    @Option(names = "--distribution", paramLabel = "<d>", description = "Ids: zipf or uniform. Default: zipf.")
+    public String distribution = "zipf";
+
+    @Option(names = "--batch-min", paramLabel = "<n>", description = "Smallest batch, in ids. Default: 16.")
+    public int batchMin = 16;
+
+    @Option(names = "--batch-max", paramLabel = "<n>",
+            description = "Largest batch; sizes are log-uniform in [min, max]. Default: 4096.")
+    public int batchMax = 4096;
+
+    @Option(names = "--batch", paramLabel = "<n>", description = "A fixed batch size (sets min and max).")
+    public Integer batch;
+
+    @Option(names = "--concurrency", paramLabel = "<n>",
+            description = "Requests outstanding per client thread (closed loop), or at most (open loop). "
+                    + "Default: 1 closed, 64 open.")
+    public Integer concurrency;
+
+    @Option(names = "--rate", paramLabel = "<ops/s>",
+            description = "Open loop: requests per second over all clients, latency from each request's "
+                    + "intended send time. Default: 0, closed loop.")
+    public double rate;
+
+    int minBatch() {
+        return batch != null ? batch : batchMin;
+    }
+
+    int maxBatch() {
+        return batch != null ? batch : batchMax;
+    }
+
+    int concurrencyPerThread() {
+        return concurrency != null ? concurrency : rate > 0 ? 64 : 1;
+    }
+
+    double alpha() {
+        return switch (distribution) {
+            case "zipf" -> common.zipfAlpha;
+            case "uniform" -> 0;
+            default -> throw new IllegalArgumentException("--distribution is zipf or uniform: " + distribution);
+        };
+    }
+
+    void check() {
+        common.check();
+        alpha();
+        if (clients < 1 || clientProcesses < 1 || clientProcesses > clients || minBatch() < 1
+                || maxBatch() < minBatch() || concurrencyPerThread() < 1 || rate < 0) {
+            throw new IllegalArgumentException("need 1 <= --client-processes <= --clients, 1 <= batch min <= max, "
+                    + "--concurrency >= 1, --rate >= 0");
+        }
+    }
+}

@@ -1,0 +1,33 @@
+package dev.ferry.bench.ps;
+
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * What the benchmarks need of a parameter-server client: asynchronous pull and push of a batch of
+ * ids, routed to the servers that own them with {@link dev.ferry.ps.BatchPlan}. Implemented by
+ * Ferry's {@link dev.ferry.ps.net.PsClient} ({@link FerryPsClient}) and over gRPC
+ * ({@link GrpcPsClient}). Thread-safe.
+ */
+public interface PsBenchClient extends AutoCloseable {
+
+    /**
+     * Pulls the rows of {@code ids[0, count)} into {@code out} ({@code count} rows of
+     * {@code dimension} floats, in the batch's order, duplicates included); the future completes
+     * once {@code out} is written.
+     */
+    CompletableFuture<Void> pull(String table, int dimension, long[] ids, int count, float[] out);
+
+    /**
+     * Pushes one gradient row per id of {@code ids[0, count)} ({@code count * dimension} floats of
+     * {@code gradients}); rows of a duplicate id are summed first. The arrays must stay unchanged
+     * until the future completes.
+     */
+    CompletableFuture<Void> push(String table, int dimension, long[] ids, int count, float[] gradients);
+
+    /** Counters of the client's transport, by name (empty where there are none). */
+    Map<String, Long> counters();
+
+    @Override
+    void close();
+}

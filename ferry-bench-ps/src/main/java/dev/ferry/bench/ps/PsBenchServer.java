@@ -1,0 +1,160 @@
+package dev.ferry.bench.ps;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import dev.ferry.ps.Initializer;
+import dev.ferry.ps.Optimizer;
+import dev.ferry.ps.ParameterServer;
+import dev.ferry.ps.PsConfig;
+import dev.ferry.ps.SlotTable;
+import dev.ferry.ps.TableConfig;
+import dev.ferry.ps.net.PsServer;
+import dev.ferry.rpc.RpcServer;
+import io.grpc.Server;
+import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
+
+/**
+ * One parameter-server process of a benchmark (a child of the driver): a {@link ParameterServer}
+ * with one table, its share of the id space created up front, served by Ferry's
+ * {@link PsServer} (the parameter server's own RPC service) or by {@link GrpcPsService}. Both run
+ * their handlers on {@code threads} threads.
+ *
+ * <p>Protocol on its standard streams: it prints {@code READY <address>} once serving; then
+ * {@code RESET} starts new queue peaks, {@code STATS} prints {@code STATS key=value ...}, and end
+ * of input stops it. Errors print {@code ERROR <message>} and exit 1.
+ */
+public final class PsBenchServer {
+
+    /** The benchmark's table. */
+    static final String TABLE = "embeddings";
+
+    private PsBenchServer() {
+    }
+
+    /**
+     * Arguments {@code key=value}: transport, dimension, ids, index, servers, optimizer
+     * ({@code sgd} or {@code adagrad}), flowControl, threads.
+     */
+    public static void main(String[] argv) throws Exception {
+        try {
+            run(Args.parse(argv));
+            System.exit(0);
+        } catch (Throwable t) {
+            System.out.println("ERROR " + t.toString().replace('\n', ' '));
+            System.out.flush();
+            t.printStackTrace();
+            System.exit(1);
+        }
+    }
+
+    private static void run(Args args) throws IOException, InterruptedException {
+        BenchTransport transport = BenchTransport.parse(args.string("transport"));
+        int dimension = args.integer("dimension");
+        long idSpace = args.longValue("ids");
+        int index = args.integer("index");
+        int servers = args.integer("servers");
+        int threads = args.integer("threads");
+        Optimizer optimizer = args.string("optimizer").equals("sgd") ? Optimizer.sgd(0.01) : Optimizer.adagrad(0.01);
+        QueueGauge gauge = new QueueGauge();
+        try (ParameterServer ps = ParameterServer.create(PsConfig.defaults())) {
+            ps.createTable(table(dimension, optimizer, idSpace, servers));
+            prefill(ps, dimension, idSpace, index, servers);
+            AutoCloseable serving;
+            String address;
+            RpcServer rpc = null;
+            if (transport.ferry()) {
+                PsServer server = PsServer.open(ps, index, servers, null, BenchTransport.rpc(threads));
+                rpc = server.rpcServer();
+                address = rpc.listen(transport.config(args.bool("flowControl"), BenchTransport.loopback(index)),
+                        gauge.ferryOpener());
+                serving = server;
+            } else {
+                AtomicInteger n = new AtomicInteger();
+                ExecutorService pool = Executors.newFixedThreadPool(threads,
+                        r -> Thread.ofPlatform().daemon().name("grpc-handler-" + n.incrementAndGet()).unstarted(r));
+                Server server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
+                        .addService(new GrpcPsService(ps))
+                        .executor(pool)
+                        .addStreamTracerFactory(GrpcPsService.counting(gauge))
+                        .maxInboundMessageSize(GrpcPsClient.MAX_MESSAGE_BYTES)
+                        .build()
+                        .start();
+                address = "127.0.0.1:" + server.getPort();
+                serving = () -> {
+                    server.shutdown();
+                    server.awaitTermination(5, java.util.concurrent.TimeUnit.SECONDS);
+                    server.shutdownNow();
+                    pool.shutdownNow();
+                };
+            }
+            System.out.println("READY " + address);
+            System.out.flush();
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            for (String line = in.readLine(); line != null; line = in.readLine()) {
+                switch (line.trim()) {
+                    case "RESET" -> gauge.resetPeaks();
+                    case "STATS" -> {
+                        Map<String, Long> stats = new LinkedHashMap<>();
+                        stats.put("server_peak_queue_depth", gauge.peakRequests());
+                        stats.put("server_peak_queue_bytes", gauge.peakBytes());
+                        if (rpc != null) {
+                            Counters.put(stats, "server_", rpc.transports().getFirst().counters());
+                        }
+                        StringBuilder s = new StringBuilder("STATS");
+                        stats.forEach((k, v) -> s.append(' ').append(k).append('=').append(v));
+                        System.out.println(s);
+                        System.out.flush();
+                    }
+                    default -> { }
+                }
+            }
+            try {
+                serving.close();
+            } catch (Exception e) {
+                // exiting anyway
+            }
+        }
+    }
+
+    static TableConfig table(int dimension, Optimizer optimizer, long idSpace, int servers) {
+        long rows = Math.max(1 << 16, idSpace / servers * 2 + 1024);
+        return TableConfig.of(TABLE, dimension, optimizer)
+                .withInitializer(Initializer.uniform(-0.05, 0.05, 8))
+                .withMaxRows(Math.min(Integer.MAX_VALUE, rows));
+    }
+
+    /** Creates the rows of every id in [0, idSpace) this server owns, so that no run pays for creating them. */
+    static void prefill(ParameterServer ps, int dimension, long idSpace, int index, int servers) {
+        SlotTable slots = SlotTable.balanced(servers);
+        int batch = 16_384;
+        long[] ids = new long[batch];
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment out = arena.allocate((long) batch * dimension * Float.BYTES);
+            int n = 0;
+            for (long id = 0; id < idSpace; id++) {
+                if (slots.serverOf(id) != index) {
+                    continue;
+                }
+                ids[n++] = id;
+                if (n == batch) {
+                    ps.pull(TABLE, dimension, ids, 0, n, out);
+                    n = 0;
+                }
+            }
+            if (n > 0) {
+                ps.pull(TABLE, dimension, ids, 0, n, out);
+            }
+        }
+    }
+}

@@ -1,0 +1,374 @@
+package dev.ferry.bench.ps;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.BrokenBarrierException;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.LockSupport;
+
+import org.HdrHistogram.Histogram;
+import org.HdrHistogram.Recorder;
+
+/**
+ * One client process of a benchmark (a child of the driver): one {@link PsBenchClient} shared by
+ * {@code threads} threads.
+ *
+ * <p>It starts with the servers and waits for their addresses, {@code SERVERS a,b}, then
+ * connects and prints {@code READY}. {@code fetch}: on {@code RUN} the threads pull batches (closed loop with {@code concurrency}
+ * requests outstanding per thread, or open loop at {@code rate} requests per second for the
+ * process, latency counted from each request's intended send time). {@code MEASURE} starts the
+ * measured interval, {@code STOP} ends it and prints {@code RESULT ...}.
+ *
+ * <p>{@code push}: the threads push one gradient batch per step. Before each step the process
+ * prints {@code STEP <n>} once all its threads are at the barrier, and waits for
+ * {@code GO warm|measure|stop} from the driver, which releases every process together: a
+ * barrier across processes, so that all workers' pushes hit the servers at once (incast).
+ *
+ * <p>While measuring it prints {@code PROGRESS <operations>} every second.
+ */
+public final class PsBenchWorker {
+
+    private static final long HIGHEST_NANOS = TimeUnit.SECONDS.toNanos(60);
+    private static final long CALL_TIMEOUT_SECONDS = 60;
+
+    private final Args args;
+    private final PsBenchClient client;
+    private final int dimension;
+    private final int threads;
+    private final BlockingQueue<String> commands = new LinkedBlockingQueue<>();
+    private final Recorder recorder = new Recorder(HIGHEST_NANOS, 3);
+    private final LongAdder operations = new LongAdder();
+    private final LongAdder keys = new LongAdder();
+    private final LongAdder errors = new LongAdder();
+    private final AtomicReference<Throwable> firstError = new AtomicReference<>();
+    private volatile int phase = WARM;
+    private volatile long measureStartNanos;
+    private volatile long measureEndNanos;
+
+    private static final int WARM = 0;
+    private static final int MEASURE = 1;
+    private static final int STOP = 2;
+
+    private PsBenchWorker(Args args, PsBenchClient client) {
+        this.args = args;
+        this.client = client;
+        this.dimension = args.integer("dimension");
+        this.threads = args.integer("threads");
+    }
+
+    /**
+     * Arguments {@code key=value}: workload ({@code fetch} or {@code push}), transport, dimension, threads, ids, alpha (0: uniform), batchMin,
+     * batchMax, concurrency, rate (0: closed loop), seed, flowControl.
+     */
+    public static void main(String[] argv) {
+        try {
+            Args args = Args.parse(argv);
+            BenchTransport transport = BenchTransport.parse(args.string("transport"));
+            // The driver starts this JVM while the servers start, and sends their addresses.
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            String first = in.readLine();
+            if (first == null || !first.startsWith("SERVERS ")) {
+                throw new IllegalStateException("expected SERVERS <addresses>, got " + first);
+            }
+            List<String> servers = Arrays.asList(first.substring("SERVERS ".length()).trim().split(","));
+            PsBenchClient client = transport.ferry()
+                    ? new FerryPsClient(BenchTransport.rpc(2),
+                            transport.config(args.bool("flowControl"), args.string("bindHost")), servers)
+                    : new GrpcPsClient(servers);
+            try (client) {
+                new PsBenchWorker(args, client).run(in);
+            }
+            System.exit(0);
+        } catch (Throwable t) {
+            System.out.println("ERROR " + t.toString().replace('\n', ' '));
+            System.out.flush();
+            t.printStackTrace();
+            System.exit(1);
+        }
+    }
+
+    private void run(BufferedReader in) throws Exception {
+        // One pull per server before READY: connections up, the first call's costs paid.
+        long[] probe = new long[64];
+        for (int i = 0; i < probe.length; i++) {
+            probe[i] = i;
+        }
+        client.pull(PsBenchServer.TABLE, dimension, probe, probe.length, new float[probe.length * dimension])
+                .get(30, TimeUnit.SECONDS);
+        Thread reader = Thread.ofPlatform().daemon().name("ferry-bench-commands").start(() -> readCommands(in));
+        System.out.println("READY");
+        System.out.flush();
+        String first = commands.take();
+        if (!first.equals("RUN")) {
+            throw new IllegalStateException("expected RUN, got " + first);
+        }
+        Thread progress = Thread.ofPlatform().daemon().name("ferry-bench-progress").start(this::reportProgress);
+        if (args.string("workload").equals("push")) {
+            runPush();
+        } else {
+            runFetch();
+        }
+        progress.interrupt();
+        Histogram latency = recorder.getIntervalHistogram();
+        double seconds = (measureEndNanos - measureStartNanos) / 1e9;
+        StringBuilder line = new StringBuilder("RESULT");
+        line.append(" hist=").append(encode(latency));
+        line.append(" ops=").append(operations.sum());
+        line.append(" keys=").append(keys.sum());
+        line.append(" errors=").append(errors.sum());
+        line.append(" seconds=").append(seconds);
+        for (Map.Entry<String, Long> e : client.counters().entrySet()) {
+            line.append(" c.").append(e.getKey()).append('=').append(e.getValue());
+        }
+        System.out.println(line);
+        System.out.flush();
+        Throwable error = firstError.get();
+        if (error != null) {
+            System.err.println("first error of " + errors.sum() + ": " + error);
+        }
+        reader.join(TimeUnit.SECONDS.toMillis(30));
+    }
+
+    private void readCommands(BufferedReader in) {
+        try (in) {
+            for (String line = in.readLine(); line != null; line = in.readLine()) {
+                commands.add(line.trim());
+            }
+        } catch (java.io.IOException e) {
+            // end of input
+        } finally {
+            commands.add("EOF");
+        }
+    }
+
+    private void reportProgress() {
+        try {
+            while (true) {
+                Thread.sleep(1_000);
+                if (phase == MEASURE) {
+                    System.out.println("PROGRESS " + operations.sum());
+                    System.out.flush();
+                }
+            }
+        } catch (InterruptedException e) {
+            // done
+        }
+    }
+
+    private void startMeasuring() {
+        recorder.reset();
+        operations.reset();
+        keys.reset();
+        errors.reset();
+        measureStartNanos = System.nanoTime();
+        phase = MEASURE;
+    }
+
+    private void stopMeasuring() {
+        measureEndNanos = System.nanoTime();
+        phase = STOP;
+    }
+
+    private void fail(Throwable t) {
+        errors.increment();
+        firstError.compareAndSet(null, t);
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // fetch
+
+    private void runFetch() throws InterruptedException {
+        int concurrency = args.integer("concurrency");
+        double rate = args.decimal("rate");
+        List<Thread> running = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            int index = t;
+            running.add(Thread.ofPlatform().name("ferry-fetch-" + t).start(() -> fetchLoop(index, concurrency, rate)));
+        }
+        while (true) {
+            String command = commands.take();
+            if (command.equals("MEASURE")) {
+                startMeasuring();
+            } else if (command.equals("STOP") || command.equals("EOF")) {
+                stopMeasuring();
+                break;
+            }
+        }
+        for (Thread thread : running) {
+            thread.join();
+        }
+    }
+
+    private void fetchLoop(int index, int concurrency, double rate) {
+        IdGenerator ids = generator(index);
+        int maxBatch = args.integer("batchMax");
+        BlockingQueue<Slot> free = new ArrayBlockingQueue<>(concurrency);
+        try {
+            for (int i = 0; i < concurrency; i++) {
+                free.add(new Slot(new long[maxBatch], new float[maxBatch * dimension]));
+            }
+            long interval = rate > 0 ? (long) (1e9 * threads / rate) : 0;
+            long next = System.nanoTime() + (rate > 0 ? (long) (interval * ids.random().nextDouble()) : 0);
+            while (phase != STOP) {
+                long intended = 0;
+                if (interval > 0) {
+                    intended = next;
+                    next += interval;
+                    for (long wait = intended - System.nanoTime(); wait > 0 && phase != STOP;
+                            wait = intended - System.nanoTime()) {
+                        LockSupport.parkNanos(wait);
+                    }
+                }
+                Slot slot = null;
+                while (slot == null && phase != STOP) {
+                    slot = free.poll(100, TimeUnit.MILLISECONDS);
+                }
+                if (slot == null) {
+                    break;
+                }
+                int count = ids.batchSize();
+                ids.fill(slot.ids, count);
+                // Open loop: latency from the time the request should have gone, so that a slow
+                // response delays no measurement (no coordinated omission).
+                long from = interval > 0 ? intended : System.nanoTime();
+                Slot taken = slot;
+                try {
+                    client.pull(PsBenchServer.TABLE, dimension, taken.ids, count, taken.out)
+                            .whenComplete((v, e) -> {
+                                complete(from, count, e);
+                                free.add(taken);
+                            });
+                } catch (RuntimeException e) {
+                    complete(from, count, e);
+                    free.add(taken);
+                }
+            }
+            // Let the requests in flight finish before their buffers go.
+            for (int i = 0; i < concurrency; i++) {
+                if (free.poll(CALL_TIMEOUT_SECONDS, TimeUnit.SECONDS) == null) {
+                    break;
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private void complete(long startNanos, int count, Throwable error) {
+        long latency = System.nanoTime() - startNanos;
+        if (error != null) {
+            fail(error);
+            return;
+        }
+        if (phase == MEASURE) {
+            recorder.recordValue(Math.min(latency, HIGHEST_NANOS));
+            operations.increment();
+            keys.add(count);
+        }
+    }
+
+    private record Slot(long[] ids, float[] out) {
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // push
+
+    private void runPush() throws InterruptedException {
+        int batch = args.integer("batchMax");
+        int[] step = {0};
+        CyclicBarrier barrier = new CyclicBarrier(threads, () -> {
+            step[0]++;
+            System.out.println("STEP " + step[0]);
+            System.out.flush();
+            try {
+                String go = commands.take();
+                switch (go) {
+                    case "GO warm" -> phase = WARM;
+                    case "GO measure" -> {
+                        if (phase != MEASURE) {
+                            startMeasuring();
+                        }
+                    }
+                    default -> stopMeasuring();
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                stopMeasuring();
+            }
+        });
+        List<Thread> running = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            int index = t;
+            running.add(Thread.ofPlatform().name("ferry-push-" + t).start(() -> pushLoop(index, batch, barrier)));
+        }
+        for (Thread thread : running) {
+            thread.join();
+        }
+    }
+
+    private void pushLoop(int index, int batch, CyclicBarrier barrier) {
+        IdGenerator ids = generator(index);
+        long[] batchIds = new long[batch];
+        try {
+            float[] gradients = new float[batch * dimension];
+            for (int i = 0; i < gradients.length; i++) {
+                gradients[i] = (float) (ids.random().nextDouble() - 0.5) * 0.01f;
+            }
+            while (true) {
+                barrier.await();
+                if (phase == STOP) {
+                    return;
+                }
+                ids.fill(batchIds, batch);
+                long start = System.nanoTime();
+                Throwable error = null;
+                try {
+                    client.push(PsBenchServer.TABLE, dimension, batchIds, batch, gradients)
+                            .get(CALL_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+                } catch (java.util.concurrent.ExecutionException e) {
+                    error = e.getCause();
+                } catch (java.util.concurrent.TimeoutException | RuntimeException e) {
+                    error = e;
+                }
+                complete(start, batch, error);
+            }
+        } catch (InterruptedException | BrokenBarrierException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+
+    private IdGenerator generator(int thread) {
+        long seed = args.longValue("seed") * 1_000_003L + thread;
+        return new IdGenerator(seed, args.longValue("ids"), args.decimal("alpha"), args.integer("batchMin"),
+                args.integer("batchMax"));
+    }
+
+    static String encode(Histogram histogram) {
+        ByteBuffer buffer = ByteBuffer.allocate(histogram.getNeededByteBufferCapacity());
+        int length = histogram.encodeIntoCompressedByteBuffer(buffer);
+        return Base64.getEncoder().encodeToString(Arrays.copyOf(buffer.array(), length));
+    }
+
+    static Histogram decode(String text) {
+        try {
+            return Histogram.decodeFromCompressedByteBuffer(ByteBuffer.wrap(Base64.getDecoder().decode(text)), 0);
+        } catch (java.util.zip.DataFormatException e) {
+            throw new IllegalArgumentException("bad histogram", e);
+        }
+    }
+}

@@ -1,0 +1,192 @@
+package dev.ferry.bench.ps;
+
+import java.awt.BasicStroke;
+import java.awt.Color;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.LocalDateTime;
+import java.time.format.DateTimeFormatter;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+import org.HdrHistogram.HistogramIterationValue;
+import org.knowm.xchart.BitmapEncoder;
+import org.knowm.xchart.CategoryChart;
+import org.knowm.xchart.CategoryChartBuilder;
+import org.knowm.xchart.XYChart;
+import org.knowm.xchart.XYChartBuilder;
+import org.knowm.xchart.XYSeries;
+import org.knowm.xchart.style.Styler;
+import org.knowm.xchart.style.markers.SeriesMarkers;
+
+/**
+ * A benchmark's output: the table with ratios to {@code netty} on stdout, one JSON line per
+ * transport, and a report directory {@code <dir>/<date-time>/} with {@code results.jsonl},
+ * {@code summary.md} and PNG plots drawn with XChart (latency CDF on a log axis, latency bars,
+ * CPU bars).
+ */
+final class Report {
+
+    /** The baseline of the ratios. */
+    static final String BASELINE = "netty";
+
+    private Report() {
+    }
+
+    /** The baseline of {@code r}: netty with the same flow-control setting, else netty, else null. */
+    static RunResult baseline(List<RunResult> results, RunResult r) {
+        RunResult any = null;
+        for (RunResult b : results) {
+            if (b.transport().equals(BASELINE)) {
+                if (b.flowControl() == r.flowControl()) {
+                    return b;
+                }
+                if (any == null || b.flowControl()) {
+                    any = b;
+                }
+            }
+        }
+        return any;
+    }
+
+    static String ratio(double value, double base) {
+        return Double.isFinite(value) && Double.isFinite(base) && base > 0
+                ? String.format(Locale.ROOT, "%.2fx", value / base) : "-";
+    }
+
+    /** The table, Markdown-compatible. */
+    static List<String> table(List<RunResult> results) {
+        List<String> lines = new ArrayList<>();
+        lines.add(String.format(Locale.ROOT, "| %-10s | %9s | %9s | %9s | %9s | %10s | %11s | %8s | %6s | %6s | %6s | %6s |",
+                "transport", "mean us", "p50 us", "p99 us", "p99.9 us", "ops/s", "keys/s", "cpu us/op",
+                "mean", "p99", "p99.9", "cpu"));
+        lines.add("|------------|----------:|----------:|----------:|----------:|-----------:|------------:|---------:"
+                + "|-------:|-------:|-------:|-------:|");
+        for (RunResult r : results) {
+            RunResult b = baseline(results, r);
+            lines.add(String.format(Locale.ROOT,
+                    "| %-10s | %9.1f | %9.1f | %9.1f | %9.1f | %,10.0f | %,11.0f | %8.1f | %6s | %6s | %6s | %6s |",
+                    r.label(), r.meanMicros(), r.percentileMicros(50), r.percentileMicros(99),
+                    r.percentileMicros(99.9), r.opsPerSecond(), r.keysPerSecond(), r.cpuMicrosPerOp(),
+                    b == null ? "-" : ratio(r.meanMicros(), b.meanMicros()),
+                    b == null ? "-" : ratio(r.percentileMicros(99), b.percentileMicros(99)),
+                    b == null ? "-" : ratio(r.percentileMicros(99.9), b.percentileMicros(99.9)),
+                    b == null ? "-" : ratio(r.cpuMicrosPerOp(), b.cpuMicrosPerOp())));
+        }
+        return lines;
+    }
+
+    /** Prints the table and the JSON lines. */
+    static void print(List<RunResult> results, PrintStream out) {
+        out.println();
+        out.println("ratios (last four columns) are to " + BASELINE + " (Ferry RPC over kernel TCP)");
+        table(results).forEach(out::println);
+        out.println();
+        results.forEach(r -> out.println(r.json()));
+    }
+
+    /** Writes {@code <dir>/<date-time>/}; returns it. */
+    static Path write(Path dir, String workload, String command, List<RunResult> results) {
+        Path report = dir.resolve(LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss")));
+        try {
+            Files.createDirectories(report);
+            List<String> json = results.stream().map(RunResult::json).toList();
+            Files.write(report.resolve(workload + ".jsonl"), json);
+            Files.write(report.resolve(workload + ".md"), markdown(workload, command, results));
+            plots(report, workload, results);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot write the report in " + report, e);
+        }
+        return report;
+    }
+
+    static List<String> markdown(String workload, String command, List<RunResult> results) {
+        List<String> md = new ArrayList<>();
+        md.add("# " + workload);
+        md.add("");
+        md.add("`" + command + "`");
+        md.add("");
+        md.add("Latency in microseconds; ratios are to " + BASELINE + " (Ferry RPC over kernel TCP) with the same "
+                + "flow-control setting; CPU is user+system time of every client and server process in the "
+                + "measured interval, per operation.");
+        md.add("");
+        md.addAll(table(results));
+        md.add("");
+        md.add("Counters (clients and servers; totals summed, peaks the maximum over processes):");
+        md.add("");
+        for (RunResult r : results) {
+            StringBuilder s = new StringBuilder("- **" + r.label() + "**: ");
+            s.append(String.format(Locale.ROOT, "%,d ops in %.1f s, %d errors", r.operations(), r.seconds(),
+                    r.errors()));
+            if (r.steps() != null && r.steps().getTotalCount() > 0) {
+                s.append(String.format(Locale.ROOT, "; step mean %.0f us, p99 %.0f us over %d steps",
+                        r.steps().getMean() / 1e3, r.steps().getValueAtPercentile(99) / 1e3, r.steps().getTotalCount()));
+            }
+            r.counters().forEach((k, v) -> {
+                if (k.contains("peak") || k.contains("stall") || k.contains("queue") || k.contains("rendezvous")
+                        || k.contains("eager")) {
+                    s.append("; ").append(k).append(' ').append(v);
+                }
+            });
+            md.add(s.toString());
+        }
+        md.add("");
+        md.add("![latency CDF](" + workload + "-cdf.png)");
+        md.add("![latency](" + workload + "-latency.png)");
+        md.add("![CPU per operation](" + workload + "-cpu.png)");
+        return md;
+    }
+
+    static void plots(Path dir, String workload, List<RunResult> results) throws IOException {
+        System.setProperty("java.awt.headless", "true");
+        XYChart cdf = new XYChartBuilder().width(900).height(560)
+                .title(workload + ": latency CDF").xAxisTitle("latency (us, log)").yAxisTitle("fraction of requests")
+                .build();
+        cdf.getStyler().setXAxisLogarithmic(true);
+        cdf.getStyler().setLegendPosition(Styler.LegendPosition.InsideSE);
+        cdf.getStyler().setChartBackgroundColor(Color.WHITE);
+        for (RunResult r : results) {
+            List<Double> x = new ArrayList<>();
+            List<Double> y = new ArrayList<>();
+            long total = r.latency().getTotalCount();
+            if (total == 0) {
+                continue;
+            }
+            for (HistogramIterationValue v : r.latency().percentiles(5)) {
+                x.add(Math.max(1.0, v.getValueIteratedTo() / 1e3));
+                y.add(v.getPercentileLevelIteratedTo() / 100.0);
+            }
+            XYSeries s = cdf.addSeries(r.label(), x, y);
+            s.setMarker(SeriesMarkers.NONE);
+            s.setLineStyle(new BasicStroke(2f));
+        }
+        BitmapEncoder.saveBitmap(cdf, dir.resolve(workload + "-cdf").toString(), BitmapEncoder.BitmapFormat.PNG);
+
+        List<String> labels = results.stream().map(RunResult::label).toList();
+        CategoryChart latency = new CategoryChartBuilder().width(900).height(560)
+                .title(workload + ": latency").xAxisTitle("transport").yAxisTitle("us").build();
+        latency.getStyler().setChartBackgroundColor(Color.WHITE);
+        latency.getStyler().setLegendPosition(Styler.LegendPosition.InsideNW);
+        latency.addSeries("mean", labels, results.stream().map(RunResult::meanMicros).toList());
+        latency.addSeries("p50", labels, results.stream().map(r -> r.percentileMicros(50)).toList());
+        latency.addSeries("p99", labels, results.stream().map(r -> r.percentileMicros(99)).toList());
+        latency.addSeries("p99.9", labels, results.stream().map(r -> r.percentileMicros(99.9)).toList());
+        BitmapEncoder.saveBitmap(latency, dir.resolve(workload + "-latency").toString(),
+                BitmapEncoder.BitmapFormat.PNG);
+
+        CategoryChart cpu = new CategoryChartBuilder().width(900).height(560)
+                .title(workload + ": CPU per operation, all processes").xAxisTitle("transport").yAxisTitle("CPU us / op")
+                .build();
+        cpu.getStyler().setChartBackgroundColor(Color.WHITE);
+        cpu.getStyler().setLegendVisible(false);
+        cpu.addSeries("cpu", labels, results.stream().map(r -> {
+            double v = r.cpuMicrosPerOp();
+            return Double.isFinite(v) ? v : 0.0;
+        }).toList());
+        BitmapEncoder.saveBitmap(cpu, dir.resolve(workload + "-cpu").toString(), BitmapEncoder.BitmapFormat.PNG);
+    }
+}

@@ -1,0 +1,88 @@
+package dev.ferry.bench.ps;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Both benchmarks end to end for about a second per transport, with small tables: every
+ * transport completes requests without errors, the figures are sane and the report is written.
+ */
+class BenchmarkSmokeTest {
+
+    /** The baseline and gRPC; shm and tcp run in the Ferry RPC tests and in the full benchmark. */
+    private static final List<String> TRANSPORTS = List.of("netty", "grpc");
+
+    private static void small(BenchOptions c, Path dir) {
+        c.transports = TRANSPORTS;
+        c.ids = 20_000;
+        c.servers = 2;
+        c.warmupSeconds = 0.3;
+        c.durationSeconds = 1;
+        c.reportDir = dir;
+        c.childJvmOptions = List.of("-Xms64m", "-Xmx512m", "-XX:TieredStopAtLevel=1");
+    }
+
+    @Test
+    void fetch(@TempDir Path dir) throws Exception {
+        FetchOptions o = new FetchOptions();
+        small(o.common, dir);
+        o.batchMax = 512;
+        List<RunResult> results = FetchBenchmark.run(o, new PrintStream(new ByteArrayOutputStream(), true,
+                StandardCharsets.UTF_8));
+        check(results, "fetch");
+        for (RunResult r : results) {
+            assertTrue(r.keys() >= 16 * r.operations() && r.keys() <= 512 * r.operations(), r.json());
+        }
+        Path report = Report.write(dir, "fetch", "test", results);
+        for (String file : List.of("fetch.jsonl", "fetch.md", "fetch-cdf.png", "fetch-latency.png", "fetch-cpu.png")) {
+            assertTrue(Files.size(report.resolve(file)) > 0, file);
+        }
+        assertEquals(results.size(), Files.readAllLines(report.resolve("fetch.jsonl")).size());
+    }
+
+    @Test
+    void push(@TempDir Path dir) {
+        PushOptions o = new PushOptions();
+        small(o.common, dir);
+        o.workers = 4;
+        o.batch = 256;
+        o.flowControl = "on";
+        List<RunResult> results = PushBenchmark.run(o, new PrintStream(new ByteArrayOutputStream(), true,
+                StandardCharsets.UTF_8));
+        check(results, "push");
+        for (RunResult r : results) {
+            assertEquals(256L * r.operations(), r.keys(), r.json());
+            assertTrue(r.steps().getTotalCount() > 0, r.json());
+            assertTrue(r.counters().get("server_peak_queue_depth") >= 1, r.json());
+        }
+    }
+
+    private static void check(List<RunResult> results, String workload) {
+        assertEquals(TRANSPORTS.size(), results.size());
+        for (RunResult r : results) {
+            String json = r.json();
+            assertEquals(0, r.errors(), json);
+            assertTrue(r.operations() > 5, json);
+            assertTrue(r.meanMicros() > 0 && r.percentileMicros(50) <= r.percentileMicros(99)
+                    && r.percentileMicros(99) <= r.percentileMicros(99.9), json);
+            assertTrue(r.cpuMicrosPerOp() > 0, json);
+            for (String key : List.of("\"workload\":\"" + workload + "\"", "\"transport\":", "\"mean_us\":",
+                    "\"p50_us\":", "\"p99_us\":", "\"p999_us\":", "\"ops_per_s\":", "\"cpu_us_per_op\":")) {
+                assertTrue(json.contains(key), key + " in " + json);
+            }
+        }
+        List<String> table = Report.table(results);
+        assertEquals(results.size() + 2, table.size());
+        assertTrue(table.stream().anyMatch(l -> l.startsWith("| netty") && l.contains("1.00x")), String.join("\n", table));
+    }
+}

@@ -152,11 +152,8 @@ public final class FabricSession implements AutoCloseable {
             connections.add(c);
             return c;
         }
-        Endpoint ep = domain.openEndpoint(info);
+        Endpoint ep = openEndpointTo(peerAddress);
         try {
-            ep.bind(cq, Fi.TRANSMIT | Fi.RECV);
-            ep.bind(eq);
-            ep.enable();
             ep.connect(peerAddress);
             awaitEvent(ep, ConnectionEvent.Type.CONNECTED, timeoutMillis, "connect");
         } catch (RuntimeException e) {
@@ -212,7 +209,8 @@ public final class FabricSession implements AutoCloseable {
     /**
      * Opens a connected endpoint reporting to this session's queues, enabled and ready for
      * receives to be posted: from a connection request's info to accept it, or from this
-     * session's info (null) to connect. The caller connects or accepts and owns the endpoint.
+     * session's info (null) to connect, which verbs refuses: connect with {@link #openEndpointTo}.
+     * The caller connects or accepts and owns the endpoint.
      */
     public Endpoint openConnectedEndpoint(FabricInfo request) {
         if (info.endpointType() != EndpointType.MSG) {
@@ -227,6 +225,34 @@ public final class FabricSession implements AutoCloseable {
         } catch (RuntimeException e) {
             ep.close();
             throw e;
+        }
+    }
+
+    /**
+     * Opens a connected endpoint to connect to the session whose {@link #address()} is
+     * {@code peerAddress}, as {@link #openConnectedEndpoint} does; the caller connects it. The
+     * endpoint is made from an info naming the peer as destination: verbs resolves the route
+     * when the endpoint is created (without a destination, {@code fi_endpoint} fails with
+     * EINVAL) and libfabric 1.17's verbs ignores the address given to {@code fi_connect}.
+     */
+    public Endpoint openEndpointTo(byte[] peerAddress) {
+        if (info.endpointType() != EndpointType.MSG) {
+            throw new IllegalStateException("only connected (MSG) sessions open connected endpoints");
+        }
+        long copy = InfoList.copyWithDestination(info, peerAddress);
+        try {
+            Endpoint ep = domain.openEndpoint(new FabricInfo(copy));
+            try {
+                ep.bind(cq, Fi.TRANSMIT | Fi.RECV);
+                ep.bind(eq);
+                ep.enable();
+                return ep;
+            } catch (RuntimeException e) {
+                ep.close();
+                throw e;
+            }
+        } finally {
+            InfoList.free(copy);
         }
     }
 

@@ -84,6 +84,30 @@ public final class InfoList implements AutoCloseable {
         return h;
     }
 
+    /**
+     * A native copy of {@code info} whose destination is {@code address} (the bytes of a peer's
+     * name), for an endpoint that connects there; release it with {@link #free(long)}.
+     */
+    static long copyWithDestination(FabricInfo info, byte[] address) {
+        long copy;
+        try {
+            copy = (long) LibFabric.FI_DUPINFO.invokeExact(info.address);
+        } catch (Throwable t) {
+            throw LibFabric.rethrow(t);
+        }
+        if (copy == 0) {
+            throw new OutOfMemoryError("fi_dupinfo");
+        }
+        long previous = word(copy, offset(INFO, "dest_addr"));
+        if (previous != 0) {
+            LibFabric.free(previous);
+        }
+        // fi_freeinfo frees dest_addr, so it must come from malloc.
+        MEMORY.set(JAVA_LONG, copy + offset(INFO, "dest_addr"), LibFabric.malloc(address));
+        MEMORY.set(JAVA_LONG, copy + offset(INFO, "dest_addrlen"), (long) address.length);
+        return copy;
+    }
+
     static void free(long info) {
         if (info == 0) {
             return;

@@ -118,6 +118,8 @@ final class LibFabric {
     static final MethodHandle FI_VERSION = exported("fi_version", FunctionDescriptor.of(I));
     static final MethodHandle FI_TOSTR = exported("fi_tostr", FunctionDescriptor.of(L, L, I));
     static final MethodHandle STRDUP = libc("strdup", FunctionDescriptor.of(L, L));
+    static final MethodHandle MALLOC = libc("malloc", FunctionDescriptor.of(L, L));
+    static final MethodHandle FREE = libc("free", FunctionDescriptor.ofVoid(L));
 
     // Signatures reached through ops tables; named by result and argument kinds.
     static final MethodHandle I_J = signature(I, L);
@@ -198,6 +200,29 @@ final class LibFabric {
                 throw new OutOfMemoryError("strdup");
             }
             return copy;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** A malloc'd copy of {@code bytes}, for fields that libfabric frees itself. */
+    static long malloc(byte[] bytes) {
+        try {
+            long copy = (long) MALLOC.invokeExact((long) Math.max(1, bytes.length));
+            if (copy == 0) {
+                throw new OutOfMemoryError("malloc");
+            }
+            MemorySegment.copy(bytes, 0, MEMORY, java.lang.foreign.ValueLayout.JAVA_BYTE, copy, bytes.length);
+            return copy;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** Frees what malloc, strdup or libfabric allocated. */
+    static void free(long address) {
+        try {
+            FREE.invokeExact(address);
         } catch (Throwable t) {
             throw rethrow(t);
         }

@@ -583,7 +583,7 @@ final class FabricTransport implements Transport {
             return;
         }
         for (Link link : made) {
-            Endpoint ep = session.openConnectedEndpoint(null);
+            Endpoint ep = session.openEndpointTo(fabricAddress);
             link.endpoint = ep;
             link.address = Fi.ADDR_UNSPEC;
             for (RegisteredBuffer b : link.reserved) {

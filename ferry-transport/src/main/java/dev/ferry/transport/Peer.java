@@ -40,4 +40,13 @@ public interface Peer {
 
     /** False once the peer has failed or the transport is closed. */
     boolean isOpen();
+
+    /**
+     * Closes the peer now, as a failure would: its links go down, sends not yet completed fail
+     * with {@link TransportException}, and the handlers on both sides see
+     * {@link MessageHandler#onPeerClosed} (a remote receiver that has stopped reading, holding all
+     * its buffers, may be told only once it reads again). A later {@link Transport#connect} to the
+     * same address opens a new peer. Closing twice does nothing.
+     */
+    void close();
 }

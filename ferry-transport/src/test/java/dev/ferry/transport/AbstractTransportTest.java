@@ -455,6 +455,81 @@ public abstract class AbstractTransportTest {
 
     @Test
     @Timeout(60)
+    void closingAPeerFailsItsPendingSendsAndTellsBothSides() throws Exception {
+        TransportConfig config = smallWindows(config());
+        List<InboundMessage> held = new CopyOnWriteArrayList<>();
+        AtomicBoolean holding = new AtomicBoolean(true);
+        CountDownLatch serverSawClose = new CountDownLatch(1);
+        Transport server = open(config, new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, InboundMessage message) {
+                if (holding.get()) {
+                    held.add(message);
+                } else {
+                    message.release();
+                }
+            }
+
+            @Override
+            public void onPeerClosed(Peer peer, Throwable cause) {
+                serverSawClose.countDown();
+            }
+        });
+        CountDownLatch clientSawClose = new CountDownLatch(1);
+        Transport client = open(config, new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, InboundMessage message) {
+                message.release();
+            }
+
+            @Override
+            public void onPeerClosed(Peer peer, Throwable cause) {
+                clientSawClose.countDown();
+            }
+        });
+        Peer peer = client.connect(server.localAddress());
+        List<CompletableFuture<Void>> futures = new ArrayList<>();
+        try {
+            // The server holds everything, so sends pile up behind credits and the window.
+            for (int seq = 0; seq < 2_000; seq++) {
+                OutboundMessage message = peer.tryAllocate(4096);
+                if (message == null) {
+                    break;
+                }
+                fill(message.segment(), 0, seq);
+                futures.add(peer.send(0, message));
+            }
+            assertTrue(waitFor(() -> !held.isEmpty(), 10_000), "nothing arrived");
+            assertTrue(futures.stream().anyMatch(f -> !f.isDone()), "no send was pending");
+            peer.close();
+            peer.close();
+            assertTrue(clientSawClose.await(10, TimeUnit.SECONDS), "the closing side's handler was not told");
+            assertFalse(peer.isOpen());
+            int failed = 0;
+            for (CompletableFuture<Void> future : futures) {
+                try {
+                    future.get(10, TimeUnit.SECONDS);
+                } catch (ExecutionException e) {
+                    assertInstanceOf(TransportException.class, e.getCause());
+                    failed++;
+                }
+            }
+            assertTrue(failed > 0, "no pending send failed");
+        } finally {
+            holding.set(false);
+            for (InboundMessage message : held) {
+                message.release();
+            }
+        }
+        // A receiver that holds every buffer may learn of the close only once it reads again.
+        assertTrue(serverSawClose.await(10, TimeUnit.SECONDS), "the other side's handler was not told");
+        Peer again = client.connect(server.localAddress());
+        assertTrue(again != peer && again.isOpen(), "connect after close must open a new peer");
+        again.send(1, filled(again, 1, 0, 10)).get(10, TimeUnit.SECONDS);
+    }
+
+    @Test
+    @Timeout(60)
     void bothSidesSeeTheSamePeer() throws Exception {
         AtomicReference<Peer> seenByServer = new AtomicReference<>();
         CountDownLatch serverGot = new CountDownLatch(1);

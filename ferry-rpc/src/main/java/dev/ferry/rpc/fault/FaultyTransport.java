@@ -231,6 +231,11 @@ public final class FaultyTransport implements Transport {
         }
 
         @Override
+        public void close() {
+            inner.close();
+        }
+
+        @Override
         public String address() {
             return inner.address();
         }

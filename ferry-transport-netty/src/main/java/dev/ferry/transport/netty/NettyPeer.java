@@ -176,6 +176,11 @@ final class NettyPeer implements Peer {
         return true;
     }
 
+    @Override
+    public void close() {
+        fail(new TransportException("peer " + address() + " closed by the application"), true);
+    }
+
     /** Fails every pending send, closes every link, and tells the handler (if {@code notify}). */
     void fail(TransportException cause, boolean notify) {
         List<NettyLink> all;

@@ -118,6 +118,11 @@ final class FabricPeer implements Peer {
         return failure == null && !transport.isClosed();
     }
 
+    @Override
+    public void close() {
+        transport.closePeer(this);
+    }
+
     Throwable failure() {
         return failure;
     }

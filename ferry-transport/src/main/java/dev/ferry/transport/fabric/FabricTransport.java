@@ -204,6 +204,7 @@ final class FabricTransport implements Transport {
             provider = provider.substring(0, slash);
         }
         FabricException first = null;
+        StringBuilder reasons = new StringBuilder();
         for (EndpointType t : new EndpointType[] {EndpointType.MSG, EndpointType.RDM}) {
             if (forced != null && !forced.equals(t.name())) {
                 continue;
@@ -212,10 +213,11 @@ final class FabricTransport implements Transport {
                 return FabricSession.open(provider, t, config.bindHost(), t == EndpointType.MSG, 8192);
             } catch (FabricException e) {
                 first = first == null ? e : first;
+                reasons.append(reasons.isEmpty() ? "" : "; ").append(t).append(": ").append(e.getMessage());
             }
         }
-        throw new TransportException("libfabric provider '" + config.provider() + "' is not available: "
-                + (first == null ? "unknown endpoint type" : first.getMessage()), first);
+        throw new TransportException("libfabric provider '" + config.provider() + "' is not available ("
+                + (reasons.isEmpty() ? "unknown endpoint type " + forced : reasons) + ")", first);
     }
 
     TransportConfig config() {
@@ -463,6 +465,16 @@ final class FabricTransport implements Transport {
         }
     }
 
+    /** The application closes {@code peer}: any thread. */
+    void closePeer(FabricPeer peer) {
+        TransportException cause = new TransportException("peer " + peer.address() + " closed by the application");
+        if (Thread.currentThread() == progress) {
+            teardown(peer, cause, true);
+        } else if (!closed) {
+            command(() -> teardown(peer, cause, true));
+        }
+    }
+
     private void peerLost(FabricPeer peer, TransportException cause) {
         if (closed) {
             return;
@@ -663,7 +675,8 @@ final class FabricTransport implements Transport {
 
     private Link linkOf(ConnectionEvent event) {
         for (Link link : links) {
-            if (link.endpoint != null && event.concerns(link.endpoint)) {
+            // Only live endpoints: a new endpoint may reuse the native address of a closed one.
+            if (link.endpoint != null && !link.endpoint.isClosed() && event.concerns(link.endpoint)) {
                 return link;
             }
         }

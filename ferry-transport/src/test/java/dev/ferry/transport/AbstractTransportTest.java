@@ -778,6 +778,21 @@ public abstract class AbstractTransportTest {
     // Helpers
 
     /**
+     * The host transports under test bind to: loopback by default; {@code -Dferry.host} names the
+     * address of an RDMA interface, since verbs has no loopback device.
+     */
+    protected static final String HOST = System.getProperty("ferry.host", "127.0.0.1");
+
+    /** {@code config} bound to {@link #HOST}. */
+    protected static TransportConfig onTestHost(TransportConfig config) {
+        return new TransportConfig(config.provider(), HOST, config.bindPort(), config.linksPerPeer(), config.maxLinks(),
+                config.eagerThreshold(), config.receiveBuffersPerLink(), config.sendWindowBytesPerLink(),
+                config.sendWindowBytesPerPeer(), config.sendWindowBytesPerProcess(), config.sendPoolBytes(),
+                config.receivePoolBytes(), config.rendezvousPoolBytes(), config.rendezvousChunkBytes(),
+                config.maxMessageSize(), config.connectTimeoutMillis());
+    }
+
+    /**
      * {@code config} with windows small enough that a test fills them, and enough credits that
      * the windows, not the credits, are what fills first (64 credits of eager-size messages are
      * more than a link's window).

@@ -9,6 +9,6 @@ class TcpTransportTest extends AbstractTransportTest {
     @Override
     protected TransportConfig config() {
         // 64 peers with 2 links each, 66 buffers of 16 KiB per link: the receive pool must hold them.
-        return TransportConfig.defaults("tcp").withPools(64L << 20, 320L << 20, 256L << 20);
+        return onTestHost(TransportConfig.defaults("tcp").withPools(64L << 20, 320L << 20, 256L << 20));
     }
 }

@@ -18,10 +18,16 @@ import java.io.IOException;
 import java.net.Socket;
 import java.net.SocketException;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Handler;
 import java.util.logging.LogRecord;
 import java.util.logging.Logger;
@@ -122,6 +128,68 @@ class NettyTransportTest extends AbstractTransportTest {
         assertTrue(goodArrived.await(10, TimeUnit.SECONDS), "the good peer suffered from the bad one");
         assertTrue(peer.isOpen());
         assertEquals(List.of("127.0.0.1:1"), closedPeers);
+    }
+
+    /**
+     * The receive side's lost-wakeup cases at once: messages larger than the link's byte limit,
+     * each of which suspends reading; releases that come from another thread, after a delay, so
+     * the resume must be scheduled onto the event loop; and small frames behind each large one,
+     * which wait in the decoder while reading is off and must go up at the resume without any
+     * new bytes from the socket. The stream must finish promptly, not on some later event.
+     */
+    @Test
+    @Timeout(120)
+    void largeMessagesReleasedLaterFromAnotherThreadKeepFlowing() throws Exception {
+        TransportConfig config = config().withFlowControl(16 * 1024, 4, 4L << 20, 8L << 20, 64L << 20);
+        int large = (1 << 20) + 4096;
+        int small = 100;
+        int rounds = 48;
+        ScheduledExecutorService releaser = Executors.newSingleThreadScheduledExecutor();
+        AtomicInteger arrived = new AtomicInteger();
+        AtomicLong lastArrival = new AtomicLong(System.nanoTime());
+        List<String> problems = new CopyOnWriteArrayList<>();
+        // Streams 0 and 2 share link 0 of the two, so the small frames queue behind the large ones.
+        int[] nextSeq = new int[3];
+        try {
+            Transport server = open(config, (from, message) -> {
+                int stream = message.stream();
+                int seq = nextSeq[stream]++;
+                String problem = check(message.segment(), stream, seq, stream == 0 ? large : small);
+                if (problem != null) {
+                    problems.add(problem);
+                }
+                arrived.incrementAndGet();
+                lastArrival.set(System.nanoTime());
+                releaser.schedule(message::release, 10, TimeUnit.MILLISECONDS);
+            });
+            Transport client = open(config, (from, message) -> message.release());
+            Peer peer = client.connect(server.localAddress());
+            List<CompletableFuture<Void>> sends = new ArrayList<>();
+            for (int i = 0; i < rounds; i++) {
+                sends.add(peer.send(0, filled(peer, 0, i, large)));
+                sends.add(peer.send(2, filled(peer, 2, i, small)));
+            }
+            long start = System.nanoTime();
+            long longestGap = 0;
+            while (arrived.get() < 2 * rounds && System.nanoTime() - start < TimeUnit.SECONDS.toNanos(60)) {
+                Thread.sleep(10);
+                longestGap = Math.max(longestGap, System.nanoTime() - lastArrival.get());
+            }
+            assertEquals(2 * rounds, arrived.get(), "messages stopped arriving; last one "
+                    + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - lastArrival.get()) + " ms ago");
+            CompletableFuture.allOf(sends.toArray(CompletableFuture[]::new)).get(10, TimeUnit.SECONDS);
+            assertTrue(problems.isEmpty(), () -> String.join("\n", problems));
+            long gapMillis = TimeUnit.NANOSECONDS.toMillis(longestGap);
+            // Generous for a loaded machine; a lost wake-up has no later event to end it here.
+            assertTrue(gapMillis < 5_000, "the receiver sat idle for " + gapMillis + " ms with messages waiting");
+            // Each large message suspends reading, unless its release beat the check (a busy machine).
+            assertTrue(server.counters().creditStalls() >= rounds / 2,
+                    () -> "the large messages did not suspend reading: " + server.counters());
+            assertTrue(waitFor(() -> server.counters().receiveBuffersHeld() == 0, 5_000));
+        } finally {
+            releaser.shutdown();
+            assertTrue(releaser.awaitTermination(10, TimeUnit.SECONDS));
+        }
     }
 
     @Test

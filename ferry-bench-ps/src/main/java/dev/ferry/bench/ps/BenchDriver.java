@@ -37,7 +37,7 @@ final class BenchDriver {
                 .with("rate", o.rate / o.clientProcesses))) {
             List<Child> workers = cluster.workers;
             cluster.sendAll(workers, "RUN");
-            wait("fetch", transport.label(), "warm-up", c.warmupSeconds, null);
+            wait("fetch", transport.label(), "warm-up", c.warmup(FetchOptions.WARMUP_SECONDS), null);
             cluster.sendAll(cluster.servers, "RESET");
             long cpu0 = cluster.cpuNanos();
             cluster.sendAll(workers, "MEASURE");
@@ -64,7 +64,8 @@ final class BenchDriver {
             String label = transport.label() + (flowControl ? "" : "-nofc");
             Histogram steps = new Histogram(TimeUnit.SECONDS.toNanos(60), 3);
             long start = System.nanoTime();
-            long measureFrom = start + (long) (c.warmupSeconds * 1e9);
+            double warmup = c.warmup(PushOptions.WARMUP_SECONDS);
+            long measureFrom = start + (long) (warmup * 1e9);
             long measureUntil = Long.MAX_VALUE;
             long cpu0 = 0;
             long released = 0;
@@ -96,7 +97,7 @@ final class BenchDriver {
                             : (now - start) / 1e9;
                     progress.printf(Locale.ROOT, "  push %-10s %-9s %5.1f/%.0f s  steps %d%n", label,
                             measuring ? "measuring" : "warm-up", elapsed,
-                            measuring ? c.durationSeconds : c.warmupSeconds, steps.getTotalCount());
+                            measuring ? c.durationSeconds : warmup, steps.getTotalCount());
                 }
                 if (go.equals("GO stop")) {
                     long cpu1 = cluster.cpuNanos();

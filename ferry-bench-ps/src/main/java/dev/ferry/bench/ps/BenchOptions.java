@@ -31,8 +31,9 @@ public class BenchOptions {
     public double zipfAlpha = 1.09;
 
     @Option(names = "--warmup", paramLabel = "<s>", description = "Unmeasured seconds before each transport's "
-            + "measured interval (JIT, pools, connections); on 2 cores the three JVMs of a run need about 15 s to compile their hot paths. Default: 15.")
-    public double warmupSeconds = 15;
+            + "measured interval (JIT, pools, connections). On 2 cores the JVMs of a run take long to compile their "
+            + "hot paths, gRPC's (Netty, HTTP/2, protobuf) longest. Default: 25 for fetch, 15 for push.")
+    public Double warmupSeconds;
 
     @Option(names = "--duration", paramLabel = "<s>", description = "Measured seconds per transport. Default: 10.")
     public double durationSeconds = 10;
@@ -55,12 +56,18 @@ public class BenchOptions {
             description = "JVM options of the server and client processes. Default: -Xms256m -Xmx2g.")
     public List<String> childJvmOptions = List.of("-Xms256m", "-Xmx2g");
 
+    /** The warm-up, or {@code byDefault} when none was given. */
+    double warmup(double byDefault) {
+        return warmupSeconds != null ? warmupSeconds : byDefault;
+    }
+
     List<BenchTransport> transportList() {
         return transports.stream().map(BenchTransport::parse).toList();
     }
 
     void check() {
-        if (servers < 1 || dimension < 1 || ids < 1 || warmupSeconds < 0 || durationSeconds <= 0
+        if (servers < 1 || dimension < 1 || ids < 1 || (warmupSeconds != null && warmupSeconds < 0)
+                || durationSeconds <= 0
                 || serverThreads < 1) {
             throw new IllegalArgumentException("--servers, --dimension, --ids, --server-threads must be >= 1, "
                     + "--duration > 0, --warmup >= 0");

@@ -39,6 +39,9 @@ public class FetchOptions {
                     + "intended send time. Default: 0, closed loop.")
     public double rate;
 
+    /** Default warm-up: long, since fetch latency is what is measured and gRPC's JIT settles last. */
+    static final double WARMUP_SECONDS = 25;
+
     int minBatch() {
         return batch != null ? batch : batchMin;
     }

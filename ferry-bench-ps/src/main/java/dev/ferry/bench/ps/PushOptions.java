@@ -31,6 +31,9 @@ public class PushOptions {
                     + "large they never bind), or both, one run each. gRPC runs once. Default: both.")
     public String flowControl = "both";
 
+    /** Default warm-up: shorter than fetch's, so that seven runs (flow control both) fit in 5 minutes. */
+    static final double WARMUP_SECONDS = 15;
+
     double alpha() {
         return switch (distribution) {
             case "zipf" -> common.zipfAlpha;

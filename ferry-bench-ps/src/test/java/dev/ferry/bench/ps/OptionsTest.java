@@ -1,0 +1,64 @@
+package dev.ferry.bench.ps;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+
+import org.junit.jupiter.api.Test;
+
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/** The commands parse as the CLI will register them: subcommands of a {@code bench} command. */
+class OptionsTest {
+
+    @Command(name = "bench", subcommands = {FetchBenchmark.class, PushBenchmark.class})
+    static final class Bench {
+    }
+
+    @Test
+    void fetchOptionsParse() {
+        FetchBenchmark fetch = new FetchBenchmark();
+        new CommandLine(fetch).parseArgs("--transports", "shm,grpc", "--batch", "64", "--rate", "2000",
+                "--distribution", "uniform", "--warmup", "2");
+        FetchOptions o = fetch.options;
+        assertEquals(List.of(BenchTransport.SHM, BenchTransport.GRPC), o.common.transportList());
+        assertEquals(64, o.minBatch());
+        assertEquals(64, o.maxBatch());
+        assertEquals(64, o.concurrencyPerThread());
+        assertEquals(0, o.alpha());
+        assertEquals(2, o.common.warmup(FetchOptions.WARMUP_SECONDS));
+        o.check();
+    }
+
+    @Test
+    void defaultsAreTheIssues() {
+        FetchOptions fetch = new FetchOptions();
+        assertEquals(4, fetch.clients);
+        assertEquals(2, fetch.common.servers);
+        assertEquals(64, fetch.common.dimension);
+        assertEquals(1.09, fetch.alpha());
+        assertEquals(16, fetch.minBatch());
+        assertEquals(4096, fetch.maxBatch());
+        assertEquals(1, fetch.concurrencyPerThread());
+        assertEquals(BenchTransport.ALL, fetch.common.transportList());
+        PushOptions push = new PushOptions();
+        assertEquals(16, push.workers);
+        assertEquals(4096, push.batch);
+        assertEquals(2, push.flowControlModes().length);
+    }
+
+    @Test
+    void registersUnderBench() {
+        CommandLine bench = new CommandLine(new Bench());
+        assertTrue(bench.getSubcommands().containsKey("fetch"));
+        assertTrue(bench.getSubcommands().containsKey("push"));
+        String help = bench.getSubcommands().get("push").getUsageMessage();
+        assertTrue(help.contains("--flow-control") && help.contains("--workers"), help);
+        bench.parseArgs("push", "--flow-control", "off", "--workers", "8");
+        PushBenchmark push = bench.getSubcommands().get("push").getCommand();
+        assertEquals(8, push.options.workers);
+        assertEquals(1, push.options.flowControlModes().length);
+    }
+}

@@ -19,7 +19,7 @@ import picocli.CommandLine.Spec;
 @Command(name = "fetch",
         mixinStandardHelpOptions = true,
         description = {
-            "Inference fetch (issue #8): --clients threads pull batches of embedding rows from --servers server "
+            "Inference fetch: --clients threads pull batches of embedding rows from --servers server "
                     + "processes, on each of --transports in turn (warm-up, then a fixed measured interval).",
             "Prints mean/p50/p99/p99.9 latency, ops/s, keys/s and CPU per fetch over every process, with ratios "
                     + "to netty, one JSON line per transport, and writes reports/<date-time>/ with plots."},

@@ -20,7 +20,7 @@ import picocli.CommandLine.Spec;
 @Command(name = "push",
         mixinStandardHelpOptions = true,
         description = {
-            "Training push (issue #8): --workers threads in --worker-processes processes push a gradient batch "
+            "Training push: --workers threads in --worker-processes processes push a gradient batch "
                     + "each (--batch ids x --dimension floats) in synchronized steps into --servers server processes "
                     + "(a workers:1 incast per server), on each of --transports in turn.",
             "Prints the push latency per step (mean/p50/p99/p99.9), pushes/s, keys/s, CPU per push over every "

@@ -1,5 +1,5 @@
 /**
- * The parameter-server benchmarks of issue #8: {@code fetch} (inference: batches of ids pulled
+ * The parameter-server benchmarks: {@code fetch} (inference: batches of ids pulled
  * from sharded servers) and {@code push} (training: gradient batches pushed by many workers in
  * synchronized steps, an incast), each run on Ferry's transports ({@code shm}, {@code tcp},
  * {@code netty}) and on a gRPC-java baseline ({@code grpc}) in one invocation.

@@ -3,21 +3,18 @@ package dev.ferry.bench.ps;
 import java.util.SplittableRandom;
 
 /**
- * Ranks {@code 1..n} with probability proportional to {@code 1 / rank^exponent}, by
- * rejection-inversion (W. Hörmann and G. Derflinger, "Rejection-inversion to generate variates
- * from monotone discrete distributions", 1996): constant time per sample and no table, so a
- * million ranks cost nothing to set up. Not thread-safe only through the random source passed in.
+ * Zipf over {@code [1, n]} by rejection-inversion (Hörmann and Derflinger, 1996): constant
+ * time per sample, no table, for any exponent above 0.
  */
 public final class ZipfSampler {
-
-    private final int n;
+    private final long n;
     private final double exponent;
     private final double hIntegralX1;
     private final double hIntegralN;
     private final double s;
 
-    /** Ranks {@code 1..n}, {@code exponent > 0}. */
-    public ZipfSampler(int n, double exponent) {
+    /** Ranks {@code [1, n]} with probability proportional to {@code rank^-exponent}. */
+    public ZipfSampler(long n, double exponent) {
         if (n < 1 || !(exponent > 0)) {
             throw new IllegalArgumentException("need n >= 1 and exponent > 0: " + n + ", " + exponent);
         }
@@ -29,11 +26,11 @@ public final class ZipfSampler {
     }
 
     /** A rank in {@code [1, n]}. */
-    public int sample(SplittableRandom random) {
+    public long sample(SplittableRandom random) {
         while (true) {
             double u = hIntegralN + random.nextDouble() * (hIntegralX1 - hIntegralN);
             double x = hIntegralInverse(u);
-            int k = (int) (x + 0.5);
+            long k = (long) (x + 0.5);
             if (k < 1) {
                 k = 1;
             } else if (k > n) {
@@ -62,12 +59,12 @@ public final class ZipfSampler {
         return Math.exp(helper1(t) * x);
     }
 
-    /** {@code log1p(x) / x}, accurate near 0. */
+    /** log(1 + x) / x, accurate near 0. */
     private static double helper1(double x) {
         return Math.abs(x) > 1e-8 ? Math.log1p(x) / x : 1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x));
     }
 
-    /** {@code expm1(x) / x}, accurate near 0. */
+    /** (exp(x) - 1) / x, accurate near 0. */
     private static double helper2(double x) {
         return Math.abs(x) > 1e-8 ? Math.expm1(x) / x : 1.0 + x * 0.5 * (1.0 + x * (1.0 / 3.0) * (1.0 + 0.25 * x));
     }

@@ -32,6 +32,12 @@ import java.util.Objects;
  *     message delays small ones on the same link by one chunk at most
  * @param maxMessageSize the largest message accepted; anything larger is refused as bad input
  * @param connectTimeoutMillis how long {@link Transport#connect} and a blocking allocate wait
+ * @param heartbeatIntervalMillis how often each side of a control channel says it is alive when
+ *     it has said nothing else; a heartbeat is a byte on the peer's TCP control connection, so
+ *     failure detection does not depend on the data path
+ * @param heartbeatTimeoutMillis a peer silent on its control channel this long is declared
+ *     failed. Several intervals, and long enough that a full GC pause on either side is not
+ *     taken for a death; a killed process is noticed at once anyway (its socket closes)
  */
 public record TransportConfig(
         String provider,
@@ -49,7 +55,9 @@ public record TransportConfig(
         long rendezvousPoolBytes,
         int rendezvousChunkBytes,
         int maxMessageSize,
-        long connectTimeoutMillis) {
+        long connectTimeoutMillis,
+        long heartbeatIntervalMillis,
+        long heartbeatTimeoutMillis) {
 
     /** Checks the settings against each other. */
     public TransportConfig {
@@ -69,9 +77,25 @@ public record TransportConfig(
         if (sendPoolBytes <= 0 || receivePoolBytes <= 0 || rendezvousPoolBytes <= 0) {
             throw new IllegalArgumentException("pool sizes must be positive");
         }
+        positive("heartbeatIntervalMillis", heartbeatIntervalMillis);
+        if (heartbeatTimeoutMillis < 2 * heartbeatIntervalMillis) {
+            throw new IllegalArgumentException("heartbeatTimeoutMillis " + heartbeatTimeoutMillis
+                    + " must cover at least two heartbeats of " + heartbeatIntervalMillis + " ms");
+        }
         if (bindPort < 0 || bindPort > 65535) {
             throw new IllegalArgumentException("bindPort out of range: " + bindPort);
         }
+    }
+
+    /** The settings above with the default heartbeat: every second, failed after 5 s of silence. */
+    public TransportConfig(String provider, String bindHost, int bindPort, int linksPerPeer, int maxLinks,
+            int eagerThreshold, int receiveBuffersPerLink, long sendWindowBytesPerLink, long sendWindowBytesPerPeer,
+            long sendWindowBytesPerProcess, long sendPoolBytes, long receivePoolBytes, long rendezvousPoolBytes,
+            int rendezvousChunkBytes, int maxMessageSize, long connectTimeoutMillis) {
+        this(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold, receiveBuffersPerLink,
+                sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess, sendPoolBytes,
+                receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
+                1_000, 5_000);
     }
 
     private static void positive(String name, long value) {
@@ -86,7 +110,7 @@ public record TransportConfig(
                 2, 4096, 16 * 1024, 64,
                 4L << 20, 8L << 20, 64L << 20,
                 64L << 20, 32L << 20, 256L << 20,
-                1 << 20, 256 << 20, 10_000);
+                1 << 20, 256 << 20, 10_000, 1_000, 5_000);
     }
 
     /** This configuration with another provider. */
@@ -94,7 +118,7 @@ public record TransportConfig(
         return new TransportConfig(value, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis);
     }
 
     /** This configuration listening on another port. */
@@ -102,7 +126,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, value, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis);
     }
 
     /** This configuration with other link counts. */
@@ -110,7 +134,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, perPeer, max, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis);
     }
 
     /** This configuration with other flow-control settings. */
@@ -119,20 +143,38 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eager,
                 buffersPerLink, windowPerLink, windowPerPeer, windowPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis);
     }
 
     /** This configuration with other pool sizes. */
     public TransportConfig withPools(long send, long receive, long rendezvous) {
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
-                send, receive, rendezvous, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis);
+                send, receive, rendezvous, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
+                heartbeatIntervalMillis, heartbeatTimeoutMillis);
     }
 
     /** This configuration with another connect and allocate timeout. */
     public TransportConfig withConnectTimeoutMillis(long value) {
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
-                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, value);
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, value,
+                heartbeatIntervalMillis, heartbeatTimeoutMillis);
+    }
+
+    /** This configuration with another heartbeat on the control channel. */
+    public TransportConfig withHeartbeat(long intervalMillis, long timeoutMillis) {
+        return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis, intervalMillis, timeoutMillis);
+    }
+
+    /** This configuration listening on another host. */
+    public TransportConfig withBindHost(String value) {
+        return new TransportConfig(provider, value, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis);
     }
 }

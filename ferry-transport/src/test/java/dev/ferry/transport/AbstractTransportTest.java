@@ -785,11 +785,7 @@ public abstract class AbstractTransportTest {
 
     /** {@code config} bound to {@link #HOST}. */
     protected static TransportConfig onTestHost(TransportConfig config) {
-        return new TransportConfig(config.provider(), HOST, config.bindPort(), config.linksPerPeer(), config.maxLinks(),
-                config.eagerThreshold(), config.receiveBuffersPerLink(), config.sendWindowBytesPerLink(),
-                config.sendWindowBytesPerPeer(), config.sendWindowBytesPerProcess(), config.sendPoolBytes(),
-                config.receivePoolBytes(), config.rendezvousPoolBytes(), config.rendezvousChunkBytes(),
-                config.maxMessageSize(), config.connectTimeoutMillis());
+        return config.withBindHost(HOST);
     }
 
     /**

@@ -1,8 +1,10 @@
 package dev.ferry.transport.fabric;
 
+import java.io.IOException;
 import java.net.Socket;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 
 import dev.ferry.memory.PoolExhaustedException;
 import dev.ferry.memory.PoolKind;
@@ -11,13 +13,27 @@ import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
 import dev.ferry.transport.TransportException;
 
-/** A peer of the fabric transport: its links, its control socket, and the bytes in flight to it. */
+/**
+ * A peer of the fabric transport: its links, its control channel, and the bytes in flight to it.
+ *
+ * <p>Streams map onto a fixed number of routes ({@code linksPerPeer} on connected endpoints, one
+ * on a shared endpoint), stream {@code s} to route {@code s mod routes}. The first link is opened
+ * by the handshake; the link of any other route opens the first time a stream needs it. Where
+ * {@code maxLinks} or the receive pool allow no further link, the route shares the first one.
+ */
 final class FabricPeer implements Peer {
 
     final FabricTransport transport;
     private final String address;
-    final Socket control;
+    final ControlChannel control;
+    /** Every link opened to the peer, in order; written by the progress thread. */
     Link[] links = new Link[0];
+    /** The link of each route, or null before it is needed. */
+    final AtomicReferenceArray<Link> routes;
+    /** Set once the handshake is over: the control channel then carries heartbeats. */
+    volatile boolean established;
+    /** The peer's fabric address: what endpoints of further links connect to. */
+    byte[] remoteFabricAddress;
     /** Bytes in flight to this peer; guarded by the {@link SendWindow}. */
     long inFlight;
     /** Fabric-level handle of the peer (reliable-datagram sessions). */
@@ -25,10 +41,11 @@ final class FabricPeer implements Peer {
     final CompletableFuture<Void> ready = new CompletableFuture<>();
     private volatile Throwable failure;
 
-    FabricPeer(FabricTransport transport, String address, Socket control) {
+    FabricPeer(FabricTransport transport, String address, Socket control, int routes) throws IOException {
         this.transport = transport;
         this.address = address;
-        this.control = control;
+        this.control = new ControlChannel(control);
+        this.routes = new AtomicReferenceArray<>(routes);
     }
 
     @Override
@@ -36,8 +53,11 @@ final class FabricPeer implements Peer {
         return address;
     }
 
+    /** The link of {@code stream}'s route, opening it if this is the first use. */
     Link link(int stream) {
-        return links[Math.floorMod(stream, links.length)];
+        int route = Math.floorMod(stream, routes.length());
+        Link link = routes.get(route);
+        return link != null ? link : transport.openRoute(this, route);
     }
 
     @Override

@@ -96,7 +96,10 @@ final class FabricTransport implements Transport {
     private final String localAddress;
     private final Thread progress;
     private final Thread acceptor;
+    private final Thread heartbeats;
     private volatile boolean closed;
+    /** Fault injection: while set, this side sends no heartbeats (as a hung process would not). */
+    private volatile boolean heartbeatsPaused;
     private volatile boolean parked;
 
     private final ConcurrentHashMap<String, FabricPeer> peers = new ConcurrentHashMap<>();
@@ -187,8 +190,11 @@ final class FabricTransport implements Transport {
                 .unstarted(this::runProgress);
         this.acceptor = Thread.ofPlatform().name("ferry-control-" + socket.getLocalPort()).daemon()
                 .unstarted(this::runAcceptor);
+        this.heartbeats = Thread.ofPlatform().name("ferry-heartbeat-" + socket.getLocalPort()).daemon()
+                .unstarted(this::runHeartbeats);
         progress.start();
         acceptor.start();
+        heartbeats.start();
     }
 
     /**
@@ -277,14 +283,14 @@ final class FabricTransport implements Transport {
             socket.connect(new InetSocketAddress(address.substring(0, colon), Integer.parseInt(address.substring(colon + 1))),
                     (int) timeout);
             socket.setSoTimeout((int) timeout);
-            peer = new FabricPeer(this, address, socket);
+            peer = new FabricPeer(this, address, socket, routes());
             FabricPeer p = peer;
-            int count = type == EndpointType.MSG ? config.linksPerPeer() : 1;
-            Link[] created = onProgress(() -> createLinks(p, count));
+            // The first link only: the others open when a stream needs them.
+            Link[] created = onProgress(() -> createLinks(p, 1));
             DataOutputStream out = new DataOutputStream(socket.getOutputStream());
             out.writeInt(MAGIC);
             out.writeUTF(localAddress);
-            writeBytes(out, type == EndpointType.RDM ? session.address() : new byte[0]);
+            writeBytes(out, session.address());
             out.writeInt(created.length);
             for (Link link : created) {
                 out.writeInt(link.id);
@@ -316,6 +322,7 @@ final class FabricTransport implements Transport {
             });
             awaitReady(peer);
             socket.setSoTimeout(0);
+            peer.established = true;
             startControlReader(peer);
             return peer;
         } catch (IOException | RuntimeException e) {
@@ -395,7 +402,7 @@ final class FabricTransport implements Transport {
             String address = in.readUTF();
             byte[] fabricAddress = readBytes(in);
             int n = in.readInt();
-            if (n <= 0 || n > config.linksPerPeer() && type == EndpointType.MSG || n > 64) {
+            if (n <= 0 || n > routes()) {
                 throw new IOException("bad link count " + n);
             }
             int[] remoteIds = new int[n];
@@ -404,7 +411,7 @@ final class FabricTransport implements Transport {
                 remoteIds[i] = in.readInt();
                 grants[i] = in.readInt();
             }
-            FabricPeer fresh = new FabricPeer(this, address, socket);
+            FabricPeer fresh = new FabricPeer(this, address, socket, routes());
             FabricPeer previous = peers.putIfAbsent(address, fresh);
             if (previous != null && previous.failure() == null) {
                 out.writeInt(MAGIC);
@@ -419,9 +426,12 @@ final class FabricTransport implements Transport {
             peer = fresh;
             FabricPeer p = peer;
             Link[] created = onProgress(() -> {
+                p.remoteFabricAddress = fabricAddress;
                 Link[] made = createLinks(p, n);
                 for (int i = 0; i < n; i++) {
                     made[i].remoteId = remoteIds[i];
+                    made[i].route = i;
+                    p.routes.set(i, made[i]);
                 }
                 acceptLinks(p, made, fabricAddress, grants);
                 return made;
@@ -436,6 +446,7 @@ final class FabricTransport implements Transport {
             }
             out.flush();
             socket.setSoTimeout(0);
+            peer.established = true;
             startControlReader(peer);
         } catch (IOException | RuntimeException e) {
             if (peer != null) {
@@ -453,16 +464,183 @@ final class FabricTransport implements Transport {
         Thread.ofVirtual().name("ferry-control-reader").start(() -> readControl(peer));
     }
 
-    /** Blocks on the control socket: its end is the peer's end. */
+    /**
+     * Reads the control channel until it ends: its end is the peer's end, and so is a silence
+     * longer than the heartbeat timeout.
+     */
     private void readControl(FabricPeer peer) {
+        ControlChannel control = peer.control;
         try {
-            while (peer.control.getInputStream().read() >= 0) {
-                // Nothing is sent after the handshake yet; heartbeats and recovery come later.
+            control.socket.setSoTimeout((int) config.heartbeatTimeoutMillis());
+            DataInputStream in = control.in();
+            while (true) {
+                int type = in.read();
+                switch (type) {
+                    case -1 -> {
+                        peerLost(peer, new TransportException("peer " + peer.address() + " closed its control channel"));
+                        return;
+                    }
+                    case ControlChannel.HEARTBEAT -> { }
+                    case ControlChannel.OPEN_LINK -> onOpenLink(peer, in.readInt(), in.readInt(), in.readInt());
+                    case ControlChannel.LINK_OPENED -> {
+                        int id = in.readInt();
+                        int remoteId = in.readInt();
+                        int grant = in.readInt();
+                        command(() -> onLinkOpened(peer, id, remoteId, grant));
+                    }
+                    case ControlChannel.LINK_REFUSED -> {
+                        int id = in.readInt();
+                        String reason = in.readUTF();
+                        command(() -> onLinkRefused(peer, id, reason));
+                    }
+                    default -> throw new IOException("unknown control message " + type);
+                }
             }
-            peerLost(peer, new TransportException("peer " + peer.address() + " closed its control channel"));
+        } catch (java.net.SocketTimeoutException e) {
+            peerLost(peer, new TransportException("peer " + peer.address() + " sent no heartbeat for "
+                    + config.heartbeatTimeoutMillis() + " ms", e));
         } catch (IOException e) {
             peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: " + e.getMessage(), e));
         }
+    }
+
+    /** Says every peer is alive, unless something else was said within the interval. */
+    private void runHeartbeats() {
+        long interval = TimeUnit.MILLISECONDS.toNanos(config.heartbeatIntervalMillis());
+        while (!closed) {
+            LockSupport.parkNanos(interval / 2);
+            if (heartbeatsPaused) {
+                continue;
+            }
+            long now = System.nanoTime();
+            for (FabricPeer peer : peers.values()) {
+                if (peer.established && peer.failure() == null && now - peer.control.lastWriteNanos() >= interval / 2) {
+                    try {
+                        peer.control.heartbeat();
+                    } catch (IOException e) {
+                        peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: "
+                                + e.getMessage(), e));
+                    }
+                }
+            }
+        }
+    }
+
+    /** Fault injection: stops (or resumes) this side's heartbeats, as a hung process would. */
+    void pauseHeartbeats(boolean paused) {
+        heartbeatsPaused = paused;
+    }
+
+    /** Routes per peer: streams share this many links at most. */
+    private int routes() {
+        return type == EndpointType.MSG ? config.linksPerPeer() : 1;
+    }
+
+    /**
+     * Opens the link of {@code route} to {@code peer}: any thread, on a stream's first use of
+     * the route. Blocks for the progress thread's answer (not for the peer's): frames queue on
+     * the new link until it is up. Where no further link may open, the route shares route 0.
+     */
+    Link openRoute(FabricPeer peer, int route) {
+        return onProgress(() -> {
+            Link existing = peer.routes.get(route);
+            if (existing != null) {
+                return existing;
+            }
+            Link first = peer.routes.get(0);
+            Link made;
+            try {
+                made = createLinks(peer, 1)[0];
+            } catch (TransportException e) {
+                LOG.log(System.Logger.Level.DEBUG, "route " + route + " to " + peer.address() + " shares "
+                        + first + ": " + e.getMessage());
+                peer.routes.set(route, first);
+                return first;
+            }
+            made.route = route;
+            peer.routes.set(route, made);
+            int id = made.id;
+            int grant = made.granted;
+            Thread.ofVirtual().name("ferry-open-link").start(() -> {
+                try {
+                    peer.control.openLink(route, id, grant);
+                } catch (IOException e) {
+                    peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: "
+                            + e.getMessage(), e));
+                }
+            });
+            return made;
+        });
+    }
+
+    /** The peer asks for a link of {@code route}: control reader thread. */
+    private void onOpenLink(FabricPeer peer, int route, int remoteId, int grant) throws IOException {
+        Link made;
+        try {
+            made = onProgress(() -> {
+                if (route < 0 || route >= routes() || peer.failure() != null) {
+                    throw new TransportException("no route " + route);
+                }
+                Link link = createLinks(peer, 1)[0];
+                link.remoteId = remoteId;
+                link.route = route;
+                link.credits.returned(grant);
+                // A route this side has not opened itself sends on the peer's link.
+                peer.routes.compareAndSet(route, null, link);
+                connecting++; // the peer's connection request comes next
+                return link;
+            });
+        } catch (TransportException e) {
+            peer.control.linkRefused(remoteId, e.getMessage());
+            return;
+        }
+        peer.control.linkOpened(remoteId, made.id, made.granted);
+    }
+
+    /** The peer accepted a link this side asked for: progress thread. */
+    private void onLinkOpened(FabricPeer peer, int id, int remoteId, int grant) {
+        Link link = id >= 0 && id < links.size() ? links.get(id) : null;
+        if (link == null || link.peer != peer || link.endpoint != null || link.retiredTo != null) {
+            linkFailure(peer.links[0], "the peer opened unknown link " + id);
+            return;
+        }
+        if (peer.failure() != null) {
+            return;
+        }
+        link.remoteId = remoteId;
+        link.credits.returned(grant);
+        connectLink(link, peer.remoteFabricAddress);
+    }
+
+    /**
+     * The peer refused a link this side asked for (its {@code maxLinks} or receive pool):
+     * progress thread. The route shares the first link, and what queued on the refused one
+     * moves there, in order.
+     */
+    private void onLinkRefused(FabricPeer peer, int id, String reason) {
+        Link link = id >= 0 && id < links.size() ? links.get(id) : null;
+        if (link == null || link.peer != peer || link.endpoint != null || peer.failure() != null) {
+            return;
+        }
+        LOG.log(System.Logger.Level.DEBUG, peer.address() + " refused " + link + ": " + reason);
+        Link first = peer.routes.get(0);
+        link.retiredTo = first;
+        peer.routes.set(link.route, first);
+        peer.links = java.util.Arrays.stream(peer.links).filter(l -> l != link).toArray(Link[]::new);
+        if (link.reserved != null) {
+            for (RegisteredBuffer b : link.reserved) {
+                b.release();
+            }
+            link.reserved = null;
+        }
+        while (!link.queue.isEmpty()) {
+            OutboundFrame frame = link.queue.poll();
+            link.waiting.decrementAndGet();
+            frame.link = first;
+            first.waiting.incrementAndGet();
+            first.queue.add(frame);
+        }
+        activate(first);
     }
 
     /** The application closes {@code peer}: any thread. */
@@ -564,14 +742,16 @@ final class FabricTransport implements Transport {
                 link.reserved = null;
             }
         }
-        peer.links = made;
+        Link[] all = java.util.Arrays.copyOf(peer.links, peer.links.length + count);
+        System.arraycopy(made, 0, all, peer.links.length, count);
+        peer.links = all;
         return made;
     }
 
     private int linksOpenNow() {
         int n = 0;
         for (Link link : links) {
-            if (link.peer.failure() == null) {
+            if (link.peer.failure() == null && link.retiredTo == null) {
                 n++;
             }
         }
@@ -580,9 +760,12 @@ final class FabricTransport implements Transport {
 
     private void completeConnector(FabricPeer peer, byte[] fabricAddress, int[] remoteIds, int[] grants) {
         Link[] made = peer.links;
+        peer.remoteFabricAddress = fabricAddress;
         for (int i = 0; i < made.length; i++) {
             Link link = made[i];
             link.remoteId = remoteIds[i];
+            link.route = i;
+            peer.routes.set(i, link);
             link.credits.returned(grants[i]);
         }
         if (type == EndpointType.RDM) {
@@ -595,16 +778,21 @@ final class FabricTransport implements Transport {
             return;
         }
         for (Link link : made) {
-            Endpoint ep = session.openEndpointTo(fabricAddress);
-            link.endpoint = ep;
-            link.address = Fi.ADDR_UNSPEC;
-            for (RegisteredBuffer b : link.reserved) {
-                postReceive(b, link);
-            }
-            link.reserved = null;
-            ep.connect(fabricAddress, intBytes(link.remoteId));
-            connecting++;
+            connectLink(link, fabricAddress);
         }
+    }
+
+    /** Opens a connected endpoint for {@code link}, posts its receives, and asks the peer to accept. */
+    private void connectLink(Link link, byte[] fabricAddress) {
+        Endpoint ep = session.openEndpointTo(fabricAddress);
+        link.endpoint = ep;
+        link.address = Fi.ADDR_UNSPEC;
+        for (RegisteredBuffer b : link.reserved) {
+            postReceive(b, link);
+        }
+        link.reserved = null;
+        ep.connect(fabricAddress, intBytes(link.remoteId));
+        connecting++;
     }
 
     private void acceptLinks(FabricPeer peer, Link[] made, byte[] fabricAddress, int[] grants) {
@@ -630,13 +818,7 @@ final class FabricTransport implements Transport {
     private void markReady(Link link) {
         link.ready = true;
         linksOpen++;
-        FabricPeer peer = link.peer;
-        for (Link l : peer.links) {
-            if (!l.ready) {
-                return;
-            }
-        }
-        peer.ready.complete(null);
+        link.peer.ready.complete(null);
         activate(link);
     }
 
@@ -823,6 +1005,12 @@ final class FabricTransport implements Transport {
 
     private void enqueue(OutboundFrame frame) {
         Link link = frame.link;
+        while (link.retiredTo != null) {
+            link.waiting.decrementAndGet();
+            link = link.retiredTo;
+            link.waiting.incrementAndGet();
+            frame.link = link;
+        }
         if (link.peer.failure() != null) {
             link.waiting.decrementAndGet();
             failSend(frame, link.peer.failure());
@@ -1198,13 +1386,13 @@ final class FabricTransport implements Transport {
         }
     }
 
+    /**
+     * The send completed: the message is in the peer's receive buffer (eager) or was pulled
+     * (rendezvous). It stays a success even if the peer failed since: it was delivered.
+     */
     private void completeSend(OutboundFrame frame) {
         window.release(frame.link, frame.length);
         activate(frame.link);
-        if (frame.link.peer.failure() != null) {
-            frame.free();
-            return;
-        }
         messagesSent.increment();
         bytesSent.add(frame.length);
         frame.free();
@@ -1410,7 +1598,7 @@ final class FabricTransport implements Transport {
             }
         }
         peers.remove(peer.address(), peer);
-        closeQuietly(peer.control);
+        peer.control.close();
         if (first && notify && !closed) {
             try {
                 handler.onPeerClosed(peer, cause);

@@ -21,6 +21,10 @@ final class Link {
     Endpoint endpoint;
     long address;
     boolean ready;
+    /** The route of the peer this link serves (see {@link FabricPeer}). */
+    int route;
+    /** Set when the link could not be opened: its traffic goes to this link instead. */
+    volatile Link retiredTo;
     /** Receive buffers this side posts for the link: the credits it grants the peer. */
     int granted;
     /** Receive buffers set aside for this link (posted once its endpoint exists). */

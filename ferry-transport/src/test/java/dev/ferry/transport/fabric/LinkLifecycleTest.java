@@ -1,0 +1,235 @@
+package dev.ferry.transport.fabric;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import dev.ferry.transport.InboundMessage;
+import dev.ferry.transport.MessageHandler;
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.TransportException;
+import dev.ferry.transport.Transports;
+
+/**
+ * Links open when streams need them and never beyond {@code maxLinks}; the control channel's
+ * heartbeats keep idle peers alive and declare silent ones failed.
+ */
+@Timeout(60)
+class LinkLifecycleTest {
+
+    private final List<Transport> opened = new ArrayList<>();
+
+    @AfterEach
+    void close() {
+        opened.forEach(Transport::close);
+    }
+
+    private Transport open(TransportConfig config, MessageHandler handler) {
+        Transport t = Transports.open(config, handler);
+        opened.add(t);
+        return t;
+    }
+
+    private static TransportConfig config(String provider) {
+        return TransportConfig.defaults(provider).withPools(16L << 20, 16L << 20, 16L << 20);
+    }
+
+    /** Records each stream's sequence numbers in arrival order. */
+    private static final class Recorder implements MessageHandler {
+        final Map<Integer, List<Integer>> seen = new ConcurrentHashMap<>();
+
+        @Override
+        public void onMessage(Peer from, InboundMessage message) {
+            int stream = message.segment().get(ValueLayout.JAVA_INT_UNALIGNED, 0);
+            int seq = message.segment().get(ValueLayout.JAVA_INT_UNALIGNED, 4);
+            seen.computeIfAbsent(stream, s -> new CopyOnWriteArrayList<>()).add(seq);
+            message.release();
+        }
+
+        int count() {
+            return seen.values().stream().mapToInt(List::size).sum();
+        }
+
+        void assertInOrder(int streams, int perStream) {
+            for (int s = 0; s < streams; s++) {
+                List<Integer> got = seen.get(s);
+                assertEquals(perStream, got == null ? 0 : got.size(), "stream " + s + " count");
+                for (int i = 0; i < perStream; i++) {
+                    assertEquals(i, got.get(i), "stream " + s + " order");
+                }
+            }
+        }
+    }
+
+    private static void sendAll(Peer peer, int streams, int perStream) throws Exception {
+        List<CompletableFuture<Void>> futures = new ArrayList<>();
+        for (int i = 0; i < perStream; i++) {
+            for (int s = 0; s < streams; s++) {
+                OutboundMessage m = peer.allocate(64 + s * 300);
+                m.segment().set(ValueLayout.JAVA_INT_UNALIGNED, 0, s);
+                m.segment().set(ValueLayout.JAVA_INT_UNALIGNED, 4, i);
+                futures.add(peer.send(s, m));
+            }
+        }
+        for (CompletableFuture<Void> f : futures) {
+            f.get(20, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    void aConnectedPeerOpensItsSecondLinkOnlyWhenAStreamNeedsIt() throws Exception {
+        TransportConfig config = config("tcp").withLinks(2, 64);
+        Recorder received = new Recorder();
+        Transport server = open(config, received);
+        Transport client = open(config, (from, m) -> m.release());
+        Peer peer = client.connect(server.localAddress());
+        assertEquals(1, client.counters().linksOpen(), "connect opens the first link only");
+        sendAll(peer, 1, 20); // stream 0: the first link
+        assertEquals(1, client.counters().linksOpen());
+        sendAll(peer, 4, 50); // streams 1 and 3 need the second link
+        assertTrue(waitFor(() -> client.counters().linksOpen() == 2 && server.counters().linksOpen() == 2, 10_000),
+                "links: client " + client.counters().linksOpen() + ", server " + server.counters().linksOpen());
+        assertTrue(waitFor(() -> received.count() == 20 + 200, 10_000));
+        // Stream 0 saw 20 then 50 more, numbered from 0 again: check the streams that started fresh.
+        for (int s = 1; s < 4; s++) {
+            List<Integer> got = received.seen.get(s);
+            assertEquals(50, got.size());
+            for (int i = 0; i < 50; i++) {
+                assertEquals(i, got.get(i));
+            }
+        }
+    }
+
+    @Test
+    void theProcessCapOnLinksMakesRoutesShareTheFirstLink() throws Exception {
+        Recorder received = new Recorder();
+        Transport server = open(config("tcp").withLinks(2, 64), received);
+        Transport client = open(config("tcp").withLinks(2, 1), (from, m) -> m.release());
+        Peer peer = client.connect(server.localAddress());
+        sendAll(peer, 6, 100);
+        assertTrue(waitFor(() -> received.count() == 600, 10_000));
+        received.assertInOrder(6, 100);
+        assertEquals(1, client.counters().linksOpen());
+        assertEquals(1, server.counters().linksOpen());
+    }
+
+    @Test
+    void aLinkThePeerRefusesHandsItsQueuedMessagesToTheFirstLinkInOrder() throws Exception {
+        Recorder received = new Recorder();
+        // The server may hold one link in all: it refuses the client's second.
+        Transport server = open(config("tcp").withLinks(2, 1), received);
+        Transport client = open(config("tcp").withLinks(2, 64), (from, m) -> m.release());
+        Peer peer = client.connect(server.localAddress());
+        sendAll(peer, 6, 100);
+        assertTrue(waitFor(() -> received.count() == 600, 10_000));
+        received.assertInOrder(6, 100);
+        assertEquals(1, server.counters().linksOpen());
+        assertTrue(waitFor(() -> client.counters().linksOpen() == 1, 10_000));
+        assertEquals(0, client.counters().linkFailures());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void heartbeatsKeepAnIdlePeerAlive(String provider) throws Exception {
+        TransportConfig config = config(provider).withHeartbeat(50, 300);
+        CountDownLatch lost = new CountDownLatch(1);
+        Transport server = open(config, closedLatch(lost));
+        Transport client = open(config, closedLatch(lost));
+        Peer peer = client.connect(server.localAddress());
+        assertFalse(lost.await(1_500, TimeUnit.MILLISECONDS), "an idle but live peer was declared failed");
+        assertTrue(peer.isOpen());
+        sendAll(peer, 1, 1);
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void aPeerThatStopsItsHeartbeatsIsDeclaredFailed(String provider) throws Exception {
+        TransportConfig config = config(provider).withHeartbeat(50, 300);
+        CopyOnWriteArrayList<Throwable> causes = new CopyOnWriteArrayList<>();
+        CountDownLatch lost = new CountDownLatch(1);
+        Transport server = open(config, new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, InboundMessage message) {
+                message.release();
+            }
+        });
+        Transport client = open(config, new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, InboundMessage message) {
+                message.release();
+            }
+
+            @Override
+            public void onPeerClosed(Peer p, Throwable cause) {
+                causes.add(cause);
+                lost.countDown();
+            }
+        });
+        Peer peer = client.connect(server.localAddress());
+        sendAll(peer, 1, 1);
+        // The server hangs, as far as its control channel tells: its data path still works.
+        ((FabricTransport) server).pauseHeartbeats(true);
+        assertTrue(lost.await(20, TimeUnit.SECONDS), "a silent peer was not declared failed");
+        assertTrue(causes.getFirst().getMessage().contains("no heartbeat"), causes.getFirst().getMessage());
+        assertFalse(peer.isOpen());
+        TransportException refused = assertThrows(TransportException.class, () -> peer.allocate(8));
+        assertTrue(refused.getMessage().contains("failed"), refused.getMessage());
+        ((FabricTransport) server).pauseHeartbeats(false);
+        // Once it speaks again, a new connection works.
+        Peer again = client.connect(server.localAddress());
+        try {
+            sendAll(again, 2, 5);
+        } catch (ExecutionException e) {
+            assertInstanceOf(TransportException.class, e.getCause());
+            throw e;
+        }
+    }
+
+    private static MessageHandler closedLatch(CountDownLatch latch) {
+        return new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, InboundMessage message) {
+                message.release();
+            }
+
+            @Override
+            public void onPeerClosed(Peer peer, Throwable cause) {
+                latch.countDown();
+            }
+        };
+    }
+
+    private static boolean waitFor(BooleanSupplier condition, long millis) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                return false;
+            }
+            Thread.sleep(5);
+        }
+        return true;
+    }
+}

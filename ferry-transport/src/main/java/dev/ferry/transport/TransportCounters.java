@@ -19,6 +19,9 @@ package dev.ferry.transport;
  * @param reposts receive buffers reposted after the application released them
  * @param receiveBuffersHeld receive buffers the application holds now (not yet released)
  * @param linkFailures links closed by an error or a bad frame
+ * @param creditsGranted receive credits granted to busy peers beyond their first grant, from a
+ *     receive queue shared by all peers
+ * @param creditsReclaimed receive credits taken back from idle peers, to grant to busy ones
  */
 public record TransportCounters(
         int linksOpen,
@@ -35,5 +38,7 @@ public record TransportCounters(
         long peakBytesInFlight,
         long reposts,
         long receiveBuffersHeld,
-        long linkFailures) {
+        long linkFailures,
+        long creditsGranted,
+        long creditsReclaimed) {
 }

@@ -81,6 +81,14 @@ final class FabricTransport implements Transport {
     /** The endpoint was closed under the operation: its completion, if any comes, is ignored. */
     private static final byte DEAD = 5;
     private static final long QUARANTINE_NANOS = 5_000_000_000L;
+    /** How often a shared receive queue's grants are reviewed. */
+    private static final long REBALANCE_NANOS = 10_000_000L;
+    /** A link with no frame for this long gives its credits above the floor back. */
+    private static final long IDLE_LINK_NANOS = 100_000_000L;
+    /** A link with a frame this recent may be granted more, up to receiveBuffersPerLink. */
+    private static final long ACTIVE_LINK_NANOS = 20_000_000L;
+    /** Credits an idle link keeps: a message and the reserve for credit returns. */
+    private static final int CREDIT_FLOOR = ReceiveCredits.RESERVE + 2;
 
     private final TransportConfig config;
     private final MessageHandler handler;
@@ -130,6 +138,9 @@ final class FabricTransport implements Transport {
     private long sharedPosted;
     private long sharedGranted;
     private long loops;
+    private long lastRebalance;
+    /** The progress thread's clock, read once per batch of completions. */
+    private long batchNanos;
 
     // Counters.
     private final LongAdder messagesSent = new LongAdder();
@@ -143,6 +154,8 @@ final class FabricTransport implements Transport {
     private final LongAdder reposts = new LongAdder();
     private final AtomicLong held = new AtomicLong();
     private final LongAdder linkFailures = new LongAdder();
+    private final LongAdder creditsGranted = new LongAdder();
+    private final LongAdder creditsReclaimed = new LongAdder();
     private volatile int linksOpen;
 
     FabricTransport(TransportConfig config, MessageHandler handler) {
@@ -294,7 +307,7 @@ final class FabricTransport implements Transport {
             out.writeInt(created.length);
             for (Link link : created) {
                 out.writeInt(link.id);
-                out.writeInt(link.granted);
+                out.writeInt(link.firstGrant);
             }
             out.flush();
             DataInputStream in = new DataInputStream(socket.getInputStream());
@@ -442,7 +455,7 @@ final class FabricTransport implements Transport {
             out.writeInt(created.length);
             for (Link link : created) {
                 out.writeInt(link.id);
-                out.writeInt(link.granted);
+                out.writeInt(link.firstGrant);
             }
             out.flush();
             socket.setSoTimeout(0);
@@ -594,7 +607,7 @@ final class FabricTransport implements Transport {
             peer.control.linkRefused(remoteId, e.getMessage());
             return;
         }
-        peer.control.linkOpened(remoteId, made.id, made.granted);
+        peer.control.linkOpened(remoteId, made.id, made.firstGrant);
     }
 
     /** The peer accepted a link this side asked for: progress thread. */
@@ -728,6 +741,7 @@ final class FabricTransport implements Transport {
             }
             Link link = new Link(peer, links.size(), new ReceiveCredits(grant, 0));
             link.granted = grant;
+            link.firstGrant = grant;
             link.reserved = got.toArray(RegisteredBuffer[]::new);
             links.add(link);
             made[i] = link;
@@ -899,6 +913,13 @@ final class FabricTransport implements Transport {
                 }
                 if ((loops & 1023) == 0 && !quarantine.isEmpty()) {
                     releaseQuarantined();
+                }
+                if (type == EndpointType.RDM && (loops & 63) == 0) {
+                    long now = System.nanoTime();
+                    if (now - lastRebalance >= REBALANCE_NANOS) {
+                        lastRebalance = now;
+                        work += rebalance(now);
+                    }
                 }
                 work += pump();
                 if (work > 0) {
@@ -1207,6 +1228,9 @@ final class FabricTransport implements Transport {
 
     private int poll(CompletionBatch batch) {
         int n = sources ? cq.readFrom(batch) : cq.read(batch);
+        if (n > 0) {
+            batchNanos = System.nanoTime();
+        }
         if (n == CompletionQueue.ERROR_AVAILABLE) {
             CompletionError error = cq.readError();
             if (error != null) {
@@ -1269,6 +1293,9 @@ final class FabricTransport implements Transport {
         activate(link);
         byte kind = FrameDescriptor.type(frame);
         int stream = FrameDescriptor.stream(frame);
+        if (kind == FrameDescriptor.EAGER || kind == FrameDescriptor.RNDV_REQ) {
+            link.lastArrivalNanos = batchNanos; // messages, not control frames, make a link busy
+        }
         switch (kind) {
             case FrameDescriptor.EAGER -> {
                 long length = FrameDescriptor.length(frame);
@@ -1299,8 +1326,90 @@ final class FabricTransport implements Transport {
                 }
                 completeSend(sent);
             }
+            case FrameDescriptor.RECLAIM -> {
+                int given = link.credits.yieldUpTo((int) FrameDescriptor.cookie(frame), CREDIT_FLOOR);
+                recycle(buffer, link);
+                RegisteredBuffer b = controlBuffers.poll();
+                if (b == null) {
+                    linkFailure(link, "out of control buffers");
+                    return;
+                }
+                link.control.add(OutboundFrame.control(link.peer, b, FrameDescriptor.YIELD, given));
+            }
+            case FrameDescriptor.YIELD -> {
+                int given = (int) FrameDescriptor.cookie(frame);
+                recycle(buffer, link);
+                if (!link.reclaimPending || given > link.credits.window() - CREDIT_FLOOR
+                        || given > link.credits.peerHeld()) {
+                    linkFailure(link, "gave back " + given + " credits unasked or beyond its grant");
+                    return;
+                }
+                link.reclaimPending = false;
+                link.credits.withdrawn(given);
+                link.granted -= given;
+                sharedGranted -= given;
+                creditsReclaimed.add(given);
+            }
             default -> recycle(buffer, link); // CREDIT: the header did the work
         }
+    }
+
+    /**
+     * Reviews the grants of a shared receive queue: credits go back from links idle for
+     * {@link #IDLE_LINK_NANOS} (down to {@link #CREDIT_FLOOR}), and links with recent traffic
+     * are granted more, up to {@code receiveBuffersPerLink}, from what no link holds (half of it
+     * at a time, so that one busy peer cannot take it all at once). Progress thread.
+     */
+    private int rebalance(long now) {
+        long queue = Math.max(CREDIT_FLOOR, session.info().rxSize());
+        int want = config.receiveBuffersPerLink() + ReceiveCredits.RESERVE;
+        int work = 0;
+        for (int i = 0, n = links.size(); i < n; i++) {
+            Link link = links.get(i);
+            if (!link.ready || link.peer.failure() != null || link.reclaimPending) {
+                continue;
+            }
+            long quiet = now - link.lastArrivalNanos;
+            if (quiet > IDLE_LINK_NANOS && link.granted > CREDIT_FLOOR) {
+                // Credits not yet returned are taken back without asking; the rest the peer gives.
+                int kept = link.credits.keepOwed(link.granted - CREDIT_FLOOR);
+                link.granted -= kept;
+                sharedGranted -= kept;
+                creditsReclaimed.add(kept);
+                int ask = Math.min(link.granted, link.credits.peerHeld()) - CREDIT_FLOOR;
+                if (ask <= 0) {
+                    continue;
+                }
+                RegisteredBuffer b = controlBuffers.poll();
+                if (b == null) {
+                    return work;
+                }
+                link.reclaimPending = true;
+                link.control.add(OutboundFrame.control(link.peer, b, FrameDescriptor.RECLAIM, ask));
+                activate(link);
+                work++;
+            } else if (quiet < ACTIVE_LINK_NANOS && link.granted < want) {
+                int extra = (int) Math.min(want - link.granted, (queue - sharedGranted) / 2);
+                while (sharedPosted < sharedGranted + extra) {
+                    RegisteredBuffer b = allocator.tryAllocate(PoolKind.RECEIVE, receiveBytes);
+                    if (b == null) {
+                        break;
+                    }
+                    postShared(b);
+                    sharedPosted++;
+                }
+                extra = (int) Math.min(extra, sharedPosted - sharedGranted);
+                if (extra > 0) {
+                    sharedGranted += extra;
+                    link.granted += extra;
+                    link.credits.grant(extra);
+                    creditsGranted.add(extra);
+                    activate(link);
+                    work++;
+                }
+            }
+        }
+        return work;
     }
 
     private Link linkFrom(long source) {
@@ -1668,7 +1777,8 @@ final class FabricTransport implements Transport {
         }
         return new TransportCounters(linksOpen, messagesSent.sum(), messagesReceived.sum(), bytesSent.sum(),
                 bytesReceived.sum(), eagerSent.sum(), rendezvousSent.sum(), credits, creditStalls.sum(),
-                windowStalls.sum(), window.inFlight(), window.peak(), reposts.sum(), held.get(), linkFailures.sum());
+                windowStalls.sum(), window.inFlight(), window.peak(), reposts.sum(), held.get(), linkFailures.sum(),
+                creditsGranted.sum(), creditsReclaimed.sum());
     }
 
     @Override
@@ -1748,6 +1858,22 @@ final class FabricTransport implements Transport {
         };
         command(attempt[0]);
         posted.orTimeout(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS).join();
+    }
+
+    /** One line per link: its state, credits and queues; for diagnostics. */
+    String describeLinks() {
+        return onProgress(() -> {
+            StringBuilder b = new StringBuilder();
+            for (Link link : links) {
+                b.append(link).append(link.ready ? " ready" : " down").append(link.peer.failure() != null ? " failed" : "")
+                        .append(" granted=").append(link.granted).append(" window=").append(link.credits.window())
+                        .append(" peerHeld=").append(link.credits.peerHeld()).append(" owed=").append(link.credits.owed())
+                        .append(" available=").append(link.credits.available()).append(" queued=").append(link.queue.size())
+                        .append(" control=").append(link.control.size()).append(" reclaimPending=").append(link.reclaimPending)
+                        .append(" quietMs=").append((System.nanoTime() - link.lastArrivalNanos) / 1_000_000).append('\n');
+            }
+            return b.append("shared posted=").append(sharedPosted).append(" granted=").append(sharedGranted).toString();
+        });
     }
 
     @Override

@@ -21,7 +21,8 @@ import java.nio.ByteOrder;
  *   <li>{@code link id}: the receiver's id of the link, which names the sender on shared
  *       (reliable-datagram) endpoints;</li>
  *   <li>{@code length}: payload bytes that follow (EAGER) or the size to pull (RNDV_REQ);</li>
- *   <li>{@code cookie}: the sender's token for a rendezvous, echoed in RNDV_DONE.</li>
+ *   <li>{@code cookie}: the sender's token for a rendezvous, echoed in RNDV_DONE; the number
+ *       of credits asked for in RECLAIM or given back in YIELD.</li>
  * </ul>
  *
  * A send buffer reserves {@link #PAYLOAD_OFFSET} bytes before the payload, so that either frame
@@ -33,6 +34,10 @@ final class FrameDescriptor {
     static final byte RNDV_REQ = 2;
     static final byte RNDV_DONE = 3;
     static final byte CREDIT = 4;
+    /** The receiver asks for {@code cookie} of the credits it granted back (the link is idle). */
+    static final byte RECLAIM = 5;
+    /** The sender gives {@code cookie} credits back, after a {@link #RECLAIM}. */
+    static final byte YIELD = 6;
     static final byte VERSION = 1;
 
     static final int HEADER = 32;
@@ -128,6 +133,8 @@ final class FrameDescriptor {
                     ? "rendezvous of " + length + " bytes in a frame of " + received + " (limit " + maxMessage + ")"
                     : null;
             case RNDV_DONE, CREDIT -> received != HEADER ? "control frame of " + received + " bytes" : null;
+            case RECLAIM, YIELD -> received != HEADER ? "control frame of " + received + " bytes"
+                    : cookie(frame) < 0 || cookie(frame) > MAX_CREDITS ? "credit count " + cookie(frame) : null;
             default -> "unknown frame type " + type(frame);
         };
     }

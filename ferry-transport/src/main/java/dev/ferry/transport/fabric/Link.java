@@ -27,6 +27,15 @@ final class Link {
     volatile Link retiredTo;
     /** Receive buffers this side posts for the link: the credits it grants the peer. */
     int granted;
+    /**
+     * The grant when the link was made: what the handshake tells the peer. Later grants go in
+     * frame headers, so the handshake must not announce them again.
+     */
+    int firstGrant;
+    /** When a frame last arrived on the link (progress thread's clock). */
+    long lastArrivalNanos = System.nanoTime();
+    /** A RECLAIM went out and its YIELD has not come back. */
+    boolean reclaimPending;
     /** Receive buffers set aside for this link (posted once its endpoint exists). */
     RegisteredBuffer[] reserved;
 

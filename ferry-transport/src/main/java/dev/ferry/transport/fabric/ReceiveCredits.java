@@ -12,13 +12,19 @@ package dev.ferry.transport.fabric;
  * ({@code owed}) and what the peer still holds ({@code peerHeld}). Credits go back in the header
  * of any frame to the peer; a credit-only frame goes once half the window is owed, or as soon as
  * the peer runs low, whichever comes first.
+ *
+ * <p>The grant moves: a receiver with buffers to spare grants an active peer more
+ * ({@link #grant}), and takes credits back from an idle one: it asks, the peer gives up what it
+ * holds beyond a floor ({@link #yieldUpTo}), and the receiver counts them gone
+ * ({@link #withdrawn}).
  */
 final class ReceiveCredits {
 
     /** Credits kept for credit-return frames. */
     static final int RESERVE = 2;
 
-    private final int window;
+    /** Credits the peer may hold at most: the buffers this side sets aside for the link. */
+    private int window;
     /** Credits this side may spend sending to the peer. Written by the progress thread. */
     private volatile int available;
     private int owed;
@@ -82,5 +88,48 @@ final class ReceiveCredits {
 
     int owed() {
         return owed;
+    }
+
+    /** Credits this side grants the peer now. */
+    int window() {
+        return window;
+    }
+
+    /** Receiver: {@code extra} more buffers are set aside for the peer; they go back as credits. */
+    void grant(int extra) {
+        window += extra;
+        owed += extra;
+    }
+
+    /**
+     * Sender: the receiver asked for {@code asked} credits back. Gives up as many as it holds
+     * beyond {@code floor}, never more than asked; returns how many.
+     */
+    int yieldUpTo(int asked, int floor) {
+        int given = Math.max(0, Math.min(asked, available - floor));
+        available -= given;
+        return given;
+    }
+
+    /**
+     * Receiver: keeps up to {@code max} of the credits owed (reposted, not yet returned) instead
+     * of returning them; returns how many.
+     */
+    int keepOwed(int max) {
+        int kept = Math.max(0, Math.min(owed, max));
+        owed -= kept;
+        window -= kept;
+        return kept;
+    }
+
+    /** Receiver: the peer gave {@code credits} back. */
+    void withdrawn(int credits) {
+        window -= credits;
+        peerHeld -= credits;
+    }
+
+    /** Credits the peer holds, as this side counts them. */
+    int peerHeld() {
+        return peerHeld;
     }
 }

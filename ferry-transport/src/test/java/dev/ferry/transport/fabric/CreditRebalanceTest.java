@@ -1,0 +1,147 @@
+package dev.ferry.transport.fabric;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import dev.ferry.transport.InboundMessage;
+import dev.ferry.transport.MessageHandler;
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.TransportCounters;
+import dev.ferry.transport.Transports;
+
+/**
+ * On a receive queue shared by all peers, credits move to where the traffic is: a receiver takes
+ * them back from idle peers and grants them to busy ones, and nothing is lost on the way.
+ */
+@Timeout(60)
+class CreditRebalanceTest {
+
+    private final List<Transport> opened = new ArrayList<>();
+
+    @AfterEach
+    void close() {
+        opened.forEach(Transport::close);
+    }
+
+    private Transport open(TransportConfig config, MessageHandler handler) {
+        Transport t = Transports.open(config, handler);
+        opened.add(t);
+        return t;
+    }
+
+    /** Sequence numbers per sender, in arrival order. */
+    private static final class Recorder implements MessageHandler {
+        final ConcurrentHashMap<Integer, List<Integer>> seen = new ConcurrentHashMap<>();
+
+        @Override
+        public void onMessage(Peer from, InboundMessage message) {
+            int sender = message.segment().get(ValueLayout.JAVA_INT_UNALIGNED, 0);
+            int seq = message.segment().get(ValueLayout.JAVA_INT_UNALIGNED, 4);
+            seen.computeIfAbsent(sender, s -> new CopyOnWriteArrayList<>()).add(seq);
+            message.release();
+        }
+
+        int count(int sender) {
+            List<Integer> got = seen.get(sender);
+            return got == null ? 0 : got.size();
+        }
+
+        void assertExactlyInOrder(int sender, int total) {
+            List<Integer> got = seen.get(sender);
+            assertEquals(total, got.size(), "messages from sender " + sender);
+            for (int i = 0; i < total; i++) {
+                assertEquals(i, got.get(i), "order of sender " + sender);
+            }
+        }
+    }
+
+    private static int send(Peer peer, int sender, int from, int count) throws Exception {
+        List<CompletableFuture<Void>> futures = new ArrayList<>();
+        for (int i = from; i < from + count; i++) {
+            OutboundMessage m = peer.allocate(256);
+            m.segment().set(ValueLayout.JAVA_INT_UNALIGNED, 0, sender);
+            m.segment().set(ValueLayout.JAVA_INT_UNALIGNED, 4, i);
+            futures.add(peer.send(0, m));
+        }
+        for (CompletableFuture<Void> f : futures) {
+            f.get(20, TimeUnit.SECONDS);
+        }
+        return from + count;
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm"})
+    void creditsMoveFromIdlePeersToBusyOnes(String provider) throws Exception {
+        TransportConfig config = TransportConfig.defaults(provider).withPools(16L << 20, 64L << 20, 16L << 20);
+        Recorder received = new Recorder();
+        Transport server = open(config, received);
+        int senders = 3;
+        Transport[] clients = new Transport[senders];
+        Peer[] peers = new Peer[senders];
+        int[] next = new int[senders];
+        for (int c = 0; c < senders; c++) {
+            clients[c] = open(config, (from, m) -> m.release());
+            peers[c] = clients[c].connect(server.localAddress());
+            next[c] = send(peers[c], c, 0, 300);
+        }
+        // Sender 0 keeps going; senders 1 and 2 fall idle and give their credits back, down to
+        // the floor of one message and the reserve for credit returns.
+        long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(600);
+        while (System.nanoTime() < until) {
+            next[0] = send(peers[0], 0, next[0], 100);
+        }
+        int floor = ReceiveCredits.RESERVE + 2;
+        assertTrue(waitFor(() -> clients[1].counters().creditsAvailable() <= floor
+                && clients[2].counters().creditsAvailable() <= floor, 10_000),
+                () -> "idle senders still hold " + clients[1].counters().creditsAvailable() + " and "
+                        + clients[2].counters().creditsAvailable() + " credits\nserver:\n"
+                        + ((FabricTransport) server).describeLinks() + "\nclient 1:\n"
+                        + ((FabricTransport) clients[1]).describeLinks());
+        TransportCounters s = server.counters();
+        assertTrue(s.creditsReclaimed() > 0, "nothing reclaimed: " + s);
+        assertTrue(s.creditsGranted() > 0, "the busy sender was granted nothing more: " + s);
+
+        // An idle sender that speaks again is served, in order, and its grant grows back.
+        next[1] = send(peers[1], 1, next[1], 2_000);
+        for (int c = 0; c < senders; c++) {
+            int sender = c;
+            int total = next[c];
+            assertTrue(waitFor(() -> received.count(sender) == total, 10_000));
+            received.assertExactlyInOrder(sender, total);
+        }
+        for (Transport client : clients) {
+            assertTrue(client.counters().creditsAvailable() >= 0);
+            assertEquals(0, client.counters().linkFailures());
+        }
+        assertEquals(0, server.counters().linkFailures());
+        assertEquals(0, server.counters().receiveBuffersHeld());
+    }
+
+    private static boolean waitFor(BooleanSupplier condition, long millis) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                return false;
+            }
+            Thread.sleep(5);
+        }
+        return true;
+    }
+}

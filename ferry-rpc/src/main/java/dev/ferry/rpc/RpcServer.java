@@ -442,17 +442,17 @@ public final class RpcServer implements AutoCloseable {
 
     /** Sends a stored frame; on the progress thread only if a buffer is free now, else via the executor. */
     private void replay(Peer to, int stream, byte[] frame, boolean onProgressThread) {
-        OutboundMessage out = onProgressThread || isProgressThread() ? to.tryAllocate(frame.length) : null;
-        if (out == null && (onProgressThread || isProgressThread())) {
-            offload(() -> replay(to, stream, frame, false));
+        boolean mayNotWait = onProgressThread || isProgressThread();
+        OutboundMessage out;
+        try {
+            out = mayNotWait ? to.tryAllocate(frame.length) : to.allocate(frame.length);
+        } catch (RuntimeException e) {
+            // The peer failed: the client resends on its next link and gets the stored outcome then.
+            LOG.log(System.Logger.Level.DEBUG, "could not answer " + to.address() + ": " + e.getMessage());
             return;
         }
-        try {
-            if (out == null) {
-                out = to.allocate(frame.length);
-            }
-        } catch (RuntimeException e) {
-            LOG.log(System.Logger.Level.DEBUG, "could not answer " + to.address() + ": " + e.getMessage());
+        if (out == null) {
+            offload(() -> replay(to, stream, frame, false));
             return;
         }
         MemorySegment.copy(frame, 0, out.segment(), java.lang.foreign.ValueLayout.JAVA_BYTE, 0, frame.length);

@@ -7,6 +7,7 @@ import java.util.concurrent.TimeUnit;
 import dev.ferry.transport.InboundMessage;
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
+import dev.ferry.transport.TransportException;
 
 /**
  * One call as its handler sees it: the request (a view of the registered receive buffer), the
@@ -24,7 +25,10 @@ public final class ServerCall {
     private final boolean inline;
     private volatile boolean cancelled;
     OutboundMessage reply;
-    /** A heap reply, when an inline handler found the send pool empty (it must not wait on it). */
+    /**
+     * A heap reply, when an inline handler found the send pool empty (it must not wait on it) or
+     * the caller's link failed.
+     */
     MemorySegment heapReply;
     private int replyLength = -1;
 
@@ -90,8 +94,18 @@ public final class ServerCall {
             throw new IllegalArgumentException("negative reply length " + length);
         }
         replyLength = length;
-        OutboundMessage message = inline ? peer.tryAllocate(RpcDescriptor.HEADER + length)
-                : peer.allocate(RpcDescriptor.HEADER + length);
+        OutboundMessage message;
+        try {
+            message = inline ? peer.tryAllocate(RpcDescriptor.HEADER + length)
+                    : peer.allocate(RpcDescriptor.HEADER + length);
+        } catch (TransportException e) {
+            if (peer.isOpen()) {
+                throw e;
+            }
+            // The caller's link failed under the handler. The call still completes: its outcome
+            // goes to the heap, and from there to the caller's retry on its next link.
+            message = null;
+        }
         if (message == null) {
             heapReply = Arena.ofAuto().allocate(RpcDescriptor.HEADER + (long) length);
             return RpcDescriptor.body(heapReply);

@@ -10,8 +10,12 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 
+import dev.ferry.memory.AllocatorConfig;
 import dev.ferry.rpc.fault.FaultInjector;
+import dev.ferry.rpc.fault.FaultyTransport;
+import dev.ferry.transport.TransportConfig;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -40,6 +44,21 @@ class RpcLoadTest extends RpcTestBase {
             }
             return TestService.logUniform(r, maxSize);
         }
+    }
+
+    /**
+     * The transport for {@code callers} threads that encode requests of up to {@code maxSize}
+     * bytes. Each thread that allocates send buffers may keep up to
+     * {@link AllocatorConfig#threadCacheBytesPerClass()} per size class cached, and buffers cached
+     * by a live thread are not handed to another (see {@code RegisteredAllocator}): the send pool
+     * must hold that slack. 64 callers with sizes up to 4 KiB keep up to 64 x 8 x 256 KiB; in a
+     * 32 MiB pool the pool runs dry with most of its memory idle in the callers' caches, and every
+     * call waits for a buffer that never comes back.
+     */
+    private static TransportConfig transport(String provider, int callers, int maxSize) {
+        int classes = 64 - Long.numberOfLeadingZeros(Math.max(64, maxSize + 256L) - 1) - 5; // 64 B .. maxSize
+        long slack = (long) callers * classes * AllocatorConfig.defaults().threadCacheBytesPerClass();
+        return transport(provider).withPools(Math.max(32L << 20, slack + (16L << 20)), 32L << 20, 64L << 20);
     }
 
     /** Runs the plan; returns the failures seen (empty when all is well). */
@@ -102,7 +121,7 @@ class RpcLoadTest extends RpcTestBase {
         Plan plan = new Plan(FULL ? 100_000 : 10_000, 16, 64 * 1024, FULL ? 500 : 1_000);
         TestService service = new TestService();
         RpcServer server = listen(server(rpc(), service), transport(provider));
-        RpcClient client = client(rpc(), transport(provider));
+        RpcClient client = client(rpc(), transport(provider, plan.callers(), plan.maxSize()));
         RpcChannel channel = client.channel(server.transports().getFirst().localAddress());
         assertTrue(channel.awaitConnected(10_000));
 
@@ -122,15 +141,16 @@ class RpcLoadTest extends RpcTestBase {
 
     @ParameterizedTest
     @MethodSource("providers")
-    @Timeout(600)
+    @Timeout(900)
     void injectedLinkFailuresLoseAndDuplicateNothing(String provider) throws Exception {
         int failures = FULL ? 1_000 : 50;
         Plan plan = new Plan(FULL ? 200_000 : 10_000, FULL ? 64 : 16, 4 * 1024, 0);
         RpcConfig config = rpc().withReconnect(1, 50, 10_000);
         TestService service = new TestService();
+        service.countExecutions = true;
         RpcServer server = listen(server(config, service), transport(provider));
         FaultInjector faults = new FaultInjector();
-        RpcClient client = client(config, transport(provider), null, faults);
+        RpcClient client = client(config, transport(provider, plan.callers(), plan.maxSize()), null, faults);
         RpcChannel channel = client.channel(server.transports().getFirst().localAddress());
         assertTrue(channel.awaitConnected(10_000));
 
@@ -140,16 +160,16 @@ class RpcLoadTest extends RpcTestBase {
             for (int f = 1; f <= failures; f++) {
                 long at = f * every;
                 while (completed.get() < at) {
-                    Thread.onSpinWait();
+                    LockSupport.parkNanos(50_000); // two cores: the callers and pollers need them
                     if (completed.get() >= plan.calls()) {
                         return;
                     }
                 }
                 faults.failLinks();
                 // Let the client reconnect before the next failure, so each one hits live traffic.
-                long wait = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+                long wait = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
                 while (!channel.isConnected() && System.nanoTime() < wait) {
-                    Thread.onSpinWait();
+                    LockSupport.parkNanos(50_000);
                 }
             }
         });
@@ -159,18 +179,33 @@ class RpcLoadTest extends RpcTestBase {
         breaker.join(10_000);
         RpcClientCounters counters = client.counters();
         RpcServerCounters serverCounters = server.counters();
-        System.out.printf("[rpc %s] %d calls, %d callers, %d link failures: %d ms; resends %d, replays %d,"
-                + " duplicates while running %d, sessions %d%n", provider, plan.calls(), plan.callers(),
-                faults.linksFailed(), took, counters.resends(), serverCounters.replays(),
-                serverCounters.duplicatesWhileRunning(), counters.sessionsOpened());
+        long[] runsPerCall = new long[4]; // calls run once, twice, three times, more
+        for (AtomicInteger runs : service.executions.values()) {
+            runsPerCall[Math.min(runs.get(), 4) - 1]++;
+        }
+        FaultyTransport faulty = faults.transports().getFirst();
+        System.out.printf("[rpc %s] %d calls, %d callers, %d link failures (peers closed): %d ms; calls run once %d,"
+                + " twice %d, 3 times %d, more %d; non-idempotent calls %d, each run once: %s; resends %d, replays %d,"
+                + " duplicates while running %d, sessions %d, connect failures %d, frames dropped after a failure %d%n",
+                provider, plan.calls(), plan.callers(), faults.linksFailed(), took, runsPerCall[0], runsPerCall[1],
+                runsPerCall[2], runsPerCall[3], service.runs.size(),
+                service.runs.values().stream().allMatch(r -> r.get() == 1), counters.resends(), serverCounters.replays(),
+                serverCounters.duplicatesWhileRunning(), counters.sessionsOpened(), counters.connectFailures(),
+                faulty.framesAfterFailure());
 
         assertTrue(problems.isEmpty(), () -> problems.size() + " calls failed, first: " + problems.getFirst());
         assertTrue(faults.linksFailed() >= failures, "only " + faults.linksFailed() + " links failed");
         assertEachRecordRanOnce(service, client, expectedRecords(plan));
+        assertEquals(plan.calls(), counters.calls());
         assertEquals(plan.calls(), counters.succeeded());
+        assertEquals(0, channel.pendingCalls());
+        // Call ids run 1..calls: the server ran every one of them (idempotent ones perhaps again
+        // after a failure, non-idempotent ones exactly once, checked above).
+        assertEquals(plan.calls(), service.executions.size(), "calls the server ran");
+        for (long id = 1; id <= plan.calls(); id++) {
+            assertTrue(service.executions.containsKey(id), "call " + id + " never ran");
+        }
         assertTrue(counters.sessionsOpened() > failures, "sessions opened: " + counters.sessionsOpened());
         assertTrue(counters.resends() > 0, "no call was resent");
-        // Stale copies of completed calls may still arrive (the decorator keeps the real links up) and
-        // are refused as "outcome lost": harmless, since every call above completed with its response.
     }
 }

@@ -31,15 +31,26 @@ public final class TestService {
 
     /** Runs of {@link #RECORD} per (client id, call id). */
     public final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
+    /** Runs of {@link #SIZED}, {@link #INLINE} and {@link #RECORD} per call id, when {@link #countExecutions}. */
+    public final Map<Long, AtomicInteger> executions = new ConcurrentHashMap<>();
+    /** Whether to fill {@link #executions} (for tests with one client). */
+    public volatile boolean countExecutions;
     public final AtomicLong cancelledSeen = new AtomicLong();
     /** Called with the seed of each run of {@link #RECORD}, before it answers. */
     public volatile java.util.function.LongConsumer onRecord = seed -> { };
 
     /** Registers every method on {@code server}. */
     public RpcServer register(RpcServer server) {
-        server.register(SIZED, TestService::answer);
-        server.register(INLINE, TestService::answer);
+        server.register(SIZED, call -> {
+            countExecution(call);
+            answer(call);
+        });
+        server.register(INLINE, call -> {
+            countExecution(call);
+            answer(call);
+        });
         server.register(RECORD, call -> {
+            countExecution(call);
             runs.computeIfAbsent(call.clientId() + ":" + call.callId(), k -> new AtomicInteger()).incrementAndGet();
             onRecord.accept(call.request().get(LONG, 0));
             answer(call);
@@ -63,6 +74,12 @@ public final class TestService {
             call.reply(8).set(LONG, 0, millis);
         });
         return server;
+    }
+
+    private void countExecution(ServerCall call) {
+        if (countExecutions) {
+            executions.computeIfAbsent(call.callId(), k -> new AtomicInteger()).incrementAndGet();
+        }
     }
 
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;

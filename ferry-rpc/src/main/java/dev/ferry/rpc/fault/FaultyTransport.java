@@ -22,11 +22,12 @@ import dev.ferry.transport.Transports;
 /**
  * A transport that breaks on command, around a real one.
  *
- * <p>The application sees one {@link Peer} per link <em>incarnation</em>: failing a link fails
- * that peer (its sends fail, the handler hears {@code onPeerClosed}, frames still arriving for it
- * are dropped), and the next {@link #connect} or inbound frame makes a fresh one over the same
- * real peer. The real transport's links stay up, which the API cannot close; to the layer above
- * the effect is that of a link that died with frames in flight in both directions.
+ * <p>Failing a link is real: the decorator {@linkplain Peer#close() closes} the real peer, so its
+ * links go down, its sends in flight fail and the remote side sees the peer go, as after a link
+ * error. The application sees one {@link Peer} per real peer; the one failed by command fails at
+ * once (its sends fail, the handler hears {@code onPeerClosed}) and frames the real transport still
+ * delivers for it before its teardown completes are dropped. The next {@link #connect} opens a new
+ * real peer.
  *
  * <p>Buffers are the real transport's: encoding stays zero-copy through the decorator.
  */
@@ -34,7 +35,7 @@ public final class FaultyTransport implements Transport {
 
     private final Transport inner;
     private final MessageHandler handler;
-    private final ConcurrentHashMap<Peer, FaultyPeer> incarnations = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<Peer, FaultyPeer> peers = new ConcurrentHashMap<>();
     private volatile boolean refuseConnects;
     private final AtomicInteger connectsToRefuse = new AtomicInteger();
     private final AtomicInteger framesToDrop = new AtomicInteger();
@@ -44,6 +45,7 @@ public final class FaultyTransport implements Transport {
     private final AtomicLong framesDropped = new AtomicLong();
     private final AtomicLong framesDelayed = new AtomicLong();
     private final AtomicLong connectsRefused = new AtomicLong();
+    private final AtomicLong framesAfterFailure = new AtomicLong();
     private volatile ScheduledExecutorService delayer;
 
     private FaultyTransport(TransportConfig config, MessageHandler handler) {
@@ -66,7 +68,7 @@ public final class FaultyTransport implements Transport {
 
     /** Fails every link now, as if each had hit an error. */
     public void failLinks() {
-        for (FaultyPeer peer : List.copyOf(incarnations.values())) {
+        for (FaultyPeer peer : List.copyOf(peers.values())) {
             fail(peer, new TransportException("link to " + peer.address() + " failed (injected)"));
         }
     }
@@ -74,7 +76,7 @@ public final class FaultyTransport implements Transport {
     /** Fails the link to {@code address} now; false if there was none. */
     public boolean failLink(String address) {
         boolean any = false;
-        for (FaultyPeer peer : List.copyOf(incarnations.values())) {
+        for (FaultyPeer peer : List.copyOf(peers.values())) {
             if (peer.address().equals(address)) {
                 fail(peer, new TransportException("link to " + address + " failed (injected)"));
                 any = true;
@@ -129,11 +131,18 @@ public final class FaultyTransport implements Transport {
         return connectsRefused.get();
     }
 
+    /** Frames that arrived for a peer failed by command before its real teardown, dropped. */
+    public long framesAfterFailure() {
+        return framesAfterFailure.get();
+    }
+
     private void fail(FaultyPeer peer, TransportException cause) {
         if (peer.fail(cause)) {
-            incarnations.remove(peer.inner, peer);
             linksFailed.incrementAndGet();
             handler.onPeerClosed(peer, cause);
+            // The real links go down too. The entry stays until the real transport reports the
+            // peer closed, so that frames it still delivers meanwhile are recognised and dropped.
+            peer.inner.close();
         }
     }
 
@@ -151,12 +160,13 @@ public final class FaultyTransport implements Transport {
             connectsRefused.incrementAndGet();
             throw new TransportException("connect to " + address + " refused (injected)");
         }
-        return incarnation(inner.connect(address));
+        return peerFor(inner.connect(address));
     }
 
-    private FaultyPeer incarnation(Peer real) {
-        return incarnations.compute(real, (p, existing) -> existing != null && !existing.failed() ? existing
-                : new FaultyPeer(this, p));
+    /** The application's peer for {@code real}: one per real peer, failed for good once failed. */
+    private FaultyPeer peerFor(Peer real) {
+        FaultyPeer peer = peers.get(real);
+        return peer != null ? peer : peers.computeIfAbsent(real, p -> new FaultyPeer(this, p));
     }
 
     @Override
@@ -188,25 +198,30 @@ public final class FaultyTransport implements Transport {
         return d;
     }
 
-    /** Routes inbound frames to the current incarnation of their peer. */
+    /** Routes inbound frames to the application's peer for their real peer. */
     private final class Inbound implements MessageHandler {
 
         @Override
         public void onMessage(Peer from, InboundMessage message) {
-            FaultyPeer peer = incarnation(from);
+            FaultyPeer peer = peerFor(from);
+            if (peer.failed()) {
+                framesAfterFailure.incrementAndGet();
+                message.release();
+                return;
+            }
             handler.onMessage(peer, message);
         }
 
         @Override
         public void onPeerClosed(Peer peer, Throwable cause) {
-            FaultyPeer current = incarnations.remove(peer);
+            FaultyPeer current = peers.remove(peer);
             if (current != null && current.fail(cause)) {
                 handler.onPeerClosed(current, cause);
             }
         }
     }
 
-    /** One incarnation of a link to a real peer. */
+    /** The application's view of a real peer, which commands can fail. */
     static final class FaultyPeer implements Peer {
 
         private final FaultyTransport transport;
@@ -232,6 +247,7 @@ public final class FaultyTransport implements Transport {
 
         @Override
         public void close() {
+            // The real transport reports the close to the handler, which fails this peer.
             inner.close();
         }
 

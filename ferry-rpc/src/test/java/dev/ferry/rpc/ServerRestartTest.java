@@ -94,13 +94,9 @@ class ServerRestartTest extends RpcTestBase {
         }
     }
 
-    /**
-     * shm and netty by default. On {@code tcp} the fabric transport's links to a server restarted on
-     * the same port do not come up ("links to ... not up within 5000 ms"; reported to the transport
-     * owner); {@code -Dferry.rpc.restart.providers=shm,tcp,netty} runs it anyway.
-     */
+    /** shm, tcp and netty by default; {@code -Dferry.rpc.restart.providers} picks others. */
     static java.util.stream.Stream<String> restartProviders() {
-        return java.util.Arrays.stream(System.getProperty("ferry.rpc.restart.providers", "shm,netty").split(","));
+        return java.util.Arrays.stream(System.getProperty("ferry.rpc.restart.providers", "shm,tcp,netty").split(","));
     }
 
     @ParameterizedTest

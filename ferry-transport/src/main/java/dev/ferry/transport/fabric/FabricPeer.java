@@ -36,6 +36,8 @@ final class FabricPeer implements Peer {
     byte[] remoteFabricAddress;
     /** Bytes in flight to this peer; guarded by the {@link SendWindow}. */
     long inFlight;
+    /** Rendezvous bytes advertised to this peer and not released; guarded by the {@link SendWindow}. */
+    long rendezvousInFlight;
     /** Fabric-level handle of the peer (reliable-datagram sessions). */
     long fabricAddress = -1;
     final CompletableFuture<Void> ready = new CompletableFuture<>();

@@ -162,7 +162,7 @@ final class FabricTransport implements Transport {
         this.config = config;
         this.handler = handler;
         this.window = new SendWindow(config.sendWindowBytesPerLink(), config.sendWindowBytesPerPeer(),
-                config.sendWindowBytesPerProcess());
+                config.sendWindowBytesPerProcess(), config.eagerThreshold());
         this.receiveBytes = FrameDescriptor.HEADER + config.eagerThreshold();
         this.session = openSession(config);
         this.type = session.info().endpointType();

@@ -48,6 +48,8 @@ final class Link {
     final java.util.concurrent.atomic.AtomicInteger waiting = new java.util.concurrent.atomic.AtomicInteger();
     /** Bytes in flight on this link; guarded by the {@link SendWindow}. */
     long inFlight;
+    /** Rendezvous bytes advertised on this link and not released; guarded by the {@link SendWindow}. */
+    long rendezvousInFlight;
     boolean creditStalled;
     boolean windowStalled;
     boolean active;

@@ -5,32 +5,53 @@ package dev.ferry.transport.fabric;
  * rendezvous and not released) capped per link, per peer and per process, independently of
  * receive credits. A message larger than a window passes alone when that window is empty, so
  * nothing is stuck forever.
+ *
+ * <p>On links and peers, eager bytes and rendezvous bytes have windows of their own: eager
+ * bytes are pushed into the fabric, rendezvous bytes only advertised, and the receiver pulls
+ * them at its own pace. Kept apart, a large transfer filling its window never holds back the
+ * small messages behind it on the same link. The process window counts both together: it is
+ * the hard cap on all bytes in flight (only a message larger than it, passing alone, makes
+ * everything else wait for it).
  */
 final class SendWindow {
 
     private final long perLink;
     private final long perPeer;
     private final long perProcess;
-    private long inFlight;
+    private final long eagerThreshold;
+    private long eagerInFlight;
+    private long rendezvousInFlight;
     private long peak;
 
-    SendWindow(long perLink, long perPeer, long perProcess) {
+    /** Messages above {@code eagerThreshold} bytes count as rendezvous. */
+    SendWindow(long perLink, long perPeer, long perProcess, long eagerThreshold) {
         this.perLink = perLink;
         this.perPeer = perPeer;
         this.perProcess = perProcess;
+        this.eagerThreshold = eagerThreshold;
     }
 
     /** Takes room for {@code bytes} on {@code link}, or returns false if a window is full. */
     synchronized boolean tryAcquire(Link link, long bytes) {
         FabricPeer peer = link.peer;
-        if (!fits(link.inFlight, bytes, perLink) || !fits(peer.inFlight, bytes, perPeer)
-                || !fits(inFlight, bytes, perProcess)) {
-            return false;
+        if (bytes > eagerThreshold) {
+            if (!fits(link.rendezvousInFlight, bytes, perLink) || !fits(peer.rendezvousInFlight, bytes, perPeer)
+                    || !fits(eagerInFlight + rendezvousInFlight, bytes, perProcess)) {
+                return false;
+            }
+            link.rendezvousInFlight += bytes;
+            peer.rendezvousInFlight += bytes;
+            rendezvousInFlight += bytes;
+        } else {
+            if (!fits(link.inFlight, bytes, perLink) || !fits(peer.inFlight, bytes, perPeer)
+                    || !fits(eagerInFlight + rendezvousInFlight, bytes, perProcess)) {
+                return false;
+            }
+            link.inFlight += bytes;
+            peer.inFlight += bytes;
+            eagerInFlight += bytes;
         }
-        link.inFlight += bytes;
-        peer.inFlight += bytes;
-        inFlight += bytes;
-        peak = Math.max(peak, inFlight);
+        peak = Math.max(peak, eagerInFlight + rendezvousInFlight);
         return true;
     }
 
@@ -40,13 +61,20 @@ final class SendWindow {
 
     /** Gives back what {@link #tryAcquire} took. */
     synchronized void release(Link link, long bytes) {
-        link.inFlight -= bytes;
-        link.peer.inFlight -= bytes;
-        inFlight -= bytes;
+        if (bytes > eagerThreshold) {
+            link.rendezvousInFlight -= bytes;
+            link.peer.rendezvousInFlight -= bytes;
+            rendezvousInFlight -= bytes;
+        } else {
+            link.inFlight -= bytes;
+            link.peer.inFlight -= bytes;
+            eagerInFlight -= bytes;
+        }
     }
 
+    /** Bytes in flight, eager and rendezvous. */
     synchronized long inFlight() {
-        return inFlight;
+        return eagerInFlight + rendezvousInFlight;
     }
 
     synchronized long peak() {

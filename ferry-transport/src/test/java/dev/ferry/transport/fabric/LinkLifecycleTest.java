@@ -153,6 +153,35 @@ class LinkLifecycleTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"shm", "tcp"})
+    void aLargeTransferDoesNotHoldBackSmallMessagesOnTheSameLink(String provider) throws Exception {
+        TransportConfig config = TransportConfig.defaults(provider).withLinks(1, 64)
+                .withPools(128L << 20, 16L << 20, 128L << 20);
+        int large = 32 << 20;
+        List<Integer> order = new CopyOnWriteArrayList<>();
+        CountDownLatch all = new CountDownLatch(51);
+        Transport server = open(config, (from, message) -> {
+            order.add((int) message.segment().byteSize());
+            message.release();
+            all.countDown();
+        });
+        Transport client = open(config, (from, m) -> m.release());
+        Peer peer = client.connect(server.localAddress());
+        List<CompletableFuture<Void>> futures = new ArrayList<>();
+        futures.add(peer.send(0, peer.allocate(large)));
+        for (int i = 1; i <= 50; i++) {
+            futures.add(peer.send(i, peer.allocate(100 + i)));
+        }
+        assertTrue(all.await(30, TimeUnit.SECONDS), "delivered " + order.size() + " of 51");
+        for (CompletableFuture<Void> f : futures) {
+            f.get(10, TimeUnit.SECONDS);
+        }
+        int largeAt = order.indexOf(large);
+        assertEquals(50, largeAt, "the small messages on the same link waited for the large one: " + order);
+        assertEquals(0, client.counters().bytesInFlight());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
     void heartbeatsKeepAnIdlePeerAlive(String provider) throws Exception {
         TransportConfig config = config(provider).withHeartbeat(50, 300);
         CountDownLatch lost = new CountDownLatch(1);

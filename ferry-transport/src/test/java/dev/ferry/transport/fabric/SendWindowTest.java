@@ -45,7 +45,7 @@ class SendWindowTest {
 
     @Test
     void aLinkIsCappedOnItsOwn() throws Exception {
-        SendWindow window = new SendWindow(100, 1_000, 10_000);
+        SendWindow window = new SendWindow(100, 1_000, 10_000, 1_000_000);
         FabricPeer p = peer("a", 2);
         assertTrue(window.tryAcquire(p.links[0], 60));
         assertFalse(window.tryAcquire(p.links[0], 50), "link window is 100");
@@ -57,7 +57,7 @@ class SendWindowTest {
 
     @Test
     void aPeerIsCappedAcrossItsLinks() throws Exception {
-        SendWindow window = new SendWindow(100, 150, 10_000);
+        SendWindow window = new SendWindow(100, 150, 10_000, 1_000_000);
         FabricPeer p = peer("a", 2);
         assertTrue(window.tryAcquire(p.links[0], 100));
         assertFalse(window.tryAcquire(p.links[1], 60), "peer window is 150");
@@ -66,7 +66,7 @@ class SendWindowTest {
 
     @Test
     void theProcessIsCappedAcrossPeers() throws Exception {
-        SendWindow window = new SendWindow(100, 100, 250);
+        SendWindow window = new SendWindow(100, 100, 250, 1_000_000);
         FabricPeer a = peer("a", 1);
         FabricPeer b = peer("b", 1);
         FabricPeer c = peer("c", 1);
@@ -83,8 +83,33 @@ class SendWindowTest {
     }
 
     @Test
+    void aLargeTransferDoesNotHoldBackSmallMessagesOnTheSameLink() throws Exception {
+        SendWindow window = new SendWindow(100, 200, 10_000, 10);
+        FabricPeer p = peer("a", 1);
+        assertTrue(window.tryAcquire(p.links[0], 1_000), "a rendezvous passes alone");
+        assertFalse(window.tryAcquire(p.links[0], 500), "a second one waits for it");
+        for (int i = 0; i < 10; i++) {
+            assertTrue(window.tryAcquire(p.links[0], 10), "eager message " + i);
+        }
+        assertFalse(window.tryAcquire(p.links[0], 10), "the link's eager window is full too now");
+        assertEquals(1_100, window.inFlight());
+        window.release(p.links[0], 1_000);
+        assertTrue(window.tryAcquire(p.links[0], 500));
+    }
+
+    @Test
+    void theProcessWindowCountsEagerAndRendezvousTogether() throws Exception {
+        SendWindow window = new SendWindow(1_000, 1_000, 1_000, 10);
+        FabricPeer p = peer("a", 1);
+        assertTrue(window.tryAcquire(p.links[0], 995));
+        assertTrue(window.tryAcquire(p.links[0], 5));
+        assertFalse(window.tryAcquire(p.links[0], 1), "1,000 bytes in flight in the process");
+        assertEquals(1_000, window.peak());
+    }
+
+    @Test
     void aMessageLargerThanTheWindowPassesAloneWhenTheWindowIsEmpty() throws Exception {
-        SendWindow window = new SendWindow(100, 100, 100);
+        SendWindow window = new SendWindow(100, 100, 100, 1_000_000);
         FabricPeer p = peer("a", 1);
         assertTrue(window.tryAcquire(p.links[0], 1_000), "an empty window lets a large message pass");
         assertFalse(window.tryAcquire(p.links[0], 1), "and nothing else until it completes");

@@ -262,6 +262,50 @@ public final class PsClient implements AutoCloseable {
         return join(pullAsync(table, ids));
     }
 
+    /**
+     * Pulls the rows of {@code ids[offset, offset + count)} into the caller's array ({@code count}
+     * rows of the table's dimension, in the batch's order) and waits for them. The rows are copied
+     * out of the receive buffers on the calling thread, part by part as the servers answer, so the
+     * transport's thread only hands the responses over: for callers that wait anyway, this keeps
+     * the copy off the thread that every other call's completions go through.
+     *
+     * @throws PsException {@code LENGTH_MISMATCH} if {@code out} is too short, or as {@link #pull}
+     */
+    public void pull(String table, long[] ids, int offset, int count, float[] out) {
+        Objects.requireNonNull(ids, "ids");
+        Objects.requireNonNull(out, "out");
+        int dimension = join(dimension(table));
+        if (out.length < (long) count * dimension) {
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "out holds " + out.length + " floats; "
+                    + count + " rows of dimension " + dimension + " need " + (long) count * dimension);
+        }
+        byte[] name = PsDescriptor.nameBytes(table);
+        BatchPlan plan = BatchPlan.of(ids, offset, count, slots);
+        MemorySegment target = MemorySegment.ofArray(out);
+        List<CompletableFuture<RpcResponse>> parts = new ArrayList<>(plan.parts());
+        for (int p = 0; p < plan.parts(); p++) {
+            parts.add(pullPart(plan, p, name, dimension));
+        }
+        RuntimeException failure = null;
+        for (int p = 0; p < parts.size(); p++) {
+            RpcResponse response;
+            try {
+                response = join(parts.get(p));
+            } catch (RuntimeException e) {
+                failure = failure == null ? e : failure;
+                continue;
+            }
+            try (response) {
+                if (failure == null) {
+                    plan.scatterRows(p, response.segment(), dimension, target);
+                }
+            }
+        }
+        if (failure != null) {
+            throw failure;
+        }
+    }
+
     /** {@link #pull} as one array per id. */
     public float[][] pullRows(String table, long[] ids) {
         float[] flat = pull(table, ids);

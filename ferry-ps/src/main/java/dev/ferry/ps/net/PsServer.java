@@ -46,7 +46,8 @@ public final class PsServer implements AutoCloseable {
     private final Path checkpointDirectory;
     private final RpcServer rpc;
 
-    private PsServer(ParameterServer ps, int index, int serverCount, Path checkpointDirectory, RpcConfig config) {
+    private PsServer(ParameterServer ps, int index, int serverCount, Path checkpointDirectory, RpcConfig config,
+            boolean inlinePulls) {
         this.ps = Objects.requireNonNull(ps, "ps");
         SlotTable restored = ps.slotTable();
         if (restored == null) {
@@ -64,7 +65,7 @@ public final class PsServer implements AutoCloseable {
         this.slots = restored;
         this.checkpointDirectory = checkpointDirectory;
         this.rpc = RpcServer.open(config)
-                .register(PsDescriptor.PULL, guarded(this::pull))
+                .register(inlinePulls ? PsDescriptor.PULL.inline() : PsDescriptor.PULL, guarded(this::pull))
                 .register(PsDescriptor.PUSH, guarded(this::push))
                 .register(PsDescriptor.DENSE_PULL, guarded(this::densePull))
                 .register(PsDescriptor.DENSE_PUSH, guarded(this::densePush))
@@ -85,7 +86,23 @@ public final class PsServer implements AutoCloseable {
      */
     public static PsServer open(ParameterServer ps, int index, int serverCount, Path checkpointDirectory,
             RpcConfig config) {
-        return new PsServer(ps, index, serverCount, checkpointDirectory, config);
+        return new PsServer(ps, index, serverCount, checkpointDirectory, config, false);
+    }
+
+    /**
+     * {@link #open(ParameterServer, int, int, Path, RpcConfig)}, choosing where pulls run. With
+     * {@code inlinePulls} a pull is served on the transport's own thread as it arrives (the
+     * request is checked, the rows gathered into the reply buffer and the reply sent), without
+     * the hand-off to a handler thread and back: two thread wake-ups less per pull, which is
+     * most of a small pull's cost when threads outnumber cores. A gather holds one shard lock
+     * at a time for a few row copies and never waits on I/O, so it suits the transport thread;
+     * a server that takes large pushes on the same shards, or pulls of many thousands of rows,
+     * may prefer handler threads (the default), which keep the transport polling meanwhile.
+     * Pushes and every other method run on handler threads either way.
+     */
+    public static PsServer open(ParameterServer ps, int index, int serverCount, Path checkpointDirectory,
+            RpcConfig config, boolean inlinePulls) {
+        return new PsServer(ps, index, serverCount, checkpointDirectory, config, inlinePulls);
     }
 
     /** Listens on a transport; returns the address clients connect to. */

@@ -39,6 +39,11 @@ abstract class PsNetTestBase {
                 .withConnectTimeoutMillis(5_000);
     }
 
+    /** The transport of this test's servers and clients; {@link #transport(String)} unless a test says otherwise. */
+    TransportConfig config(String provider) {
+        return transport(provider);
+    }
+
     static RpcConfig rpc() {
         return RpcConfig.defaults().withSecret(SharedSecret.of(SECRET)).withHandlerThreads(4);
     }
@@ -58,23 +63,28 @@ abstract class PsNetTestBase {
 
     /** Serves existing parameter servers, server {@code i} being {@code servers.get(i)}. */
     Cluster serve(String provider, List<ParameterServer> servers, Path checkpoints) {
+        return serve(provider, servers, checkpoints, false);
+    }
+
+    /** {@link #serve(String, List, Path)}, with pulls served on the transport's thread if {@code inlinePulls}. */
+    Cluster serve(String provider, List<ParameterServer> servers, Path checkpoints, boolean inlinePulls) {
         List<PsServer> rpcServers = new ArrayList<>();
         List<String> addresses = new ArrayList<>();
         for (int i = 0; i < servers.size(); i++) {
             ParameterServer ps = servers.get(i);
             opened.add(ps);
             PsServer server = PsServer.open(ps, i, servers.size(),
-                    checkpoints == null ? null : checkpoints.resolve("server-" + i), rpc());
+                    checkpoints == null ? null : checkpoints.resolve("server-" + i), rpc(), inlinePulls);
             opened.add(0, server);
             rpcServers.add(server);
-            addresses.add(server.listen(transport(provider)));
+            addresses.add(server.listen(config(provider)));
             watched.add(server.rpcServer().transports().getLast());
         }
         return new Cluster(servers, rpcServers, addresses, client(provider, addresses));
     }
 
     PsClient client(String provider, List<String> addresses) {
-        PsClient client = PsClient.connect(rpc(), transport(provider), addresses);
+        PsClient client = PsClient.connect(rpc(), config(provider), addresses);
         opened.add(0, client);
         watched.add(client.rpcClient().primaryTransport());
         return client;

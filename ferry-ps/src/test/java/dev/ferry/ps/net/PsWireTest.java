@@ -213,6 +213,53 @@ class PsWireTest extends PsNetTestBase {
 
     @ParameterizedTest
     @MethodSource("providers")
+    void pullsServedOnTheTransportThreadGiveTheSameRowsAndErrors(String provider) {
+        List<ParameterServer> servers = new ArrayList<>();
+        for (int i = 0; i < SERVERS; i++) {
+            servers.add(ParameterServer.create(PsConfig.defaults()));
+        }
+        Cluster c = serve(provider, servers, null, true);
+        int d = 8;
+        TableConfig t = TableConfig.of("emb", d, Optimizer.adagrad(0.1)).withInitializer(Initializer.uniform(-1, 1, 5));
+        c.client().createTable(t);
+        // Large enough that a part goes by rendezvous on the fabric transports.
+        long[] ids = new long[3000];
+        for (int i = 0; i < ids.length; i++) {
+            ids[i] = (i * 7919L) % 2100 - 50;
+        }
+        try (ParameterServer local = ParameterServer.create(PsConfig.defaults())) {
+            local.createTable(t);
+            float[] expected = pullLocal(local, "emb", d, ids);
+            assertBitsEqual(expected, c.client().pull("emb", ids), "pull");
+            float[] grads = new float[ids.length * d];
+            for (int i = 0; i < grads.length; i++) {
+                grads[i] = (i % 13) * 0.5f - 3;
+            }
+            c.client().push("emb", ids, grads);
+            pushLocal(local, "emb", d, ids, grads);
+            expected = pullLocal(local, "emb", d, ids);
+            assertBitsEqual(expected, c.client().pull("emb", ids), "pull after push");
+            // The caller-thread pull of a range of the array, into a larger buffer.
+            float[] into = new float[ids.length * d + 3];
+            java.util.Arrays.fill(into, -9f);
+            c.client().pull("emb", ids, 100, 500, into);
+            assertBitsEqual(java.util.Arrays.copyOfRange(expected, 100 * d, 600 * d),
+                    java.util.Arrays.copyOf(into, 500 * d), "pull of a range");
+            assertEquals(-9f, into[500 * d], "wrote past the range's rows");
+        }
+        expect(PsException.Code.UNKNOWN_TABLE, () -> c.client().pull("nope", ids));
+        expect(PsException.Code.UNKNOWN_TABLE, () -> c.client().pull("nope", ids, 0, 10, new float[10 * d]));
+        expect(PsException.Code.LENGTH_MISMATCH, () -> c.client().pull("emb", ids, 0, 10, new float[10 * d - 1]));
+        expect(PsException.Code.INVALID_ARGUMENT, () -> c.client().pull("emb", ids, 2990, 20, new float[20 * d]));
+        byte[] name = PsDescriptor.nameBytes("emb");
+        expect(PsException.Code.WRONG_SERVER, () -> raw(c.client(), 1, PsDescriptor.PULL,
+                pull(name, d, new long[] {idOn(0, SERVERS, 77)})));
+        expect(PsException.Code.WRONG_DIMENSION, () -> raw(c.client(), 0, PsDescriptor.PULL,
+                pull(name, d + 1, new long[] {idOn(0, SERVERS, 77)})));
+    }
+
+    @ParameterizedTest
+    @MethodSource("providers")
     void servingModeRejectsPushes(String provider, @TempDir Path dir) {
         long[] ids = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
         float[] before;

@@ -1,0 +1,53 @@
+package dev.ferry.ps.net;
+
+import dev.ferry.transport.TransportConfig;
+
+/**
+ * Transport settings for parameter-server traffic, applied to a base configuration.
+ *
+ * <p>A pull's response is its rows, {@code rows x dimension x 4} bytes: 48 KiB for a part of 190
+ * rows of dimension 64, a typical share of one server in a batch of 740 Zipf ids. Under the
+ * transport's default eager threshold (16 KiB) most such responses go by rendezvous: the server
+ * advertises its buffer, the client's transport thread reads it and sends a release back, so the
+ * response costs two extra messages and a read completion on the threads of both processes. With
+ * an eager threshold of {@value #EAGER_BYTES} bytes a response of up to 1,023 rows of dimension 64
+ * goes in one send into a posted receive buffer; only the largest go by rendezvous.
+ *
+ * <p>The price is receive memory: every posted buffer is 256 KiB, so a link holds
+ * {@code (receiveBuffersPerLink + 2) x 256 KiB}. This configuration posts
+ * {@value #RECEIVE_BUFFERS_PER_LINK} buffers per link, which covers the calls one client keeps in
+ * flight to one server on a link (one per calling thread and server), and raises the receive pool
+ * to at least {@value #MIN_RECEIVE_POOL_BYTES} bytes: 4.5 MiB per link, 14 links at full grant. A
+ * process with more links than its pool covers gets smaller grants, and fails to open a link once
+ * fewer than four buffers are left: raise {@code receivePoolBytes} with the number of peers.
+ * Requests (ids, and a push's gradients) are unaffected: pushes of more than 256 KiB still go by
+ * rendezvous, paced by the receiver as before.
+ */
+public final class PsTransport {
+
+    /**
+     * The eager threshold: a 256 KiB receive buffer (one size class of the registered allocator)
+     * less room for the transport's frame header.
+     */
+    public static final int EAGER_BYTES = (256 << 10) - 64;
+
+    /** Receive buffers, and so credits, per link. */
+    public static final int RECEIVE_BUFFERS_PER_LINK = 16;
+
+    /** The least receive pool: room for 14 links at {@link #RECEIVE_BUFFERS_PER_LINK} buffers. */
+    public static final long MIN_RECEIVE_POOL_BYTES = 64L << 20;
+
+    private PsTransport() {
+    }
+
+    /**
+     * {@code base} with the eager threshold, receive buffers per link and receive pool of this
+     * class; every other setting (send windows, other pools, provider, addresses) is kept.
+     */
+    public static TransportConfig tune(TransportConfig base) {
+        TransportConfig c = base.withFlowControl(EAGER_BYTES, RECEIVE_BUFFERS_PER_LINK, base.sendWindowBytesPerLink(),
+                base.sendWindowBytesPerPeer(), base.sendWindowBytesPerProcess());
+        return c.withPools(c.sendPoolBytes(), Math.max(c.receivePoolBytes(), MIN_RECEIVE_POOL_BYTES),
+                c.rendezvousPoolBytes());
+    }
+}

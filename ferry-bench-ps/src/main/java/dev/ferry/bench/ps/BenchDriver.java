@@ -171,7 +171,9 @@ final class BenchDriver {
                             .with("servers", o.servers)
                             .with("threads", o.serverThreads)
                             .with("optimizer", optimizer)
-                            .with("flowControl", flowControl);
+                            .with("flowControl", flowControl)
+                            .with("psTuning", o.psTuning())
+                            .with("inlinePulls", o.inlinePulls());
                     cluster.servers.add(Child.start("server " + i, PsBenchServer.class, o.childJvmOptions,
                             args.toList()));
                 }
@@ -185,7 +187,8 @@ final class BenchDriver {
                             .with("ids", o.ids)
                             .with("seed", o.seed * 131 + p)
                             .with("bindHost", BenchTransport.loopback(o.servers + p))
-                            .with("flowControl", flowControl).toList());
+                            .with("flowControl", flowControl)
+                            .with("psTuning", o.psTuning()).toList());
                     cluster.workers.add(Child.start("client " + p, PsBenchWorker.class, o.childJvmOptions, args));
                 }
                 for (Child server : cluster.servers) {

@@ -42,6 +42,18 @@ public class BenchOptions {
             description = "Request-handler threads per server (both RPC stacks). Default: 2.")
     public int serverThreads = 2;
 
+    @Option(names = "--ps-transport", paramLabel = "<s>",
+            description = "Settings of Ferry's transports (shm, tcp, netty): tuned, the parameter server's (PsTransport: "
+                    + "eager threshold 256 KiB, 16 receive buffers per link), or default (TransportConfig.defaults: "
+                    + "16 KiB, 64). Default: tuned.")
+    public String psTransport = "tuned";
+
+    @Option(names = "--pull-threads", paramLabel = "<s>",
+            description = "Where Ferry's servers serve pulls: transport, on the transport's thread as they arrive "
+                    + "(PsServer's inline pulls), or handler, on the --server-threads handler threads. Pushes run on "
+                    + "handler threads either way; gRPC always uses its handler threads. Default: transport.")
+    public String pullThreads = "transport";
+
     @Option(names = "--seed", paramLabel = "<n>", description = "Seed of the id streams. Default: 1.")
     public long seed = 1;
 
@@ -73,5 +85,19 @@ public class BenchOptions {
                     + "--duration > 0, --warmup >= 0");
         }
         transportList();
+        if (!psTransport.equals("tuned") && !psTransport.equals("default")) {
+            throw new IllegalArgumentException("--ps-transport is tuned or default: " + psTransport);
+        }
+        if (!pullThreads.equals("transport") && !pullThreads.equals("handler")) {
+            throw new IllegalArgumentException("--pull-threads is transport or handler: " + pullThreads);
+        }
+    }
+
+    boolean psTuning() {
+        return psTransport.equals("tuned");
+    }
+
+    boolean inlinePulls() {
+        return pullThreads.equals("transport");
     }
 }

@@ -3,6 +3,7 @@ package dev.ferry.bench.ps;
 import java.util.List;
 import java.util.Locale;
 
+import dev.ferry.ps.net.PsTransport;
 import dev.ferry.rpc.RpcConfig;
 import dev.ferry.transport.TransportConfig;
 
@@ -42,23 +43,30 @@ enum BenchTransport {
     }
 
     /**
-     * The transport configuration of a Ferry transport. With {@code flowControl} off, every send
+     * The transport configuration of a Ferry transport: {@link TransportConfig#defaults}, with
+     * {@code psTuning} the parameter server's settings ({@link PsTransport#tune}: pull responses
+     * of up to 256 KiB go eagerly), and larger pools. With {@code flowControl} off, every send
      * window and the receive credits per link are raised until they never bind (through
      * {@link TransportConfig#withFlowControl}), for the with/without comparison of the push
-     * benchmark; the eager threshold stays, so large messages still go by rendezvous.
+     * benchmark; the eager threshold stays, so large messages still go by rendezvous, and the
+     * credits are capped so that a link's receive buffers stay within 64 MiB.
      */
-    TransportConfig config(boolean flowControl, String bindHost) {
+    TransportConfig config(boolean flowControl, String bindHost, boolean psTuning) {
         if (!ferry()) {
             throw new IllegalStateException("gRPC has no Ferry transport configuration");
         }
         TransportConfig d = TransportConfig.defaults(label());
+        if (psTuning) {
+            d = PsTransport.tune(d);
+        }
         TransportConfig config = new TransportConfig(d.provider(), bindHost, d.bindPort(), d.linksPerPeer(), d.maxLinks(),
                 d.eagerThreshold(), d.receiveBuffersPerLink(), d.sendWindowBytesPerLink(), d.sendWindowBytesPerPeer(),
                 d.sendWindowBytesPerProcess(), d.sendPoolBytes(), d.receivePoolBytes(), d.rendezvousPoolBytes(),
                 d.rendezvousChunkBytes(), d.maxMessageSize(), d.connectTimeoutMillis())
                 .withPools(128L << 20, 64L << 20, 256L << 20);
         if (!flowControl) {
-            config = config.withFlowControl(config.eagerThreshold(), HUGE_CREDITS, HUGE_WINDOW, 2 * HUGE_WINDOW,
+            int credits = (int) Math.min(HUGE_CREDITS, (64L << 20) / (config.eagerThreshold() + 64L));
+            config = config.withFlowControl(config.eagerThreshold(), credits, HUGE_WINDOW, 2 * HUGE_WINDOW,
                     4 * HUGE_WINDOW).withPools(128L << 20, 512L << 20, 256L << 20);
         }
         return config;

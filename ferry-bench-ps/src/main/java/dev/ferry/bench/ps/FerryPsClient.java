@@ -30,6 +30,12 @@ final class FerryPsClient implements PsBenchClient {
         return client.pullAsync(table, exact(ids, count), out);
     }
 
+    /** Rows are copied from the receive buffers on the calling thread ({@link PsClient#pull(String, long[], int, int, float[])}). */
+    @Override
+    public void pullAndWait(String table, int dimension, long[] ids, int count, float[] out) {
+        client.pull(table, ids, 0, count, out);
+    }
+
     @Override
     public CompletableFuture<Void> push(String table, int dimension, long[] ids, int count, float[] gradients) {
         float[] rows = gradients.length == count * dimension ? gradients : Arrays.copyOf(gradients, count * dimension);

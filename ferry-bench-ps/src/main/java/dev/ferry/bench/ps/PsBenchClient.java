@@ -19,6 +19,21 @@ public interface PsBenchClient extends AutoCloseable {
     CompletableFuture<Void> pull(String table, int dimension, long[] ids, int count, float[] out);
 
     /**
+     * {@link #pull}, waiting on the calling thread until {@code out} is written. A client may do
+     * part of the work (copying rows out of its receive buffers) on the calling thread instead of
+     * its network threads; the default waits for {@link #pull}.
+     *
+     * @throws Exception the failure of the pull
+     */
+    default void pullAndWait(String table, int dimension, long[] ids, int count, float[] out) throws Exception {
+        try {
+            pull(table, dimension, ids, count, out).get();
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw e.getCause() instanceof Exception cause ? cause : e;
+        }
+    }
+
+    /**
      * Pushes one gradient row per id of {@code ids[0, count)} ({@code count * dimension} floats of
      * {@code gradients}); rows of a duplicate id are summed first. The arrays must stay unchanged
      * until the future completes.

@@ -44,7 +44,8 @@ public final class PsBenchServer {
 
     /**
      * Arguments {@code key=value}: transport, dimension, ids, index, servers, optimizer
-     * ({@code sgd} or {@code adagrad}), flowControl, threads.
+     * ({@code sgd} or {@code adagrad}), flowControl, threads, psTuning (the parameter server's
+     * transport settings), inlinePulls (pulls on the transport's thread).
      */
     public static void main(String[] argv) throws Exception {
         try {
@@ -74,9 +75,11 @@ public final class PsBenchServer {
             String address;
             RpcServer rpc = null;
             if (transport.ferry()) {
-                PsServer server = PsServer.open(ps, index, servers, null, BenchTransport.rpc(threads));
+                PsServer server = PsServer.open(ps, index, servers, null, BenchTransport.rpc(threads),
+                        args.bool("inlinePulls"));
                 rpc = server.rpcServer();
-                address = rpc.listen(transport.config(args.bool("flowControl"), BenchTransport.loopback(index)),
+                address = rpc.listen(transport.config(args.bool("flowControl"), BenchTransport.loopback(index),
+                        args.bool("psTuning")),
                         gauge.ferryOpener());
                 serving = server;
             } else {

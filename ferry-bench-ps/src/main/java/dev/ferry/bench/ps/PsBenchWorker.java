@@ -71,7 +71,7 @@ public final class PsBenchWorker {
 
     /**
      * Arguments {@code key=value}: workload ({@code fetch} or {@code push}), transport, dimension, threads, ids, alpha (0: uniform), batchMin,
-     * batchMax, concurrency, rate (0: closed loop), seed, flowControl.
+     * batchMax, concurrency, rate (0: closed loop), seed, flowControl, psTuning.
      */
     public static void main(String[] argv) {
         try {
@@ -86,7 +86,7 @@ public final class PsBenchWorker {
             List<String> servers = Arrays.asList(first.substring("SERVERS ".length()).trim().split(","));
             PsBenchClient client = transport.ferry()
                     ? new FerryPsClient(BenchTransport.rpc(2),
-                            transport.config(args.bool("flowControl"), args.string("bindHost")), servers)
+                            transport.config(args.bool("flowControl"), args.string("bindHost"), args.bool("psTuning")), servers)
                     : new GrpcPsClient(servers);
             try (client) {
                 new PsBenchWorker(args, client).run(in);
@@ -215,6 +215,10 @@ public final class PsBenchWorker {
     private void fetchLoop(int index, int concurrency, double rate) {
         IdGenerator ids = generator(index);
         int maxBatch = args.integer("batchMax");
+        if (concurrency == 1 && rate <= 0) {
+            closedLoop(ids, maxBatch);
+            return;
+        }
         BlockingQueue<Slot> free = new ArrayBlockingQueue<>(concurrency);
         try {
             for (int i = 0; i < concurrency; i++) {
@@ -264,6 +268,27 @@ public final class PsBenchWorker {
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+        }
+    }
+
+    /**
+     * The closed loop with one request outstanding per thread: each thread waits for its pull
+     * itself ({@link PsBenchClient#pullAndWait}), so a client can copy the rows on it.
+     */
+    private void closedLoop(IdGenerator ids, int maxBatch) {
+        long[] batch = new long[maxBatch];
+        float[] out = new float[maxBatch * dimension];
+        while (phase != STOP) {
+            int count = ids.batchSize();
+            ids.fill(batch, count);
+            long from = System.nanoTime();
+            Throwable error = null;
+            try {
+                client.pullAndWait(PsBenchServer.TABLE, dimension, batch, count, out);
+            } catch (Exception e) {
+                error = e;
+            }
+            complete(from, count, error);
         }
     }
 

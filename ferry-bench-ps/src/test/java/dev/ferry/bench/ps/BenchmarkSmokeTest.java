@@ -56,6 +56,22 @@ class BenchmarkSmokeTest {
     }
 
     @Test
+    void fetchWithTheTransportDefaultsAndHandlerThreads(@TempDir Path dir) {
+        FetchOptions o = new FetchOptions();
+        small(o.common, dir);
+        o.common.transports = List.of("shm", "netty");
+        o.common.psTransport = "default";
+        o.common.pullThreads = "handler";
+        o.batchMin = 2048;
+        o.batchMax = 4096;
+        List<RunResult> results = FetchBenchmark.run(o, new PrintStream(new ByteArrayOutputStream(), true,
+                StandardCharsets.UTF_8));
+        check(results, "fetch", 2);
+        // Responses of a few thousand rows exceed the default eager threshold.
+        assertTrue(results.getFirst().counters().get("server_rendezvous_sent") > 0, results.getFirst().json());
+    }
+
+    @Test
     void push(@TempDir Path dir) {
         PushOptions o = new PushOptions();
         small(o.common, dir);

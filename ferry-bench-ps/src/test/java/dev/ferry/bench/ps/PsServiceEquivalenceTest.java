@@ -73,10 +73,10 @@ class PsServiceEquivalenceTest {
         for (int i = 0; i < 2; i++) {
             PsServer server = PsServer.open(ps(), i, 2, null, BenchTransport.rpc(2));
             opened.add(server);
-            addresses.add(server.rpcServer().listen(BenchTransport.NETTY.config(true, "127.0.0.1"),
+            addresses.add(server.rpcServer().listen(BenchTransport.NETTY.config(true, "127.0.0.1", true),
                     new QueueGauge().ferryOpener()));
         }
-        FerryPsClient client = new FerryPsClient(BenchTransport.rpc(2), BenchTransport.NETTY.config(true, "127.0.0.1"),
+        FerryPsClient client = new FerryPsClient(BenchTransport.rpc(2), BenchTransport.NETTY.config(true, "127.0.0.1", true),
                 addresses);
         opened.add(client);
         check(client);

@@ -9,7 +9,8 @@ import picocli.CommandLine.Spec;
 @Command(name = "bench",
         mixinStandardHelpOptions = true,
         description = "Runs a benchmark; each prints HdrHistogram latencies and can print JSON.",
-        subcommands = {PingPongCommand.class, PingPongServerCommand.class, StreamCommand.class, TransportsCommand.class,
+        subcommands = {PingPongCommand.class, PingPongServerCommand.class, RpcBenchCommand.class, StreamCommand.class,
+            TransportsCommand.class,
             dev.ferry.bench.ps.FetchBenchmark.class, dev.ferry.bench.ps.PushBenchmark.class})
 final class BenchCommand implements Runnable {
 

@@ -1,0 +1,114 @@
+package dev.ferry.cli;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * {@code ferry bench rpc} end to end, short: a server child per run, half a second of calls on
+ * shm, tcp and netty, the JSON checked, the progress lines seen, and the child gone afterwards.
+ */
+@Timeout(120)
+class RpcBenchCommandTest {
+
+    private static final Pattern MEMBER = Pattern.compile("\"(\\w+)\":(\"[^\"]*\"|-?[0-9.]+)");
+
+    private record Run(int status, String out, String err) {
+        String lastLine() {
+            String[] lines = out.strip().split("\n");
+            return lines[lines.length - 1];
+        }
+    }
+
+    private static Run ferry(String... args) {
+        StringWriter out = new StringWriter();
+        StringWriter err = new StringWriter();
+        int status = FerryCommand.commandLine().setOut(new PrintWriter(out)).setErr(new PrintWriter(err)).execute(args);
+        return new Run(status, out.toString(), err.toString());
+    }
+
+    private static Map<String, String> json(String line) {
+        assertTrue(line.startsWith("{") && line.endsWith("}"), "not a JSON object: " + line);
+        Map<String, String> members = new HashMap<>();
+        Matcher m = MEMBER.matcher(line);
+        while (m.find()) {
+            members.put(m.group(1), m.group(2).replace("\"", ""));
+        }
+        return members;
+    }
+
+    @ParameterizedTest(name = "{0} x{1}")
+    @CsvSource({"shm, 1, 64", "tcp, 2, 64", "netty, 2, 4096"})
+    void rpcBenchPrintsSaneJsonAndLeavesNoChild(String transport, int concurrency, int size) {
+        Run run = ferry("bench", "rpc", "--transport", transport, "--size", Integer.toString(size), "--concurrency",
+                Integer.toString(concurrency), "--warmup-ms", "300", "--duration-ms", "700", "--json");
+        assertEquals(0, run.status(), run.err());
+        Map<String, String> result = json(run.lastLine());
+        for (String key : List.of("benchmark", "transport", "provider", "size", "concurrency", "calls", "seconds",
+                "calls_per_s", "mean_us", "p50_us", "p99_us", "p999_us", "min_us", "max_us", "server_pid")) {
+            assertTrue(result.containsKey(key), key + " missing in " + run.lastLine());
+        }
+        assertEquals("rpc", result.get("benchmark"));
+        assertEquals(transport, result.get("provider"));
+        assertEquals(transport.equals("netty") ? "netty" : "fabric", result.get("transport"));
+        assertEquals(Integer.toString(size), result.get("size"));
+        assertEquals(Integer.toString(concurrency), result.get("concurrency"));
+        long calls = Long.parseLong(result.get("calls"));
+        double seconds = Double.parseDouble(result.get("seconds"));
+        double perSecond = Double.parseDouble(result.get("calls_per_s"));
+        double min = Double.parseDouble(result.get("min_us"));
+        double mean = Double.parseDouble(result.get("mean_us"));
+        double p50 = Double.parseDouble(result.get("p50_us"));
+        double p99 = Double.parseDouble(result.get("p99_us"));
+        double p999 = Double.parseDouble(result.get("p999_us"));
+        double max = Double.parseDouble(result.get("max_us"));
+        assertTrue(calls > 0, run.lastLine());
+        assertTrue(seconds >= 0.7, run.lastLine());
+        assertEquals(calls / seconds, perSecond, Math.max(1, perSecond * 0.001), run.lastLine());
+        assertTrue(0 < min && min <= p50 && p50 <= p99 && p99 <= p999 && p999 <= max * 1.001, run.lastLine());
+        assertTrue(min <= mean && mean <= max, run.lastLine());
+        assertTrue(run.err().contains("measuring"), "no progress line: " + run.err());
+        long pid = Long.parseLong(result.get("server_pid"));
+        assertTrue(pid > 0, run.lastLine());
+        assertFalse(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false), "server child " + pid + " alive");
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {
+        "bench rpc --transport nope|unknown transport 'nope'",
+        "bench rpc --size 17m|exceeds the limit",
+        "bench rpc --concurrency 0|concurrency must be 1..256",
+        "bench rpc --duration-ms 0|duration must be positive"})
+    void badInputIsOneLineAndStatusTwo(String caseLine) {
+        String[] parts = caseLine.split("\\|");
+        Run run = ferry(parts[0].split(" "));
+        assertEquals(2, run.status(), run.out() + run.err());
+        String err = run.err().strip();
+        assertFalse(err.contains("\n"), "more than one line: " + err);
+        assertTrue(err.contains(parts[1]), err);
+    }
+
+    @Test
+    void listedInBenchHelp() {
+        Run bench = ferry("bench", "--help");
+        assertEquals(0, bench.status());
+        assertTrue(bench.out().contains("rpc"), bench.out());
+        Run rpc = ferry("bench", "rpc", "--help");
+        assertEquals(0, rpc.status());
+        assertTrue(rpc.out().contains("--transport") && rpc.out().contains("--concurrency")
+                && rpc.out().contains("--json"), rpc.out());
+    }
+}

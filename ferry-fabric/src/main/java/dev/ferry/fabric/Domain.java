@@ -68,40 +68,43 @@ public final class Domain extends FabricObject {
      * that cannot wait refuse it, so ask without first only when blocking matters.
      */
     public CompletionQueue openCompletionQueue(int size, boolean waitable) {
-        ensureOpen();
-        long ops = LibFabric.word(fid, OBJ_OPS);
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment attr = arena.allocate(CQ_ATTR);
-            attr.set(JAVA_LONG, offset(CQ_ATTR, "size"), size);
-            attr.set(JAVA_INT, offset(CQ_ATTR, "format"), 3); // FI_CQ_FORMAT_DATA
-            attr.set(JAVA_INT, offset(CQ_ATTR, "wait_obj"), waitable ? 1 : 0); // FI_WAIT_UNSPEC : FI_WAIT_NONE
-            long cq = Fabric.openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(
-                    LibFabric.function(ops, DOMAIN_CQ_OPEN), fid, attr.address(), a, 0L), "fi_cq_open");
-            return new CompletionQueue(cq, this, waitable);
-        }
+        return openChild(() -> {
+            long ops = LibFabric.word(fid, OBJ_OPS);
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment attr = arena.allocate(CQ_ATTR);
+                attr.set(JAVA_LONG, offset(CQ_ATTR, "size"), size);
+                attr.set(JAVA_INT, offset(CQ_ATTR, "format"), 3); // FI_CQ_FORMAT_DATA
+                attr.set(JAVA_INT, offset(CQ_ATTR, "wait_obj"), waitable ? 1 : 0); // FI_WAIT_UNSPEC : FI_WAIT_NONE
+                long cq = Fabric.openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(
+                        LibFabric.function(ops, DOMAIN_CQ_OPEN), fid, attr.address(), a, 0L), "fi_cq_open");
+                return new CompletionQueue(cq, this, waitable);
+            }
+        });
     }
 
     /** Opens an address vector (a table of peer addresses) for reliable-datagram endpoints. */
     public AddressVector openAddressVector(int count) {
-        ensureOpen();
-        long ops = LibFabric.word(fid, OBJ_OPS);
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment attr = arena.allocate(AV_ATTR);
-            attr.set(JAVA_INT, offset(AV_ATTR, "type"), 0); // FI_AV_UNSPEC: the provider's choice
-            attr.set(JAVA_LONG, offset(AV_ATTR, "count"), count);
-            long av = Fabric.openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(
-                    LibFabric.function(ops, DOMAIN_AV_OPEN), fid, attr.address(), a, 0L), "fi_av_open");
-            return new AddressVector(av, this);
-        }
+        return openChild(() -> {
+            long ops = LibFabric.word(fid, OBJ_OPS);
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment attr = arena.allocate(AV_ATTR);
+                attr.set(JAVA_INT, offset(AV_ATTR, "type"), 0); // FI_AV_UNSPEC: the provider's choice
+                attr.set(JAVA_LONG, offset(AV_ATTR, "count"), count);
+                long av = Fabric.openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(
+                        LibFabric.function(ops, DOMAIN_AV_OPEN), fid, attr.address(), a, 0L), "fi_av_open");
+                return new AddressVector(av, this);
+            }
+        });
     }
 
     /** Opens an active endpoint from {@code info}: from discovery, or from a connection request. */
     public Endpoint openEndpoint(FabricInfo info) {
-        ensureOpen();
-        long ops = LibFabric.word(fid, OBJ_OPS);
-        long ep = Fabric.openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(
-                LibFabric.function(ops, DOMAIN_ENDPOINT), fid, info.address, a, 0L), "fi_endpoint");
-        return new Endpoint(ep, this, info);
+        return openChild(() -> {
+            long ops = LibFabric.word(fid, OBJ_OPS);
+            long ep = Fabric.openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(
+                    LibFabric.function(ops, DOMAIN_ENDPOINT), fid, info.address, a, 0L), "fi_endpoint");
+            return new Endpoint(ep, this, info);
+        });
     }
 
     /**
@@ -111,13 +114,14 @@ public final class Domain extends FabricObject {
      * endpoint before use.
      */
     public MemoryRegion register(MemorySegment segment, long access) {
-        ensureOpen();
-        long key = requestedKey();
-        long mrOps = LibFabric.word(fid, DOMAIN_MR);
-        long mr = Fabric.openObject(a -> (int) LibFabric.I_JJJJJJJJJ.invokeExact(LibFabric.function(mrOps, MR_REG),
-                fid, segment.address(), segment.byteSize(), access, 0L, key, 0L, a, 0L),
-                "fi_mr_reg(" + segment.byteSize() + " B)");
-        return new MemoryRegion(mr, this, segment, (mrMode & Fi.MR_VIRT_ADDR) != 0, (mrMode & Fi.MR_ENDPOINT) != 0);
+        return openChild(() -> {
+            long key = requestedKey();
+            long mrOps = LibFabric.word(fid, DOMAIN_MR);
+            long mr = Fabric.openObject(a -> (int) LibFabric.I_JJJJJJJJJ.invokeExact(LibFabric.function(mrOps, MR_REG),
+                    fid, segment.address(), segment.byteSize(), access, 0L, key, 0L, a, 0L),
+                    "fi_mr_reg(" + segment.byteSize() + " B)");
+            return new MemoryRegion(mr, this, segment, (mrMode & Fi.MR_VIRT_ADDR) != 0, (mrMode & Fi.MR_ENDPOINT) != 0);
+        });
     }
 
     /** Registers {@code segment} for all local and remote access. */

@@ -47,11 +47,12 @@ public final class Fabric extends FabricObject {
 
     /** Opens a domain (one NIC, or one shm/tcp instance) of {@code info}. */
     public Domain openDomain(FabricInfo info) {
-        ensureOpen();
-        long fn = LibFabric.word(fid, OBJ_OPS);
-        long dom = openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(fn, FABRIC_DOMAIN), fid,
-                info.address, a, 0L), "fi_domain");
-        return new Domain(dom, this, info);
+        return openChild(() -> {
+            long fn = LibFabric.word(fid, OBJ_OPS);
+            long dom = openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(fn, FABRIC_DOMAIN), fid,
+                    info.address, a, 0L), "fi_domain");
+            return new Domain(dom, this, info);
+        });
     }
 
     /**
@@ -59,25 +60,27 @@ public final class Fabric extends FabricObject {
      * {@link EventQueue#await} can block.
      */
     public EventQueue openEventQueue(int size) {
-        ensureOpen();
-        long fn = LibFabric.word(fid, OBJ_OPS);
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment attr = arena.allocate(EQ_ATTR);
-            attr.set(JAVA_LONG, offset(EQ_ATTR, "size"), size);
-            attr.set(JAVA_INT, offset(EQ_ATTR, "wait_obj"), 1); // FI_WAIT_UNSPEC: fi_eq_sread needs one
-            long eq = openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(fn, FABRIC_EQ_OPEN), fid,
-                    attr.address(), a, 0L), "fi_eq_open");
-            return new EventQueue(eq, this);
-        }
+        return openChild(() -> {
+            long fn = LibFabric.word(fid, OBJ_OPS);
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment attr = arena.allocate(EQ_ATTR);
+                attr.set(JAVA_LONG, offset(EQ_ATTR, "size"), size);
+                attr.set(JAVA_INT, offset(EQ_ATTR, "wait_obj"), 1); // FI_WAIT_UNSPEC: fi_eq_sread needs one
+                long eq = openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(fn, FABRIC_EQ_OPEN), fid,
+                        attr.address(), a, 0L), "fi_eq_open");
+                return new EventQueue(eq, this);
+            }
+        });
     }
 
     /** Opens a passive endpoint (a listener) for connected ({@link EndpointType#MSG}) endpoints. */
     public PassiveEndpoint openPassiveEndpoint(FabricInfo info) {
-        ensureOpen();
-        long fn = LibFabric.word(fid, OBJ_OPS);
-        long pep = openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(fn, FABRIC_PASSIVE_EP), fid,
-                info.address, a, 0L), "fi_passive_ep");
-        return new PassiveEndpoint(pep, this);
+        return openChild(() -> {
+            long fn = LibFabric.word(fid, OBJ_OPS);
+            long pep = openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(fn, FABRIC_PASSIVE_EP), fid,
+                    info.address, a, 0L), "fi_passive_ep");
+            return new PassiveEndpoint(pep, this);
+        });
     }
 
     /** A native call that stores a new object's address through its last out-pointer. */

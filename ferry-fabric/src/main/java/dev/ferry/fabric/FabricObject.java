@@ -19,7 +19,13 @@ public abstract sealed class FabricObject implements AutoCloseable
     final long fid;
     private final FabricObject parent;
     private final List<FabricObject> children = new ArrayList<>();
-    private boolean closed;
+    /**
+     * Held while this object opens a child and for the whole of its close: a child cannot be
+     * opened from an object being closed, and a parent's close waits for a child's close that
+     * another thread started (the provider frees the parent, and a child's close reads it).
+     */
+    private final Object lifecycle = new Object();
+    private volatile boolean closed;
 
     FabricObject(long fid, FabricObject parent) {
         this.fid = fid;
@@ -37,22 +43,44 @@ public abstract sealed class FabricObject implements AutoCloseable
         return OPENED.sum() - CLOSED.sum();
     }
 
-    /** Whether {@link #close()} has run. */
+    /** Whether {@link #close()} has started. */
     public final boolean isClosed() {
-        synchronized (children) {
-            return closed;
+        return closed;
+    }
+
+    /**
+     * Opens a child of this object with {@code opener} (the native open and the Java object),
+     * under this object's lifecycle lock.
+     *
+     * @throws IllegalStateException if this object is closed or being closed
+     */
+    final <T extends FabricObject> T openChild(java.util.function.Supplier<T> opener) {
+        synchronized (lifecycle) {
+            ensureOpen();
+            return opener.get();
         }
     }
 
-    /** Closes the objects opened from this one, then this one. Idempotent. */
+    /**
+     * Closes the objects opened from this one, then this one. Idempotent and thread-safe: a
+     * second caller returns once the first has finished, so a parent is never closed under a
+     * child that another thread is still closing. The caller must make sure no other thread
+     * uses the object (posts, polls) while it closes.
+     */
     @Override
     public final void close() {
-        List<FabricObject> open;
-        synchronized (children) {
+        synchronized (lifecycle) {
             if (closed) {
                 return;
             }
             closed = true;
+            closeNow();
+        }
+    }
+
+    private void closeNow() {
+        List<FabricObject> open;
+        synchronized (children) {
             open = new ArrayList<>(children);
             children.clear();
         }
@@ -71,6 +99,10 @@ public abstract sealed class FabricObject implements AutoCloseable
         }
         try {
             beforeClose();
+            if (TRACE) {
+                System.err.printf("ferry-fabric: fi_close(%s 0x%x) on %s%n", getClass().getSimpleName(), fid,
+                        Thread.currentThread().getName());
+            }
             long ops = LibFabric.word(fid, InfoDescriptor.FID_OPS);
             int rc = (int) LibFabric.I_J.invokeExact(LibFabric.function(ops, InfoDescriptor.OPS_CLOSE), fid);
             LibFabric.check(rc, "fi_close(" + getClass().getSimpleName() + ")");
@@ -89,6 +121,9 @@ public abstract sealed class FabricObject implements AutoCloseable
             throw failure;
         }
     }
+
+    /** {@code -Dferry.fabric.traceClose=true}: every native close is named on stderr first. */
+    private static final boolean TRACE = Boolean.getBoolean("ferry.fabric.traceClose");
 
     private int closeRank() {
         return switch (this) {

@@ -26,6 +26,7 @@ final class Pair implements AutoCloseable {
     final List<Event> errors = new ArrayList<>();
     /** Events pumpUntil saw that did not match, for later calls. */
     private final List<Event> backlog = new ArrayList<>();
+    private boolean closed;
 
     Pair(String provider, EndpointType type, Consumer<Endpoint> beforeAccept) {
         server = FabricSession.open(provider, type, FabricProviders.HOST, true, 1024);
@@ -53,6 +54,11 @@ final class Pair implements AutoCloseable {
     int pump(Consumer<Event> sink) {
         return drain(true, server.completionQueue(), serverBatch, sink)
                 + drain(false, client.completionQueue(), clientBatch, sink);
+    }
+
+    /** Drains the server's queue only, as if the client had stopped reading. */
+    int pumpServer(Consumer<Event> sink) {
+        return drain(true, server.completionQueue(), serverBatch, sink);
     }
 
     private int drain(boolean isServer, CompletionQueue cq, CompletionBatch batch, Consumer<Event> sink) {
@@ -117,13 +123,27 @@ final class Pair implements AutoCloseable {
 
     @Override
     public void close() {
+        close(false);
+    }
+
+    /** Closes both sessions, the server's first if {@code serverFirst}. */
+    void close(boolean serverFirst) {
+        if (closed) {
+            return;
+        }
+        closed = true;
         serverBatch.close();
         clientBatch.close();
-        if (client != null) {
-            client.close();
-        }
-        if (server != null) {
-            server.close();
+        FabricSession first = serverFirst ? server : client;
+        FabricSession second = serverFirst ? client : server;
+        try {
+            if (first != null) {
+                first.close();
+            }
+        } finally {
+            if (second != null) {
+                second.close();
+            }
         }
     }
 }

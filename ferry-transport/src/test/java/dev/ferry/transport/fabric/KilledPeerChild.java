@@ -1,0 +1,39 @@
+package dev.ferry.transport.fabric;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.Transports;
+
+/**
+ * The peer that {@link KilledPeerTest} kills: a JVM that opens a transport, connects to the
+ * address given, says {@code READY}, then sends small and large (rendezvous) messages until it
+ * is killed, releasing whatever it receives. Arguments: provider, bind host, address to connect to.
+ */
+public final class KilledPeerChild {
+
+    private KilledPeerChild() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        TransportConfig config = KilledPeerTest.config(args[0], args[1]);
+        Transport transport = Transports.open(config, (from, message) -> message.release());
+        Peer peer = transport.connect(args[2]);
+        System.out.println("READY " + transport.localAddress());
+        System.out.flush();
+        CompletableFuture<?>[] inFlight = new CompletableFuture<?>[8];
+        for (int seq = 0; ; seq++) {
+            int slot = seq % inFlight.length;
+            if (inFlight[slot] != null) {
+                inFlight[slot].get(60, TimeUnit.SECONDS);
+            }
+            OutboundMessage message = peer.allocate(KilledPeerTest.size(seq));
+            message.segment().fill((byte) seq);
+            inFlight[slot] = peer.send(seq % 4, message);
+        }
+    }
+}

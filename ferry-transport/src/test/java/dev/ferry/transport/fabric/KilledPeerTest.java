@@ -1,0 +1,267 @@
+package dev.ferry.transport.fabric;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BooleanSupplier;
+import java.util.stream.Stream;
+
+import dev.ferry.transport.InboundMessage;
+import dev.ferry.transport.MessageHandler;
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.TransportException;
+import dev.ferry.transport.Transports;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * A peer process killed with SIGKILL while messages flow both ways, eager and rendezvous: its
+ * links break without a goodbye (on verbs its queue pairs go away with the process, on tcp its
+ * sockets reset, on shm its memory is gone). The surviving side must see the peer fail, fail
+ * its pending and later sends with {@link TransportException}, neither hang nor crash, and go on
+ * serving other peers. Runs on shm and tcp by default; {@code -Dferry.transport.provider}
+ * ({@code verbs/msg}, {@code verbs/rdm}, as {@code bin/verbs-check} passes) runs it on that
+ * provider alone. {@code -Dferry.test.childCpus=1} pins the peer's JVM with {@code taskset}.
+ */
+class KilledPeerTest {
+
+    private static final String HOST = System.getProperty("ferry.host", "127.0.0.1");
+    private static final boolean GUEST = "guest".equals(System.getProperty("ferry.test.scale"));
+    /** How long anything the survivor must notice may take: far above the 5 s heartbeat timeout. */
+    private static final long BOUND_SECONDS = GUEST ? 90 : 30;
+
+    private final List<Transport> opened = new CopyOnWriteArrayList<>();
+    private final List<Process> processes = new ArrayList<>();
+
+    static Stream<String> providers() {
+        String asked = System.getProperty("ferry.transport.provider");
+        return asked != null ? Stream.of(asked) : Stream.of("shm", "tcp");
+    }
+
+    /** The configuration both sides use: small pools, default heartbeats. */
+    static TransportConfig config(String provider, String host) {
+        TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 64L << 20, 64L << 20);
+        return provider.startsWith("shm") ? config : config.withBindHost(host);
+    }
+
+    /** Message {@code seq}'s size: mostly eager, every fourth one large enough for rendezvous. */
+    static int size(int seq) {
+        return seq % 4 == 3 ? 256 << 10 : 1 << 10;
+    }
+
+    @AfterEach
+    void cleanUp() throws InterruptedException {
+        for (Process process : processes) {
+            process.destroyForcibly();
+            process.waitFor(10, TimeUnit.SECONDS);
+        }
+        for (Transport transport : opened) {
+            transport.close();
+        }
+    }
+
+    private Transport open(TransportConfig config, MessageHandler handler) {
+        Transport transport = Transports.open(config, handler);
+        opened.add(transport);
+        return transport;
+    }
+
+    @ParameterizedTest
+    @MethodSource("providers")
+    @Timeout(300)
+    void aKilledPeerFailsOnTheSurvivingSideWhichCarriesOn(String provider) throws Exception {
+        AtomicReference<Peer> child = new AtomicReference<>();
+        AtomicInteger received = new AtomicInteger();
+        AtomicReference<Throwable> closeCause = new AtomicReference<>();
+        CountDownLatch childFailed = new CountDownLatch(1);
+        Transport survivor = open(config(provider, HOST), new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, InboundMessage message) {
+                child.compareAndSet(null, from);
+                received.incrementAndGet();
+                message.release();
+            }
+
+            @Override
+            public void onPeerClosed(Peer peer, Throwable cause) {
+                if (peer == child.get()) {
+                    closeCause.compareAndSet(null, cause);
+                    childFailed.countDown();
+                }
+            }
+        });
+        Process process = start(provider, survivor.localAddress());
+        assertTrue(waitFor(() -> received.get() >= 20, BOUND_SECONDS * 1000), "the peer's messages never arrived");
+        Peer peer = child.get();
+
+        // The survivor sends back, eager and rendezvous, keeping a bounded number in flight.
+        List<CompletableFuture<Void>> futures = new CopyOnWriteArrayList<>();
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicInteger completed = new AtomicInteger();
+        AtomicReference<Throwable> refused = new AtomicReference<>();
+        Thread sender = Thread.ofPlatform().name("survivor-sender").start(() -> {
+            for (int seq = 0; !stop.get(); seq++) {
+                try {
+                    if (seq >= 16) {
+                        futures.get(seq - 16).handle((v, t) -> null).get(BOUND_SECONDS, TimeUnit.SECONDS);
+                    }
+                    OutboundMessage message = peer.allocate(size(seq));
+                    message.segment().fill((byte) seq);
+                    CompletableFuture<Void> future = peer.send(seq % 4, message);
+                    future.thenRun(completed::incrementAndGet);
+                    futures.add(future);
+                } catch (TransportException e) {
+                    refused.set(e); // the peer failed: allocate and send refuse
+                    return;
+                } catch (InterruptedException | ExecutionException | TimeoutException e) {
+                    refused.set(new AssertionError("a send never completed nor failed", e));
+                    return;
+                }
+            }
+        });
+        assertTrue(waitFor(() -> completed.get() >= 10, BOUND_SECONDS * 1000), "the survivor's sends never completed");
+
+        long pid = process.pid();
+        ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly); // SIGKILL, by PID
+        assertTrue(process.waitFor(30, TimeUnit.SECONDS), "the peer process " + pid + " did not die");
+        int receivedAtKill = received.get();
+
+        assertTrue(childFailed.await(BOUND_SECONDS, TimeUnit.SECONDS), "the survivor never saw the killed peer fail");
+        assertInstanceOf(TransportException.class, closeCause.get());
+        assertFalse(peer.isOpen(), "the killed peer is still open");
+
+        // Every send ends, failed or done, and the sender is not stuck.
+        sender.join(TimeUnit.SECONDS.toMillis(BOUND_SECONDS));
+        stop.set(true);
+        sender.join(TimeUnit.SECONDS.toMillis(BOUND_SECONDS));
+        assertFalse(sender.isAlive(), "the survivor's sender hangs");
+        if (refused.get() instanceof AssertionError e) {
+            throw e;
+        }
+        int failed = 0;
+        for (CompletableFuture<Void> future : futures) {
+            try {
+                future.get(BOUND_SECONDS, TimeUnit.SECONDS);
+            } catch (ExecutionException e) {
+                assertInstanceOf(TransportException.class, e.getCause());
+                failed++;
+            } catch (TimeoutException e) {
+                fail("a send to the killed peer neither completed nor failed");
+            }
+        }
+        assertTrue(failed > 0 || refused.get() instanceof TransportException,
+                "nothing failed after the peer was killed");
+
+        // A send after the failure is refused.
+        try {
+            OutboundMessage late = peer.allocate(64);
+            ExecutionException e = org.junit.jupiter.api.Assertions.assertThrows(ExecutionException.class,
+                    () -> peer.send(0, late).get(BOUND_SECONDS, TimeUnit.SECONDS));
+            assertInstanceOf(TransportException.class, e.getCause());
+        } catch (TransportException expected) {
+            // allocate refused at once
+        }
+
+        // The survivor still serves other peers: a new one connects and exchanges messages.
+        CountDownLatch echoed = new CountDownLatch(1);
+        Transport other = open(config(provider, HOST), (from, message) -> {
+            message.release();
+            echoed.countDown();
+        });
+        int before = received.get();
+        Peer fresh = other.connect(survivor.localAddress());
+        fresh.send(1, filled(fresh, 256 << 10)).get(BOUND_SECONDS, TimeUnit.SECONDS);
+        assertTrue(waitFor(() -> received.get() > before, BOUND_SECONDS * 1000), "the new peer's message never arrived");
+        Peer back = survivor.connect(other.localAddress());
+        back.send(2, filled(back, 1 << 10)).get(BOUND_SECONDS, TimeUnit.SECONDS);
+        assertTrue(echoed.await(BOUND_SECONDS, TimeUnit.SECONDS), "the survivor's message to the new peer never arrived");
+        assertEquals(0, survivor.counters().receiveBuffersHeld(), "the survivor holds receive buffers");
+        System.out.printf("[killed peer %s] %d messages from the peer before the kill, %d sends failed after%n",
+                provider, receivedAtKill, failed);
+    }
+
+    private static OutboundMessage filled(Peer peer, int size) {
+        OutboundMessage message = peer.allocate(size);
+        message.segment().fill((byte) 7);
+        return message;
+    }
+
+    private Process start(String provider, String survivorAddress) throws Exception {
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        String classpath = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
+        List<String> command = new ArrayList<>();
+        String cpus = System.getProperty("ferry.test.childCpus");
+        if (cpus != null && !cpus.isBlank()) {
+            command.addAll(List.of("taskset", "-c", cpus));
+        }
+        command.addAll(List.of(java, "--enable-native-access=ALL-UNNAMED", "-Xmx512m", "-XX:+UseSerialGC"));
+        for (String argument : ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+            if (argument.startsWith("-XX:ErrorFile=")) {
+                command.add(argument);
+            }
+        }
+        for (String name : System.getProperties().stringPropertyNames()) {
+            if (name.startsWith("ferry.")) {
+                command.add("-D" + name + "=" + System.getProperty(name));
+            }
+        }
+        command.addAll(List.of("-cp", classpath, KilledPeerChild.class.getName(), provider, HOST, survivorAddress));
+        ProcessBuilder builder = new ProcessBuilder(command);
+        builder.redirectError(ProcessBuilder.Redirect.INHERIT);
+        Process process = builder.start();
+        processes.add(process);
+        CountDownLatch ready = new CountDownLatch(1);
+        Thread.ofPlatform().daemon().name("peer-" + process.pid()).start(() -> {
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(),
+                    StandardCharsets.UTF_8))) {
+                for (String line; (line = in.readLine()) != null; ) {
+                    if (line.startsWith("READY")) {
+                        ready.countDown();
+                    } else {
+                        System.out.println("peer said: " + line);
+                    }
+                }
+            } catch (IOException e) {
+                // killed
+            }
+        });
+        assertTrue(ready.await(BOUND_SECONDS, TimeUnit.SECONDS), "the peer process never became ready");
+        return process;
+    }
+
+    private static boolean waitFor(BooleanSupplier condition, long millis) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                return false;
+            }
+            Thread.sleep(5);
+        }
+        return true;
+    }
+}

@@ -286,13 +286,69 @@ public final class FabricSession implements AutoCloseable {
         }
     }
 
-    /** Closes every endpoint, the queues, the domain and the fabric, in that order. */
+    /**
+     * Closes every endpoint, the queues, the domain and the fabric, in that order. The thread
+     * that closes must be the only one using the session. On rxm ({@code verbs;ofi_rxm},
+     * {@code tcp;ofi_rxm}) it first {@linkplain #quiesce() drains} the completion queue, and
+     * completions nobody read are discarded.
+     */
     @Override
     public void close() {
         try {
+            if (layeredOnRxm()) {
+                quiesce();
+            }
             fabric.close();
         } finally {
             infos.close();
+        }
+    }
+
+    private boolean layeredOnRxm() {
+        return shared != null && info.provider().endsWith(";ofi_rxm");
+    }
+
+    /** How long the queue must stay empty before rxm connections are closed. */
+    private static final long QUIET_NANOS = 50_000_000L;
+    /** The longest a drain waits for the queue to stay empty. */
+    private static final long QUIESCE_NANOS = 1_000_000_000L;
+
+    /**
+     * Reads (and discards) completions until the queue has been empty for 50 ms, for at most a
+     * second, so that rxm has handled everything its connections received before they close.
+     *
+     * <p>libfabric 1.17's rxm closes a connection's endpoint first and then handles the
+     * completions still queued for it: a message or flow-control credit that arrived after the
+     * owner's last read is processed against the endpoint just closed (a receive buffer reposted
+     * to it, a reply or credit sent on it), and the process dies with SIGSEGV in {@code fi_close}
+     * (libfabric fixed the order in later releases: flush, then close). Reading the queue first
+     * lets rxm handle those while the connections are alive. What a peer sends after the drain can
+     * still hit the window, so owners should make peers stop sending first (a transport closes
+     * its control channels, so peers tear their links down) and quiesce last.
+     */
+    public void quiesce() {
+        if (cq.isClosed()) {
+            return;
+        }
+        try (CompletionBatch batch = new CompletionBatch(64)) {
+            long start = System.nanoTime();
+            long lastSeen = start;
+            long now = start;
+            while (now - lastSeen < QUIET_NANOS && now - start < QUIESCE_NANOS) {
+                int n = cq.read(batch);
+                if (n == CompletionQueue.ERROR_AVAILABLE) {
+                    cq.readError();
+                    n = 1;
+                }
+                now = System.nanoTime();
+                if (n > 0) {
+                    lastSeen = now;
+                } else {
+                    Thread.onSpinWait();
+                }
+            }
+        } catch (RuntimeException e) {
+            // Closing anyway: a queue that fails to read has nothing left to hand over.
         }
     }
 
@@ -320,13 +376,20 @@ public final class FabricSession implements AutoCloseable {
             return peer;
         }
 
-        /** Closes a connected endpoint, or forgets a datagram peer's address. */
+        /**
+         * Closes a connected endpoint, or forgets a datagram peer's address: on rxm that closes
+         * the connection to the peer, so the session's queue is {@linkplain #quiesce() drained}
+         * first, as for the session's close.
+         */
         @Override
         public void close() {
             session.connections.remove(this);
             if (ownsEndpoint) {
                 endpoint.close();
             } else if (!session.av.isClosed()) {
+                if (session.layeredOnRxm()) {
+                    session.quiesce();
+                }
                 session.av.remove(peer);
             }
         }

@@ -122,8 +122,9 @@ class FabricCloseTest {
                             pair.pump(e -> seen[0]++);
                         }
                     }
-                    // Messages that arrive at the client after its last read: rxm (verbs) handles
-                    // them while it closes the connection they came on.
+                    // Messages that arrive at the client after its last read: libfabric 1.17's rxm
+                    // handles them after closing the connection they came on, unless the session's
+                    // close drains them first (FabricSession.quiesce).
                     for (int i = 0; i < 2; i++) {
                         long offset = (long) (SLOTS + 2 + i) * SLOT;
                         int size = SIZES[i];

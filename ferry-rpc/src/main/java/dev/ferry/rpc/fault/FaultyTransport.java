@@ -73,13 +73,12 @@ public final class FaultyTransport implements Transport {
         }
     }
 
-    /** Fails the link to {@code address} now; false if there was none. */
+    /** Fails the link to {@code address} now; false if there was none up. */
     public boolean failLink(String address) {
         boolean any = false;
         for (FaultyPeer peer : List.copyOf(peers.values())) {
             if (peer.address().equals(address)) {
-                fail(peer, new TransportException("link to " + address + " failed (injected)"));
-                any = true;
+                any |= fail(peer, new TransportException("link to " + address + " failed (injected)"));
             }
         }
         return any;
@@ -136,14 +135,16 @@ public final class FaultyTransport implements Transport {
         return framesAfterFailure.get();
     }
 
-    private void fail(FaultyPeer peer, TransportException cause) {
-        if (peer.fail(cause)) {
-            linksFailed.incrementAndGet();
-            handler.onPeerClosed(peer, cause);
-            // The real links go down too. The entry stays until the real transport reports the
-            // peer closed, so that frames it still delivers meanwhile are recognised and dropped.
-            peer.inner.close();
+    private boolean fail(FaultyPeer peer, TransportException cause) {
+        if (!peer.fail(cause)) {
+            return false;
         }
+        linksFailed.incrementAndGet();
+        handler.onPeerClosed(peer, cause);
+        // The real links go down too. The entry stays until the real transport reports the
+        // peer closed, so that frames it still delivers meanwhile are recognised and dropped.
+        peer.inner.close();
+        return true;
     }
 
     // ------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
+import dev.ferry.fabric.FabricSession;
 import dev.ferry.memory.PoolExhaustedException;
 import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredBuffer;
@@ -32,6 +33,8 @@ final class FabricPeer implements Peer {
     final AtomicReferenceArray<Link> routes;
     /** Set once the handshake is over: the control channel then carries heartbeats. */
     volatile boolean established;
+    /** Counted down when the control channel's reader stops: the peer closed its end, or it broke. */
+    final java.util.concurrent.CountDownLatch controlEnded = new java.util.concurrent.CountDownLatch(1);
     /** The peer's fabric address: what endpoints of further links connect to. */
     byte[] remoteFabricAddress;
     /** Bytes in flight to this peer; guarded by the {@link SendWindow}. */
@@ -40,6 +43,8 @@ final class FabricPeer implements Peer {
     long rendezvousInFlight;
     /** Fabric-level handle of the peer (reliable-datagram sessions). */
     long fabricAddress = -1;
+    /** The address-vector entry behind {@link #fabricAddress} (reliable datagrams); removed at teardown. */
+    FabricSession.Connection fabricConnection;
     final CompletableFuture<Void> ready = new CompletableFuture<>();
     private volatile Throwable failure;
 

@@ -426,7 +426,9 @@ final class FabricTransport implements Transport {
             }
             FabricPeer fresh = new FabricPeer(this, address, socket, routes());
             FabricPeer previous = peers.putIfAbsent(address, fresh);
-            if (previous != null && previous.failure() == null) {
+            // A peer that dials again has usually just closed the old channel; its end may
+            // reach this side a moment after the new hello.
+            if (previous != null && previous.failure() == null && !controlEndsWithin(previous, 200)) {
                 out.writeInt(MAGIC);
                 out.writeByte(1);
                 out.writeUTF("already connected to " + address);
@@ -434,6 +436,9 @@ final class FabricTransport implements Transport {
                 closeQuietly(socket);
                 return;
             } else if (previous != null) {
+                if (previous.failure() == null) {
+                    peerLost(previous, new TransportException("peer " + address + " connected again"));
+                }
                 peers.put(address, fresh);
             }
             peer = fresh;
@@ -470,6 +475,15 @@ final class FabricTransport implements Transport {
                         + socket.getRemoteSocketAddress() + ": " + e.getMessage());
             }
             closeQuietly(socket);
+        }
+    }
+
+    private static boolean controlEndsWithin(FabricPeer peer, long millis) {
+        try {
+            return peer.controlEnded.await(millis, TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
         }
     }
 
@@ -514,6 +528,8 @@ final class FabricTransport implements Transport {
                     + config.heartbeatTimeoutMillis() + " ms", e));
         } catch (IOException e) {
             peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: " + e.getMessage(), e));
+        } finally {
+            peer.controlEnded.countDown();
         }
     }
 
@@ -659,6 +675,9 @@ final class FabricTransport implements Transport {
     /** The application closes {@code peer}: any thread. */
     void closePeer(FabricPeer peer) {
         TransportException cause = new TransportException("peer " + peer.address() + " closed by the application");
+        // A connect from now on opens a new peer, as Peer.close() promises, even before the
+        // progress thread has torn this one down (it would otherwise return the dying peer).
+        peers.remove(peer.address(), peer);
         if (Thread.currentThread() == progress) {
             teardown(peer, cause, true);
         } else if (!closed) {
@@ -783,7 +802,9 @@ final class FabricTransport implements Transport {
             link.credits.returned(grants[i]);
         }
         if (type == EndpointType.RDM) {
-            long handle = session.connect(fabricAddress, 0).peer();
+            FabricSession.Connection connection = session.connect(fabricAddress, 0);
+            peer.fabricConnection = connection;
+            long handle = connection.peer();
             peer.fabricAddress = handle;
             for (Link link : made) {
                 link.address = handle;
@@ -814,7 +835,9 @@ final class FabricTransport implements Transport {
             made[i].credits.returned(grants[i]);
         }
         if (type == EndpointType.RDM) {
-            long handle = session.connect(fabricAddress, 0).peer();
+            FabricSession.Connection connection = session.connect(fabricAddress, 0);
+            peer.fabricConnection = connection;
+            long handle = connection.peer();
             peer.fabricAddress = handle;
             for (Link link : made) {
                 link.address = handle;
@@ -1706,6 +1729,12 @@ final class FabricTransport implements Transport {
                 failFuture(frame, cause);
             }
         }
+        if (peer.fabricConnection != null) {
+            // Each incarnation of a peer inserts its address again: without the removal a peer
+            // that reconnects fills the address vector (256 entries) and is refused from then on.
+            peer.fabricConnection.close();
+            peer.fabricConnection = null;
+        }
         peers.remove(peer.address(), peer);
         peer.control.close();
         if (first && notify && !closed) {
@@ -1800,7 +1829,9 @@ final class FabricTransport implements Transport {
     /** Progress thread, on the way out: fails every peer, then frees fabric and memory. */
     private void shutdown(CompletionBatch batch) {
         TransportException cause = new TransportException("transport closed");
-        for (FabricPeer peer : new ArrayList<>(peers.values())) {
+        List<FabricPeer> all = new ArrayList<>(peers.values());
+        awaitPeersGone(all);
+        for (FabricPeer peer : all) {
             teardown(peer, cause, false);
         }
         for (Object command; (command = commands.poll()) != null; ) {
@@ -1816,6 +1847,37 @@ final class FabricTransport implements Transport {
         } catch (IllegalStateException e) {
             // Buffers the application still holds: their memory is gone, released later as no-ops.
             LOG.log(System.Logger.Level.DEBUG, "closed with buffers in use: " + e.getMessage());
+        }
+    }
+
+    /**
+     * Tells every peer this side is going (its control channel ends) and waits, a second at
+     * most, until each has torn its links to this side down and closed its end. Only then are
+     * this side's endpoints and memory freed: a peer still sending into them would otherwise
+     * write to memory that is gone (providers such as shm hand a peer in the same process this
+     * side's own receive region).
+     */
+    private void awaitPeersGone(List<FabricPeer> all) {
+        for (FabricPeer peer : all) {
+            if (peer.established) {
+                try {
+                    peer.control.socket.shutdownOutput();
+                } catch (IOException e) {
+                    // the channel is gone already: so is the peer's side of it
+                }
+            }
+        }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+        for (FabricPeer peer : all) {
+            try {
+                if (peer.established && !peer.controlEnded.await(Math.max(0, deadline - System.nanoTime()),
+                        TimeUnit.NANOSECONDS)) {
+                    LOG.log(System.Logger.Level.DEBUG, "closing without a goodbye from " + peer.address());
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 package dev.ferry.rpc;
 
+import dev.ferry.transport.SharedSecret;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.List;

@@ -1,5 +1,6 @@
 package dev.ferry.rpc;
 
+import dev.ferry.transport.SharedSecret;
 import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;

@@ -1,5 +1,6 @@
 package dev.ferry.rpc;
 
+import dev.ferry.transport.SharedSecret;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;

@@ -1,4 +1,4 @@
-package dev.ferry.rpc;
+package dev.ferry.transport;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -12,12 +12,14 @@ import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
 
 /**
- * The key both ends of an RPC session share, and the HMAC-SHA256 proofs made with it.
+ * A key both ends of a connection share, and the HMAC-SHA256 proofs made with it.
  *
- * <p>Sessions open with a challenge in both directions: the client sends a nonce, the server
- * answers with its own nonce and {@code HMAC(secret, "ferry-server" | clientNonce | serverNonce | clientId)},
- * and the client answers with {@code HMAC(secret, "ferry-client" | serverNonce | clientNonce | clientId)}.
- * The secret never travels; fresh nonces on both sides defeat replay.
+ * <p>Connections open with a challenge in both directions: the dialing side sends a nonce, the
+ * accepting side answers with its own nonce and {@code HMAC(secret, "ferry-server" | dialerNonce | acceptorNonce | id)},
+ * and the dialing side answers with {@code HMAC(secret, "ferry-client" | acceptorNonce | dialerNonce | id)}.
+ * The secret never travels; fresh nonces on both sides defeat replay. The fabric transport does
+ * this on its control channel before it tells a peer any fabric address; the RPC layer does it
+ * again per session.
  */
 public final class SharedSecret {
 
@@ -79,9 +81,9 @@ public final class SharedSecret {
         if (file != null) {
             return fromFile(Path.of(file));
         }
-        throw new IllegalStateException("no shared secret for RPC authentication: set " + ENV_SECRET + " or "
-                + ENV_SECRET_FILE + " (environment or system property), or configure RpcConfig.withSecret(...); "
-                + "only a demo may use RpcConfig.withoutAuthentication()");
+        throw new IllegalStateException("no shared secret for authentication: set " + ENV_SECRET + " or "
+                + ENV_SECRET_FILE + " (environment or system property), or configure RpcConfig.withSecret(...) "
+                + "and TransportConfig.withSecret(...); only a demo may go without");
     }
 
     private static String setting(String name) {
@@ -93,7 +95,7 @@ public final class SharedSecret {
     }
 
     /** {@code HMAC-SHA256(secret, label | a | b | clientId)}. */
-    byte[] proof(String label, byte[] a, byte[] b, long clientId) {
+    public byte[] proof(String label, byte[] a, byte[] b, long clientId) {
         try {
             Mac mac = Mac.getInstance("HmacSHA256");
             mac.init(new SecretKeySpec(key, "HmacSHA256"));
@@ -110,7 +112,7 @@ public final class SharedSecret {
     }
 
     /** Constant-time comparison of {@code proof} with the expected one. */
-    boolean verify(byte[] proof, String label, byte[] a, byte[] b, long clientId) {
+    public boolean verify(byte[] proof, String label, byte[] a, byte[] b, long clientId) {
         return proof != null && proof.length == PROOF_BYTES && MessageDigest.isEqual(proof, proof(label, a, b, clientId));
     }
 

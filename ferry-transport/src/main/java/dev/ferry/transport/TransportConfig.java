@@ -38,6 +38,9 @@ import java.util.Objects;
  * @param heartbeatTimeoutMillis a peer silent on its control channel this long is declared
  *     failed. Several intervals, and long enough that a full GC pause on either side is not
  *     taken for a death; a killed process is noticed at once anyway (its socket closes)
+ * @param secret the key peers must prove they hold, with an HMAC challenge on the control
+ *     channel, before they learn this side's fabric address or get a link; null accepts any
+ *     peer, which only a demo on one machine should do
  */
 public record TransportConfig(
         String provider,
@@ -57,7 +60,8 @@ public record TransportConfig(
         int maxMessageSize,
         long connectTimeoutMillis,
         long heartbeatIntervalMillis,
-        long heartbeatTimeoutMillis) {
+        long heartbeatTimeoutMillis,
+        SharedSecret secret) {
 
     /** Checks the settings against each other. */
     public TransportConfig {
@@ -87,7 +91,7 @@ public record TransportConfig(
         }
     }
 
-    /** The settings above with the default heartbeat: every second, failed after 5 s of silence. */
+    /** The settings above with the default heartbeat (every second, failed after 5 s of silence) and no secret. */
     public TransportConfig(String provider, String bindHost, int bindPort, int linksPerPeer, int maxLinks,
             int eagerThreshold, int receiveBuffersPerLink, long sendWindowBytesPerLink, long sendWindowBytesPerPeer,
             long sendWindowBytesPerProcess, long sendPoolBytes, long receivePoolBytes, long rendezvousPoolBytes,
@@ -95,7 +99,7 @@ public record TransportConfig(
         this(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold, receiveBuffersPerLink,
                 sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess, sendPoolBytes,
                 receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
-                1_000, 5_000);
+                1_000, 5_000, null);
     }
 
     private static void positive(String name, long value) {
@@ -110,7 +114,7 @@ public record TransportConfig(
                 2, 4096, 16 * 1024, 64,
                 4L << 20, 8L << 20, 64L << 20,
                 64L << 20, 32L << 20, 256L << 20,
-                1 << 20, 256 << 20, 10_000, 1_000, 5_000);
+                1 << 20, 256 << 20, 10_000, 1_000, 5_000, null);
     }
 
     /** This configuration with another provider. */
@@ -118,7 +122,7 @@ public record TransportConfig(
         return new TransportConfig(value, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret);
     }
 
     /** This configuration listening on another port. */
@@ -126,7 +130,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, value, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret);
     }
 
     /** This configuration with other link counts. */
@@ -134,7 +138,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, perPeer, max, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret);
     }
 
     /** This configuration with other flow-control settings. */
@@ -143,7 +147,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eager,
                 buffersPerLink, windowPerLink, windowPerPeer, windowPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret);
     }
 
     /** This configuration with other pool sizes. */
@@ -151,7 +155,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 send, receive, rendezvous, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
-                heartbeatIntervalMillis, heartbeatTimeoutMillis);
+                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret);
     }
 
     /** This configuration with another connect and allocate timeout. */
@@ -159,7 +163,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, value,
-                heartbeatIntervalMillis, heartbeatTimeoutMillis);
+                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret);
     }
 
     /** This configuration with another heartbeat on the control channel. */
@@ -167,7 +171,15 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, intervalMillis, timeoutMillis);
+                connectTimeoutMillis, intervalMillis, timeoutMillis, secret);
+    }
+
+    /** This configuration with peers authenticated by {@code value} (null: no authentication). */
+    public TransportConfig withSecret(SharedSecret value) {
+        return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, value);
     }
 
     /** This configuration listening on another host. */
@@ -175,6 +187,6 @@ public record TransportConfig(
         return new TransportConfig(provider, value, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret);
     }
 }

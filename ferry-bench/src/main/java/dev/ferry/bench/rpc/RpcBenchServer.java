@@ -5,7 +5,7 @@ import dev.ferry.bench.pingpong.PingPong;
 import dev.ferry.rpc.RpcConfig;
 import dev.ferry.rpc.RpcMethod;
 import dev.ferry.rpc.RpcServer;
-import dev.ferry.rpc.SharedSecret;
+import dev.ferry.transport.SharedSecret;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;

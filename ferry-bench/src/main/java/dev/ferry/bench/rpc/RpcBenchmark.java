@@ -8,7 +8,7 @@ import dev.ferry.rpc.RpcChannel;
 import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcConfig;
 import dev.ferry.rpc.RpcResponse;
-import dev.ferry.rpc.SharedSecret;
+import dev.ferry.transport.SharedSecret;
 import java.io.PrintWriter;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;

@@ -17,7 +17,7 @@ import java.util.function.IntPredicate;
 import java.util.regex.Pattern;
 
 import dev.ferry.rpc.RpcConfig;
-import dev.ferry.rpc.SharedSecret;
+import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.TransportConfig;
 
 /**

@@ -14,7 +14,7 @@ import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsConfig;
 import dev.ferry.ps.PsException;
 import dev.ferry.rpc.RpcConfig;
-import dev.ferry.rpc.SharedSecret;
+import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import org.junit.jupiter.api.AfterEach;

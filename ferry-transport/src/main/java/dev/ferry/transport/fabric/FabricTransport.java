@@ -43,6 +43,7 @@ import dev.ferry.memory.RegisteredAllocator;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.Peer;
+import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
@@ -61,7 +62,8 @@ import dev.ferry.transport.TransportException;
 final class FabricTransport implements Transport {
 
     private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
-    private static final int MAGIC = 0x46525931; // "FRY1"
+    private static final int MAGIC = 0x46525932; // "FRY2"
+    private static final java.security.SecureRandom NONCES = new java.security.SecureRandom();
     private static final int SLOTS = 1 << 16;
     private static final int BATCH = 64;
     private static final int CONTROL_BUFFERS = 2048;
@@ -155,6 +157,7 @@ final class FabricTransport implements Transport {
     private final AtomicLong held = new AtomicLong();
     private final LongAdder linkFailures = new LongAdder();
     private final LongAdder creditsGranted = new LongAdder();
+    private final LongAdder authenticationFailures = new LongAdder();
     private final LongAdder creditsReclaimed = new LongAdder();
     private volatile int linksOpen;
 
@@ -296,12 +299,13 @@ final class FabricTransport implements Transport {
             socket.connect(new InetSocketAddress(address.substring(0, colon), Integer.parseInt(address.substring(colon + 1))),
                     (int) timeout);
             socket.setSoTimeout((int) timeout);
+            DataOutputStream out = new DataOutputStream(socket.getOutputStream());
+            DataInputStream in = new DataInputStream(socket.getInputStream());
+            authenticateToAcceptor(address, in, out);
             peer = new FabricPeer(this, address, socket, routes());
             FabricPeer p = peer;
             // The first link only: the others open when a stream needs them.
             Link[] created = onProgress(() -> createLinks(p, 1));
-            DataOutputStream out = new DataOutputStream(socket.getOutputStream());
-            out.writeInt(MAGIC);
             out.writeUTF(localAddress);
             writeBytes(out, session.address());
             out.writeInt(created.length);
@@ -310,13 +314,7 @@ final class FabricTransport implements Transport {
                 out.writeInt(link.firstGrant);
             }
             out.flush();
-            DataInputStream in = new DataInputStream(socket.getInputStream());
-            if (in.readInt() != MAGIC) {
-                throw new TransportException(address + " is not a Ferry transport");
-            }
-            if (in.readByte() != 0) {
-                throw new TransportException(address + " refused the connection: " + in.readUTF());
-            }
+            readAnswer(address, in);
             byte[] fabricAddress = readBytes(in);
             int n = in.readInt();
             if (n != created.length) {
@@ -409,8 +407,9 @@ final class FabricTransport implements Transport {
             socket.setSoTimeout((int) config.connectTimeoutMillis());
             DataInputStream in = new DataInputStream(socket.getInputStream());
             DataOutputStream out = new DataOutputStream(socket.getOutputStream());
-            if (in.readInt() != MAGIC) {
-                throw new IOException("not a Ferry transport");
+            if (!authenticateDialer(socket, in, out)) {
+                closeQuietly(socket);
+                return;
             }
             String address = in.readUTF();
             byte[] fabricAddress = readBytes(in);
@@ -476,6 +475,102 @@ final class FabricTransport implements Transport {
             }
             closeQuietly(socket);
         }
+    }
+
+    /**
+     * Dialing side of the challenge: sends a nonce, checks the acceptor's proof of the shared
+     * secret, answers with its own. Nothing about this side's fabric is said before it passes.
+     */
+    private void authenticateToAcceptor(String address, DataInputStream in, DataOutputStream out) throws IOException {
+        SharedSecret secret = config.secret();
+        byte[] nonce = nonce();
+        out.writeInt(MAGIC);
+        out.writeBoolean(secret != null);
+        out.write(nonce);
+        out.flush();
+        readAnswer(address, in);
+        byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
+        byte[] theirProof = readBytes(in);
+        byte[] proof = new byte[0];
+        if (secret != null) {
+            if (!secret.verify(theirProof, "ferry-server", nonce, theirNonce, 0)) {
+                throw new TransportException(address + " failed authentication: it does not hold the shared secret");
+            }
+            proof = secret.proof("ferry-client", theirNonce, nonce, 0);
+        }
+        writeBytes(out, proof);
+    }
+
+    /**
+     * Accepting side of the challenge; false (refused, logged, the socket to be closed) unless
+     * the dialer proves it holds this side's secret, or neither side has one.
+     */
+    private boolean authenticateDialer(Socket socket, DataInputStream in, DataOutputStream out) throws IOException {
+        if (in.readInt() != MAGIC) {
+            throw new IOException("not a Ferry transport");
+        }
+        SharedSecret secret = config.secret();
+        boolean theirs = in.readBoolean();
+        byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
+        if (theirs != (secret != null)) {
+            return refuse(socket, out, secret != null ? "this side requires the shared secret"
+                    : "this side has no shared secret");
+        }
+        byte[] nonce = nonce();
+        out.writeInt(MAGIC);
+        out.writeByte(0);
+        out.write(nonce);
+        writeBytes(out, secret == null ? new byte[0] : secret.proof("ferry-server", theirNonce, nonce, 0));
+        out.flush();
+        byte[] proof;
+        try {
+            proof = readBytes(in);
+        } catch (IOException e) {
+            return refuse(socket, null, "no proof of the shared secret (" + e.getMessage() + ")");
+        }
+        if (secret != null && !secret.verify(proof, "ferry-client", nonce, theirNonce, 0)) {
+            return refuse(socket, out, "authentication failed");
+        }
+        return true;
+    }
+
+    private boolean refuse(Socket socket, DataOutputStream out, String reason) {
+        if (config.secret() != null) {
+            authenticationFailures.increment();
+        }
+        LOG.log(System.Logger.Level.WARNING, "refused " + socket.getRemoteSocketAddress() + ": " + reason);
+        if (out != null) {
+            try {
+                out.writeInt(MAGIC);
+                out.writeByte(1);
+                out.writeUTF(reason);
+                out.flush();
+            } catch (IOException e) {
+                // it is gone already
+            }
+        }
+        return false;
+    }
+
+    /** Reads the acceptor's status: throws with its reason if it refused. */
+    private static void readAnswer(String address, DataInputStream in) throws IOException {
+        if (in.readInt() != MAGIC) {
+            throw new TransportException(address + " is not a Ferry transport");
+        }
+        if (in.readByte() != 0) {
+            throw new TransportException(address + " refused the connection: " + in.readUTF());
+        }
+    }
+
+    private static byte[] nonce() {
+        byte[] nonce = new byte[SharedSecret.NONCE_BYTES];
+        NONCES.nextBytes(nonce);
+        return nonce;
+    }
+
+    /** Dialers refused for want of the shared secret; for tests. */
+    long authenticationFailures() {
+        return authenticationFailures.sum();
     }
 
     private static boolean controlEndsWithin(FabricPeer peer, long millis) {

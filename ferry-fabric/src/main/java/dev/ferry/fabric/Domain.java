@@ -29,6 +29,7 @@ public final class Domain extends FabricObject {
     private final int mrMode;
     private final long mrKeySize;
     private final long cqDataSize;
+    private final boolean remoteDataConsumesReceive;
     private final long injectSize;
     /** Requested keys must be unique per domain where the provider does not pick them. */
     private final AtomicLong nextKey = new AtomicLong(1);
@@ -39,6 +40,7 @@ public final class Domain extends FabricObject {
         this.mrMode = info.mrMode();
         this.mrKeySize = info.mrKeySize();
         this.cqDataSize = info.cqDataSize();
+        this.remoteDataConsumesReceive = (info.mode() & Fi.RX_CQ_DATA) != 0;
         this.injectSize = info.injectSize();
     }
 
@@ -55,6 +57,17 @@ public final class Domain extends FabricObject {
     /** Bytes of immediate data a message may carry. */
     public long cqDataSize() {
         return cqDataSize;
+    }
+
+    /**
+     * Whether an RMA write with immediate data ({@link Endpoint#writeData}) consumes a receive
+     * posted at the target, whose completion then carries the data ({@code FI_RX_CQ_DATA} in the
+     * info's mode: verbs MSG). The target must keep a receive posted for every such write, or
+     * the write fails (a receiver-not-ready error on verbs). Messages with immediate data
+     * ({@link Endpoint#sendData}) consume a receive everywhere, as any message does.
+     */
+    public boolean remoteDataConsumesReceive() {
+        return remoteDataConsumesReceive;
     }
 
     /** The inject size of the info this domain was opened with. */

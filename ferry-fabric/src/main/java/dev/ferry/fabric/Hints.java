@@ -10,7 +10,10 @@ import java.util.Objects;
  * @param endpointType the endpoint type wanted
  * @param caps capabilities wanted, e.g. {@code Fi.MSG | Fi.RMA}
  * @param mode mode bits Ferry supports; by default {@code FI_CONTEXT | FI_CONTEXT2}, which
- *     {@link OperationContexts} satisfies
+ *     {@link OperationContexts} satisfies, and {@code FI_RX_CQ_DATA}: on providers that keep it
+ *     in the info's mode (verbs MSG) an RMA write with immediate data consumes a receive posted
+ *     at the target ({@link Domain#remoteDataConsumesReceive()}); verbs offers immediate data
+ *     only to applications that accept this
  * @param mrMode memory-registration modes Ferry handles
  * @param threading requested threading model, {@link Fi#THREAD_UNSPEC} for the provider's choice
  * @param node host to resolve, or null
@@ -27,7 +30,7 @@ public record Hints(String provider, EndpointType endpointType, long caps, long 
 
     /** Messages and RMA on {@code provider} with endpoints of {@code type}. */
     public static Hints of(String provider, EndpointType type) {
-        return new Hints(provider, type, Fi.MSG | Fi.RMA, Fi.CONTEXT | Fi.CONTEXT2, Fi.MR_MODES_SUPPORTED,
+        return new Hints(provider, type, Fi.MSG | Fi.RMA, Fi.CONTEXT | Fi.CONTEXT2 | Fi.RX_CQ_DATA, Fi.MR_MODES_SUPPORTED,
                 Fi.THREAD_UNSPEC, null, null, false);
     }
 

@@ -240,6 +240,10 @@ class FabricTest {
                     Pair.Event landed = pair.pumpUntil(e -> e != null && e.server() && (e.flags() & Fi.REMOTE_CQ_DATA) != 0,
                             20_000, "remote write completion");
                     assertEquals(77, landed.data());
+                    if (pair.server.domain().remoteDataConsumesReceive()) {
+                        // FI_RX_CQ_DATA (verbs MSG): the write consumed the posted receive.
+                        assertEquals(ctx.context(2), landed.context(), "the completion of the consumed receive");
+                    }
                     pair.pumpUntil(e -> e != null && !e.server() && e.context() == ctx.context(1), 20_000, "local write completion");
                 } else {
                     pair.post(() -> initiator.write(local.address(), size, localMr.descriptor(), pair.toServer.peer(),

@@ -22,6 +22,8 @@ public final class KilledPeerChild {
     public static void main(String[] args) throws Exception {
         TransportConfig config = KilledPeerTest.config(args[0], args[1]);
         Transport transport = Transports.open(config, (from, message) -> message.release());
+        System.out.println("OPENED " + transport.localAddress() + ", connecting to " + args[2]);
+        System.out.flush();
         Peer peer = transport.connect(args[2]);
         System.out.println("READY " + transport.localAddress());
         System.out.flush();

@@ -250,7 +250,15 @@ class KilledPeerTest {
                 // killed
             }
         });
-        assertTrue(ready.await(BOUND_SECONDS, TimeUnit.SECONDS), "the peer process never became ready");
+        if (!ready.await(BOUND_SECONDS, TimeUnit.SECONDS)) {
+            if (process.isAlive()) {
+                // Its threads, on its standard output (echoed above), for the failure's report.
+                new ProcessBuilder("kill", "-QUIT", Long.toString(process.pid())).inheritIO().start().waitFor();
+                Thread.sleep(5_000);
+            }
+            fail("the peer process never became ready (" + (process.isAlive() ? "still running"
+                    : "exited with " + process.exitValue()) + ")");
+        }
         return process;
     }
 

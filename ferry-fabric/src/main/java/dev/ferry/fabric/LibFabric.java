@@ -72,22 +72,15 @@ final class LibFabric {
      * Settings libfabric reads from the environment once, at its first call; a value the user
      * set in the environment wins. Ferry keeps its own registration cache, so libfabric's (whose
      * memory monitor patches the process's memory calls under the JVM) is off; rxm's universe
-     * is {@link #DEFAULT_UNIVERSE_SIZE} unless {@code -Dferry.fabric.universeSize} says otherwise;
-     * rxm posts its receive buffers to a shared receive context ({@code FI_OFI_RXM_USE_SRX}).
-     *
-     * <p>The shared receive context is what makes closing an rxm endpoint safe on verbs. rxm
-     * (libfabric 1.17) closes each connection's endpoint and then handles the completions still
-     * in its queue, reposting the buffer of every message that had arrived and not been read to
-     * the endpoint the buffer came from. Without a shared context (rxm's default on verbs; tcp
-     * uses one) that is the endpoint it has just closed, and the JVM dies with SIGSEGV in
-     * {@code fi_close} whenever a peer's message or flow-control credit arrived after the owner's
-     * last read: at the end of a run, or in a transport's shutdown while peers still send. With
-     * the shared context the buffer goes back to it, which is closed after all connections.
+     * is {@link #DEFAULT_UNIVERSE_SIZE} unless {@code -Dferry.fabric.universeSize} says otherwise.
+     * ({@code FI_OFI_RXM_USE_SRX=1}, a shared receive context for rxm on verbs, also keeps rxm's
+     * close from reposting buffers to closed endpoints, but with it a 4 MiB {@code fi_writedata}
+     * over {@code verbs;ofi_rxm} never completed at the target; {@link FabricSession#quiesce()}
+     * is the work-around instead.)
      */
     private static void defaultEnvironment() {
         setDefault("FI_MR_CACHE_MONITOR", "disabled");
         setDefault("FI_UNIVERSE_SIZE", System.getProperty("ferry.fabric.universeSize", DEFAULT_UNIVERSE_SIZE));
-        setDefault("FI_OFI_RXM_USE_SRX", "1");
     }
 
     private static void setDefault(String name, String value) {

@@ -289,7 +289,7 @@ public final class FabricSession implements AutoCloseable {
     /**
      * Closes every endpoint, the queues, the domain and the fabric, in that order. The thread
      * that closes must be the only one using the session. On rxm ({@code verbs;ofi_rxm},
-     * {@code tcp;ofi_rxm}) it first {@linkplain #quiesce() drains} the completion queue, and
+     * {@code tcp;ofi_rxm}) it first {@linkplain #quiesce() drains} the completion queue:
      * completions nobody read are discarded.
      */
     @Override
@@ -314,8 +314,9 @@ public final class FabricSession implements AutoCloseable {
     private static final long QUIESCE_NANOS = 1_000_000_000L;
 
     /**
-     * Reads (and discards) completions until the queue has been empty for 50 ms, for at most a
+     * Reads and discards completions until the queue has been empty for 50 ms, for at most a
      * second, so that rxm has handled everything its connections received before they close.
+     * Only for an owner that no longer needs the completions: {@link #close()} calls it.
      *
      * <p>libfabric 1.17's rxm closes a connection's endpoint first and then handles the
      * completions still queued for it: a message or flow-control credit that arrived after the
@@ -377,9 +378,12 @@ public final class FabricSession implements AutoCloseable {
         }
 
         /**
-         * Closes a connected endpoint, or forgets a datagram peer's address: on rxm that closes
-         * the connection to the peer, so the session's queue is {@linkplain #quiesce() drained}
-         * first, as for the session's close.
+         * Closes a connected endpoint, or forgets a datagram peer's address. On rxm forgetting
+         * closes rxm's connection to the peer, and libfabric 1.17 handles what that connection
+         * received only after closing it (see {@link FabricSession#quiesce()}): read the
+         * session's queue right before, as a poller that never stops does, or call
+         * {@code quiesce()} first where completions may be dropped. This method does not drain
+         * the queue itself, since the session's owner may still need its completions.
          */
         @Override
         public void close() {
@@ -387,9 +391,6 @@ public final class FabricSession implements AutoCloseable {
             if (ownsEndpoint) {
                 endpoint.close();
             } else if (!session.av.isClosed()) {
-                if (session.layeredOnRxm()) {
-                    session.quiesce();
-                }
                 session.av.remove(peer);
             }
         }

@@ -65,6 +65,14 @@ public final class FetchBenchmark implements Callable<Integer> {
             name = "ferry bench " + name;
         }
         List<String> args = spec.commandLine().getParseResult().originalArgs();
+        // Under the CLI the arguments start with the subcommands' names, which the name has already.
+        int from = 0;
+        for (int k = 1; k <= args.size(); k++) {
+            if (name.endsWith(" " + String.join(" ", args.subList(0, k)))) {
+                from = k;
+            }
+        }
+        args = args.subList(from, args.size());
         return args.isEmpty() ? name : name + " " + String.join(" ", args);
     }
 

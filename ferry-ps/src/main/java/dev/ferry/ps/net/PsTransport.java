@@ -22,6 +22,12 @@ import dev.ferry.transport.TransportConfig;
  * fewer than four buffers are left: raise {@code receivePoolBytes} with the number of peers.
  * Requests (ids, and a push's gradients) are unaffected: pushes of more than 256 KiB still go by
  * rendezvous, paced by the receiver as before.
+ *
+ * <p>Both ends of a link must use the same eager threshold: the transport does not exchange it
+ * when a link opens, and an eager frame larger than the receiver's buffers fails the link. Tune
+ * the servers and every client of them alike (the benchmarks do); a server started with the
+ * transport's defaults ({@code ferry server}, {@link LocalCluster}) keeps them, so that clients
+ * with default settings can still talk to it.
  */
 public final class PsTransport {
 

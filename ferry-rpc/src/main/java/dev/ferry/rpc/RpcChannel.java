@@ -1,6 +1,5 @@
 package dev.ferry.rpc;
 
-import dev.ferry.transport.SharedSecret;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
@@ -20,7 +19,9 @@ import java.util.concurrent.atomic.AtomicReference;
 import dev.ferry.transport.InboundMessage;
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
+import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
+import dev.ferry.transport.UnauthenticatedException;
 
 /**
  * Calls to one server, over whichever session is current: on the primary transport normally,
@@ -557,7 +558,13 @@ public final class RpcChannel {
     private Session open(boolean useFallback) throws Exception {
         Transport transport = useFallback ? client.fallback : client.primary;
         String address = useFallback ? fallbackAddress : primaryAddress;
-        Peer peer = transport.connect(address);
+        Peer peer;
+        try {
+            peer = transport.connect(address);
+        } catch (UnauthenticatedException e) {
+            // The transport's own challenge, before any fabric address: the same verdict as ours.
+            throw new AuthenticationException("server " + address + " refused the connection: " + e.getMessage());
+        }
         Session s = new Session(this, peer, useFallback, client.nextHandshake.getAndIncrement());
         client.sessions.put(peer, s);
         long timeout = client.handshakeTimeoutMillis;

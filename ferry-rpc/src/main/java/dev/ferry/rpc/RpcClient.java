@@ -1,6 +1,5 @@
 package dev.ferry.rpc;
 
-import dev.ferry.transport.SharedSecret;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.List;
@@ -13,6 +12,7 @@ import java.util.concurrent.atomic.LongAdder;
 import dev.ferry.transport.InboundMessage;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.Peer;
+import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 
@@ -79,11 +79,11 @@ public final class RpcClient implements AutoCloseable {
         this.clientId = id;
         this.connectTokens = config.reconnectsPerSecond();
         Handler handler = new Handler();
-        this.primary = opener.open(primaryConfig, handler);
+        this.primary = opener.open(authenticated(primaryConfig, secret), handler);
         Transport fb = null;
         if (fallbackConfig != null) {
             try {
-                fb = opener.open(fallbackConfig, handler);
+                fb = opener.open(authenticated(fallbackConfig, secret), handler);
             } catch (RuntimeException e) {
                 primary.close();
                 throw e;
@@ -250,5 +250,14 @@ public final class RpcClient implements AutoCloseable {
                 session.channel.sessionFailed(session, cause);
             }
         }
+    }
+
+    /**
+     * {@code config} with the RPC secret, unless it names its own: the fabric transport then
+     * refuses a peer without it before any fabric address or link, as the RPC handshake does
+     * per session after.
+     */
+    static TransportConfig authenticated(TransportConfig config, SharedSecret secret) {
+        return secret == null || config.secret() != null ? config : config.withSecret(secret);
     }
 }

@@ -1,7 +1,8 @@
 package dev.ferry.rpc;
 
-import dev.ferry.transport.SharedSecret;
 import java.util.Objects;
+
+import dev.ferry.transport.SharedSecret;
 
 /**
  * Every tunable of the RPC layer, with its default and the reason for it. Start from

@@ -1,6 +1,5 @@
 package dev.ferry.rpc;
 
-import dev.ferry.transport.SharedSecret;
 import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
@@ -21,6 +20,7 @@ import dev.ferry.transport.InboundMessage;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
+import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 
@@ -134,7 +134,7 @@ public final class RpcServer implements AutoCloseable {
         if (closed) {
             throw new IllegalStateException("server closed");
         }
-        Transport transport = opener.open(config, handler);
+        Transport transport = opener.open(RpcClient.authenticated(config, secret), handler);
         transports.add(transport);
         return transport.localAddress();
     }
@@ -149,10 +149,20 @@ public final class RpcServer implements AutoCloseable {
         return epoch;
     }
 
+    /** Peers the transports refused before any session: they could not prove the secret. */
+    private long transportRefusals() {
+        long n = 0;
+        for (Transport t : transports) {
+            n += t.counters().authenticationFailures();
+        }
+        return n;
+    }
+
     /** A snapshot of the counters. */
     public RpcServerCounters counters() {
         return new RpcServerCounters(requests.sum(), executions.sum(), replays.sum(), duplicatesWhileRunning.sum(),
-                outcomesLost.sum(), handlerErrors.sum(), deadlinesMissed.sum(), refusals.sum(), sessions.sum(),
+                outcomesLost.sum(), handlerErrors.sum(), deadlinesMissed.sum(), refusals.sum() + transportRefusals(),
+                sessions.sum(),
                 dedupe.size());
     }
 

@@ -1,6 +1,5 @@
 package dev.ferry.rpc;
 
-import dev.ferry.transport.SharedSecret;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -18,6 +17,8 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
+
+import dev.ferry.transport.SharedSecret;
 
 /** The HMAC challenge: a wrong secret is refused (and counted), the right one from a file works. */
 class AuthenticationTest extends RpcTestBase {

@@ -1,6 +1,5 @@
 package dev.ferry.rpc;
 
-import dev.ferry.transport.SharedSecret;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.util.ArrayList;
@@ -10,6 +9,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.BooleanSupplier;
 import java.util.stream.Stream;
 
+import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import org.junit.jupiter.api.AfterEach;

@@ -1,8 +1,8 @@
 package dev.ferry.rpc;
 
-import dev.ferry.transport.SharedSecret;
 import java.io.IOException;
 
+import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.TransportConfig;
 
 /**

@@ -1,6 +1,5 @@
 package dev.ferry.rpc;
 
-import dev.ferry.transport.SharedSecret;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -28,6 +27,8 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
+
+import dev.ferry.transport.SharedSecret;
 
 /**
  * A server JVM killed with SIGKILL mid-traffic and restarted on the same port: clients reconnect

@@ -22,6 +22,7 @@ package dev.ferry.transport;
  * @param creditsGranted receive credits granted to busy peers beyond their first grant, from a
  *     receive queue shared by all peers
  * @param creditsReclaimed receive credits taken back from idle peers, to grant to busy ones
+ * @param authenticationFailures peers refused because they could not prove the shared secret
  */
 public record TransportCounters(
         int linksOpen,
@@ -40,5 +41,6 @@ public record TransportCounters(
         long receiveBuffersHeld,
         long linkFailures,
         long creditsGranted,
-        long creditsReclaimed) {
+        long creditsReclaimed,
+        long authenticationFailures) {
 }

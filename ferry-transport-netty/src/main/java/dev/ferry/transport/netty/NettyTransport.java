@@ -396,7 +396,7 @@ final class NettyTransport implements Transport {
         long sent = messagesSent.sum();
         return new TransportCounters(linksOpen.get(), sent, messagesReceived.sum(), bytesSent.sum(),
                 bytesReceived.sum(), sent, 0, credits, creditStalls.sum(), windowStalls.sum(), window.used(),
-                window.peak(), reposts.sum(), receiveBuffersHeld.get(), linkFailures.sum(), 0, 0);
+                window.peak(), reposts.sum(), receiveBuffersHeld.get(), linkFailures.sum(), 0, 0, 0);
     }
 
     @Override

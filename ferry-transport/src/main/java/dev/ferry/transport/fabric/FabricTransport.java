@@ -48,6 +48,7 @@ import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.UnauthenticatedException;
 
 /**
  * The ByteExpress-style transport over libfabric.
@@ -488,13 +489,17 @@ final class FabricTransport implements Transport {
         out.writeBoolean(secret != null);
         out.write(nonce);
         out.flush();
-        readAnswer(address, in);
+        try {
+            readAnswer(address, in);
+        } catch (TransportException e) {
+            throw new UnauthenticatedException(e.getMessage());
+        }
         byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
         byte[] theirProof = readBytes(in);
         byte[] proof = new byte[0];
         if (secret != null) {
             if (!secret.verify(theirProof, "ferry-server", nonce, theirNonce, 0)) {
-                throw new TransportException(address + " failed authentication: it does not hold the shared secret");
+                throw new UnauthenticatedException(address + " failed authentication: it does not hold the shared secret");
             }
             proof = secret.proof("ferry-client", theirNonce, nonce, 0);
         }
@@ -1902,7 +1907,7 @@ final class FabricTransport implements Transport {
         return new TransportCounters(linksOpen, messagesSent.sum(), messagesReceived.sum(), bytesSent.sum(),
                 bytesReceived.sum(), eagerSent.sum(), rendezvousSent.sum(), credits, creditStalls.sum(),
                 windowStalls.sum(), window.inFlight(), window.peak(), reposts.sum(), held.get(), linkFailures.sum(),
-                creditsGranted.sum(), creditsReclaimed.sum());
+                creditsGranted.sum(), creditsReclaimed.sum(), authenticationFailures.sum());
     }
 
     @Override

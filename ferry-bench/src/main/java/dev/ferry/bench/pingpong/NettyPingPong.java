@@ -33,7 +33,7 @@ final class NettyPingPong {
 
     /** Runs the client against a server child that has printed its ADDRESS. */
     static PingPongResult runClient(PingPongSpec spec, ServerProcess server) {
-        String address = new String(ControlLine.bytes(server.expect(ControlLine.ADDRESS, spec.timeoutMillis())),
+        String address = new String(ControlLine.bytes(server.expect(ControlLine.ADDRESS, ServerProcess.startMillis(spec.timeoutMillis()))),
                 StandardCharsets.UTF_8);
         server.expect(ControlLine.READY, spec.timeoutMillis());
         Histogram histogram = new Histogram(FabricPingPong.HIGHEST_NANOS, 3);

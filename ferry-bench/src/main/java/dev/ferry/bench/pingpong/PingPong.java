@@ -111,7 +111,7 @@ public final class PingPong {
     }
 
     private static PingPongResult fabricClient(PingPongSpec spec, ServerProcess server) {
-        byte[] serverAddress = ControlLine.bytes(server.expect(ControlLine.ADDRESS, spec.timeoutMillis()));
+        byte[] serverAddress = ControlLine.bytes(server.expect(ControlLine.ADDRESS, ServerProcess.startMillis(spec.timeoutMillis())));
         try (FabricPingPong side = FabricPingPong.open(spec.provider(), spec.endpoint(), spec.size(), false)) {
             int timeout = (int) Math.min(Integer.MAX_VALUE, spec.timeoutMillis());
             if (spec.endpoint() == EndpointType.RDM) {

@@ -104,6 +104,14 @@ public final class ServerProcess implements AutoCloseable {
     }
 
     /**
+     * How long to wait for a child's first line: starting a JVM and loading libfabric's providers
+     * takes seconds on a loaded machine, which is not what an operation timeout is about.
+     */
+    public static long startMillis(long timeoutMillis) {
+        return Math.max(timeoutMillis, 60_000);
+    }
+
+    /**
      * Waits up to {@code timeoutMillis} for a line starting with {@code keyword} and returns it,
      * skipping other lines.
      *

@@ -53,7 +53,7 @@ public final class RpcBenchmark {
                 RpcBenchServer.arguments(spec));
         try (ServerProcess server = ServerProcess.start(command, "rpc benchmark server")) {
             server.send(ControlLine.of(RpcBenchServer.SECRET, key));
-            String address = ControlLine.argument(server.expect(ControlLine.ADDRESS, spec.timeoutMillis()));
+            String address = ControlLine.argument(server.expect(ControlLine.ADDRESS, ServerProcess.startMillis(spec.timeoutMillis())));
             RpcBenchResult result = measure(spec, SharedSecret.of(key), address, server.pid(), progress);
             server.send(ControlLine.DONE);
             server.awaitExit(spec.timeoutMillis());

@@ -1037,11 +1037,14 @@ final class FabricTransport implements Transport {
                 if ((loops & 1023) == 0 && !quarantine.isEmpty()) {
                     releaseQuarantined();
                 }
-                if (type == EndpointType.RDM && (loops & 63) == 0) {
+                if ((loops & 63) == 0) {
                     long now = System.nanoTime();
                     if (now - lastRebalance >= REBALANCE_NANOS) {
                         lastRebalance = now;
-                        work += rebalance(now);
+                        flushCredits();
+                        if (type == EndpointType.RDM) {
+                            work += rebalance(now);
+                        }
                     }
                 }
                 work += pump();
@@ -1418,6 +1421,7 @@ final class FabricTransport implements Transport {
         int stream = FrameDescriptor.stream(frame);
         if (kind == FrameDescriptor.EAGER || kind == FrameDescriptor.RNDV_REQ) {
             link.lastArrivalNanos = batchNanos; // messages, not control frames, make a link busy
+            link.heard = true;
         }
         switch (kind) {
             case FrameDescriptor.EAGER -> {
@@ -1478,6 +1482,21 @@ final class FabricTransport implements Transport {
     }
 
     /**
+     * Every credit owed goes back within a review period, however few: the thresholds of
+     * {@link ReceiveCredits#shouldReturn} assume this side counts exactly what the peer holds,
+     * and a link must stay live even where that count is off.
+     */
+    private void flushCredits() {
+        for (int i = 0, n = links.size(); i < n; i++) {
+            Link link = links.get(i);
+            if (link.ready && link.credits.owed() > 0 && link.peer.failure() == null) {
+                link.credits.flush();
+                activate(link);
+            }
+        }
+    }
+
+    /**
      * Reviews the grants of a shared receive queue: credits go back from links idle for
      * {@link #IDLE_LINK_NANOS} (down to {@link #CREDIT_FLOOR}), and links with recent traffic
      * are granted more, up to {@code receiveBuffersPerLink}, from what no link holds (half of it
@@ -1489,7 +1508,9 @@ final class FabricTransport implements Transport {
         int work = 0;
         for (int i = 0, n = links.size(); i < n; i++) {
             Link link = links.get(i);
-            if (!link.ready || link.peer.failure() != null || link.reclaimPending) {
+            // Only links the peer has spoken on: before that, its side may not know the link yet
+            // and would drop a grant or a RECLAIM sent to it.
+            if (!link.ready || !link.heard || link.peer.failure() != null || link.reclaimPending) {
                 continue;
             }
             long quiet = now - link.lastArrivalNanos;

@@ -34,6 +34,8 @@ final class Link {
     int firstGrant;
     /** When a frame last arrived on the link (progress thread's clock). */
     long lastArrivalNanos = System.nanoTime();
+    /** A message came from the peer on this link: its side of the link is up. */
+    boolean heard;
     /** A RECLAIM went out and its YIELD has not come back. */
     boolean reclaimPending;
     /** Receive buffers set aside for this link (posted once its endpoint exists). */

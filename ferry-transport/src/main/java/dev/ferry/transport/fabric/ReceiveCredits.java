@@ -28,6 +28,7 @@ final class ReceiveCredits {
     /** Credits this side may spend sending to the peer. Written by the progress thread. */
     private volatile int available;
     private int owed;
+    private boolean flush;
     private int peerHeld;
 
     /**
@@ -64,6 +65,18 @@ final class ReceiveCredits {
         available--;
         owed -= returned;
         peerHeld += returned;
+        if (returned > 0) {
+            flush = false;
+        }
+    }
+
+    /**
+     * Asks for the credits owed to go back on the next chance, however few: the periodic flush
+     * that keeps a link live even if this side's count of what the peer holds were off (a frame
+     * the provider delivered before the link was known, say).
+     */
+    void flush() {
+        flush = owed > 0;
     }
 
     /** Credits the peer returned in a frame's header. */
@@ -83,7 +96,7 @@ final class ReceiveCredits {
 
     /** Whether a credit-only frame should go now. */
     boolean shouldReturn() {
-        return owed > 0 && (owed >= Math.max(1, window / 2) || peerHeld <= RESERVE + 1);
+        return owed > 0 && (flush || owed >= Math.max(1, window / 2) || peerHeld <= RESERVE + 1);
     }
 
     int owed() {

@@ -102,6 +102,19 @@ class ReceiveCreditsTest {
     }
 
     @Test
+    void aFlushReturnsEvenOneOwedCreditAndLastsUntilCreditsGo() {
+        ReceiveCredits sender = new ReceiveCredits(64, 64);
+        ReceiveCredits receiver = new ReceiveCredits(64, 64);
+        deliver(sender, receiver, 1);
+        assertFalse(receiver.shouldReturn(), "one credit of 64 owed: no frame of its own yet");
+        receiver.flush();
+        assertTrue(receiver.shouldReturn(), "the periodic flush sends it anyway");
+        returnCredits(receiver, sender);
+        assertFalse(receiver.shouldReturn(), "the flush ends with the credits it sent");
+        assertEquals(64, sender.available());
+    }
+
+    @Test
     void nothingIsOwedWhenNothingArrived() {
         ReceiveCredits credits = new ReceiveCredits(16, 16);
         assertFalse(credits.shouldReturn());

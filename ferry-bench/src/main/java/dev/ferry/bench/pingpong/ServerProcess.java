@@ -176,7 +176,10 @@ public final class ServerProcess implements AutoCloseable {
         }
     }
 
-    /** Stops the child if it still runs: SIGTERM, then SIGKILL after a grace period. */
+    /**
+     * Stops the child if it still runs: end of input, then SIGTERM, then SIGKILL after a grace
+     * period; returns once it is gone.
+     */
     @Override
     public void close() {
         stop();
@@ -193,7 +196,8 @@ public final class ServerProcess implements AutoCloseable {
         } catch (IOException e) {
             // The child may be gone already.
         }
-        if (!process.isAlive()) {
+        // A child that exits at the end of its input closes its fabric itself: give it a moment.
+        if (awaitExit(300)) {
             return;
         }
         process.destroy();

@@ -1,5 +1,8 @@
 package dev.ferry.bench.stream;
 
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
+
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.HexFormat;
@@ -7,6 +10,7 @@ import java.util.Locale;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.TimeUnit;
 
+import dev.ferry.bench.pingpong.ServerProcess;
 import dev.ferry.fabric.CompletionBatch;
 import dev.ferry.fabric.CompletionError;
 import dev.ferry.fabric.CompletionQueue;
@@ -18,9 +22,6 @@ import dev.ferry.fabric.Fi;
 import dev.ferry.fabric.MemoryRegion;
 import dev.ferry.fabric.OperationContexts;
 import org.HdrHistogram.Histogram;
-
-import static java.lang.foreign.ValueLayout.JAVA_LONG;
-import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
 
 /**
  * Both sides of a stream on the raw libfabric binding: the ceiling that Ferry's transport is
@@ -91,7 +92,7 @@ final class RawStream {
     // Client
 
     /** Streams at the server that announced {@code ready} ({@code <type> <hex address>}). */
-    static Measured client(StreamSpec spec, ServerChild child, String ready, Runnable atTimedStart,
+    static Measured client(StreamSpec spec, ServerProcess child, String ready, Runnable atTimedStart,
             Runnable atTimedEnd) {
         String[] parts = ready.split(" ");
         EndpointType type = EndpointType.valueOf(parts[0]);

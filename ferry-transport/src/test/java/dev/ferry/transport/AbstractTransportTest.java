@@ -129,7 +129,11 @@ public abstract class AbstractTransportTest {
     @Test
     @Timeout(180)
     void manyStreamsOfMixedSizesArriveExactlyOnceInOrder() throws Exception {
-        TransportConfig config = config();
+        TransportConfig base = config();
+        // Four senders may each hold a message of the largest size: the send pool must fit them.
+        long send = Math.max(base.sendPoolBytes(), 4L * (largestMessage() + (1 << 20)));
+        TransportConfig config = base.withPools(send, base.receivePoolBytes(),
+                Math.max(base.rendezvousPoolBytes(), 2L * largestMessage()));
         int streams = mixedStreams();
         int[][] sizes = plan(streams, mixedMessages(), largeMessages(), largestMessage());
         int total = 0;

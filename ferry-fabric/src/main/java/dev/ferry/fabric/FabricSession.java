@@ -74,6 +74,9 @@ public final class FabricSession implements AutoCloseable {
      */
     public static FabricSession open(String provider, EndpointType type, String host, boolean listen, int cqSize) {
         Objects.requireNonNull(host, "host");
+        if (provider != null && provider.startsWith("shm")) {
+            ShmRegions.removeOwnLeftovers();
+        }
         Hints plain = Hints.of(provider, type);
         // On reliable datagrams, receivers should learn who sent each message (FI_SOURCE and
         // fi_cq_readfrom), so that no peer can speak for another; providers without it still serve.

@@ -315,7 +315,7 @@ final class FabricTransport implements Transport {
                 out.writeInt(link.firstGrant);
             }
             out.flush();
-            readAnswer(address, in);
+            readAnswer(address, in, false);
             byte[] fabricAddress = readBytes(in);
             int n = in.readInt();
             if (n != created.length) {
@@ -489,11 +489,7 @@ final class FabricTransport implements Transport {
         out.writeBoolean(secret != null);
         out.write(nonce);
         out.flush();
-        try {
-            readAnswer(address, in);
-        } catch (TransportException e) {
-            throw new UnauthenticatedException(e.getMessage());
-        }
+        readAnswer(address, in, true);
         byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
         byte[] theirProof = readBytes(in);
         byte[] proof = new byte[0];
@@ -557,13 +553,17 @@ final class FabricTransport implements Transport {
         return false;
     }
 
-    /** Reads the acceptor's status: throws with its reason if it refused. */
-    private static void readAnswer(String address, DataInputStream in) throws IOException {
+    /**
+     * Reads the acceptor's status: throws with its reason if it refused, an
+     * {@link UnauthenticatedException} if it refused at the challenge.
+     */
+    private static void readAnswer(String address, DataInputStream in, boolean challenge) throws IOException {
         if (in.readInt() != MAGIC) {
             throw new TransportException(address + " is not a Ferry transport");
         }
         if (in.readByte() != 0) {
-            throw new TransportException(address + " refused the connection: " + in.readUTF());
+            String reason = address + " refused the connection: " + in.readUTF();
+            throw challenge ? new UnauthenticatedException(reason) : new TransportException(reason);
         }
     }
 

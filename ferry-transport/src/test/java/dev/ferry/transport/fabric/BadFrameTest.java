@@ -34,7 +34,8 @@ class BadFrameTest {
         "shm, unknown-type", "shm, truncated-header", "shm, eager-length-beyond-limit",
         "shm, rendezvous-beyond-max-message", "shm, wrong-link",
         "tcp, unknown-type", "tcp, truncated-header", "tcp, eager-length-beyond-limit",
-        "tcp, rendezvous-beyond-max-message", "tcp, wrong-link", "tcp, rendezvous-with-a-bad-key"})
+        "tcp, rendezvous-beyond-max-message", "tcp, wrong-link", "tcp, rendezvous-with-a-bad-key",
+        "shm, yield-unasked", "tcp, yield-unasked"})
     void aBadFrameClosesOnlyItsLink(String provider, String fault) throws Exception {
         TransportConfig config = TransportConfig.defaults(provider).withPools(16L << 20, 16L << 20, 64L << 20);
         AtomicInteger delivered = new AtomicInteger();
@@ -71,7 +72,7 @@ class BadFrameTest {
             // read and drops the connection, or the puller's read fails. Every other fault is the
             // receiving transport's to catch.
             boolean eitherSide = fault.equals("rendezvous-with-a-bad-key");
-            assertTrue(waitFor(() -> server.counters().linkFailures()
+            assertTrue(FabricTransportFixture.waitFor(() -> server.counters().linkFailures()
                     + (eitherSide ? bad.counters().linkFailures() : 0) >= 1, 10_000),
                     "link failures: server " + server.counters().linkFailures() + ", sender " + bad.counters().linkFailures());
             assertTrue(server.counters().linkFailures() <= 1);
@@ -121,18 +122,12 @@ class BadFrameTest {
                 FrameDescriptor.rendezvous(f, 0, 0xdead_beefL);
                 return bytes;
             }
+            case "yield-unasked" -> {
+                // Credits given back that the receiver never asked for: a peer lying about its grant.
+                FrameDescriptor.header(f, FrameDescriptor.YIELD, 0, link, 0, 0, 3);
+                return java.util.Arrays.copyOf(bytes, FrameDescriptor.HEADER);
+            }
             default -> throw new IllegalArgumentException(fault);
         }
-    }
-
-    private static boolean waitFor(java.util.function.BooleanSupplier condition, long millis) throws InterruptedException {
-        long deadline = System.nanoTime() + millis * 1_000_000L;
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                return false;
-            }
-            Thread.sleep(10);
-        }
-        return true;
     }
 }

@@ -4,12 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.util.ArrayList;
-import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -20,30 +17,17 @@ import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
-import dev.ferry.transport.Transports;
 
 /**
  * Peers prove they hold the shared secret on the control channel before either side says
  * anything about its fabric: a peer without it gets no fabric address, no link and no key.
  */
 @Timeout(60)
-class ControlAuthenticationTest {
+class ControlAuthenticationTest extends FabricTransportFixture {
 
     private static final SharedSecret SECRET = SharedSecret.of("the cluster's own secret, 32 bytes");
     private static final SharedSecret WRONG = SharedSecret.of("somebody else's secret, 32 bytes!");
 
-    private final List<Transport> opened = new ArrayList<>();
-
-    @AfterEach
-    void close() {
-        opened.forEach(Transport::close);
-    }
-
-    private Transport open(TransportConfig config, MessageHandler handler) {
-        Transport t = Transports.open(config, handler);
-        opened.add(t);
-        return t;
-    }
 
     private static TransportConfig config(String provider, SharedSecret secret) {
         return TransportConfig.defaults(provider).withPools(16L << 20, 16L << 20, 16L << 20).withSecret(secret);
@@ -71,12 +55,13 @@ class ControlAuthenticationTest {
         Transport client = open(config(provider, WRONG), (from, m) -> m.release());
         TransportException e = assertThrows(TransportException.class, () -> client.connect(server.localAddress()));
         assertTrue(e.getMessage().contains("authentication"), e.getMessage());
-        assertTrue(waitFor(() -> ((FabricTransport) server).authenticationFailures() == 1), "the server did not count it");
+        assertTrue(waitFor(() -> ((FabricTransport) server).authenticationFailures() == 1, 10_000), "the server did not count it");
         assertEquals(0, server.counters().linksOpen());
         assertEquals(0, client.counters().linksOpen());
         // The server still serves peers that hold the secret.
         Transport good = open(config(provider, SECRET), (from, m) -> m.release());
-        good.connect(server.localAddress()).send(0, good.connect(server.localAddress()).allocate(8)).get(10, TimeUnit.SECONDS);
+        Peer friend = good.connect(server.localAddress());
+        friend.send(0, friend.allocate(8)).get(10, TimeUnit.SECONDS);
     }
 
     @ParameterizedTest
@@ -98,16 +83,5 @@ class ControlAuthenticationTest {
         TransportException e = assertThrows(TransportException.class, () -> client.connect(server.localAddress()));
         assertTrue(e.getMessage().contains("no shared secret"), e.getMessage());
         assertEquals(0, client.counters().linksOpen());
-    }
-
-    private static boolean waitFor(java.util.function.BooleanSupplier condition) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                return false;
-            }
-            Thread.sleep(5);
-        }
-        return true;
     }
 }

@@ -10,9 +10,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -24,27 +22,14 @@ import dev.ferry.transport.Peer;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
-import dev.ferry.transport.Transports;
 
 /**
  * On a receive queue shared by all peers, credits move to where the traffic is: a receiver takes
  * them back from idle peers and grants them to busy ones, and nothing is lost on the way.
  */
 @Timeout(60)
-class CreditRebalanceTest {
+class CreditRebalanceTest extends FabricTransportFixture {
 
-    private final List<Transport> opened = new ArrayList<>();
-
-    @AfterEach
-    void close() {
-        opened.forEach(Transport::close);
-    }
-
-    private Transport open(TransportConfig config, MessageHandler handler) {
-        Transport t = Transports.open(config, handler);
-        opened.add(t);
-        return t;
-    }
 
     /** Sequence numbers per sender, in arrival order. */
     private static final class Recorder implements MessageHandler {
@@ -132,16 +117,5 @@ class CreditRebalanceTest {
         }
         assertEquals(0, server.counters().linkFailures());
         assertEquals(0, server.counters().receiveBuffersHeld());
-    }
-
-    private static boolean waitFor(BooleanSupplier condition, long millis) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                return false;
-            }
-            Thread.sleep(5);
-        }
-        return true;
     }
 }

@@ -23,7 +23,6 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.function.BooleanSupplier;
 import java.util.stream.Stream;
 
 import dev.ferry.transport.InboundMessage;
@@ -116,7 +115,7 @@ class KilledPeerTest {
             }
         });
         Process process = start(provider, survivor.localAddress());
-        assertTrue(waitFor(() -> received.get() >= 20, BOUND_SECONDS * 1000), "the peer's messages never arrived");
+        assertTrue(FabricTransportFixture.waitFor(() -> received.get() >= 20, BOUND_SECONDS * 1000), "the peer's messages never arrived");
         Peer peer = child.get();
 
         // The survivor sends back, eager and rendezvous, keeping a bounded number in flight.
@@ -144,7 +143,7 @@ class KilledPeerTest {
                 }
             }
         });
-        assertTrue(waitFor(() -> completed.get() >= 10, BOUND_SECONDS * 1000), "the survivor's sends never completed");
+        assertTrue(FabricTransportFixture.waitFor(() -> completed.get() >= 10, BOUND_SECONDS * 1000), "the survivor's sends never completed");
 
         long pid = process.pid();
         ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly); // SIGKILL, by PID
@@ -196,7 +195,7 @@ class KilledPeerTest {
         int before = received.get();
         Peer fresh = other.connect(survivor.localAddress());
         fresh.send(1, filled(fresh, 256 << 10)).get(BOUND_SECONDS, TimeUnit.SECONDS);
-        assertTrue(waitFor(() -> received.get() > before, BOUND_SECONDS * 1000), "the new peer's message never arrived");
+        assertTrue(FabricTransportFixture.waitFor(() -> received.get() > before, BOUND_SECONDS * 1000), "the new peer's message never arrived");
         Peer back = survivor.connect(other.localAddress());
         back.send(2, filled(back, 1 << 10)).get(BOUND_SECONDS, TimeUnit.SECONDS);
         assertTrue(echoed.await(BOUND_SECONDS, TimeUnit.SECONDS), "the survivor's message to the new peer never arrived");
@@ -260,16 +259,5 @@ class KilledPeerTest {
                     : "exited with " + process.exitValue()) + ")");
         }
         return process;
-    }
-
-    private static boolean waitFor(BooleanSupplier condition, long millis) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                return false;
-            }
-            Thread.sleep(5);
-        }
-        return true;
     }
 }

@@ -16,9 +16,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -31,27 +29,14 @@ import dev.ferry.transport.Peer;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
-import dev.ferry.transport.Transports;
 
 /**
  * Links open when streams need them and never beyond {@code maxLinks}; the control channel's
  * heartbeats keep idle peers alive and declare silent ones failed.
  */
 @Timeout(60)
-class LinkLifecycleTest {
+class LinkLifecycleTest extends FabricTransportFixture {
 
-    private final List<Transport> opened = new ArrayList<>();
-
-    @AfterEach
-    void close() {
-        opened.forEach(Transport::close);
-    }
-
-    private Transport open(TransportConfig config, MessageHandler handler) {
-        Transport t = Transports.open(config, handler);
-        opened.add(t);
-        return t;
-    }
 
     private static TransportConfig config(String provider) {
         return TransportConfig.defaults(provider).withPools(16L << 20, 16L << 20, 16L << 20);
@@ -252,16 +237,5 @@ class LinkLifecycleTest {
                 latch.countDown();
             }
         };
-    }
-
-    private static boolean waitFor(BooleanSupplier condition, long millis) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                return false;
-            }
-            Thread.sleep(5);
-        }
-        return true;
     }
 }

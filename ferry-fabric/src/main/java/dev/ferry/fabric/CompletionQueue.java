@@ -6,7 +6,9 @@ import java.lang.foreign.MemorySegment;
 import static dev.ferry.fabric.InfoDescriptor.CQ_ERR_ENTRY;
 import static dev.ferry.fabric.InfoDescriptor.CQ_READ;
 import static dev.ferry.fabric.InfoDescriptor.CQ_READERR;
+import static dev.ferry.fabric.InfoDescriptor.CQ_SIGNAL;
 import static dev.ferry.fabric.InfoDescriptor.CQ_SREAD;
+import static dev.ferry.fabric.InfoDescriptor.CQ_SREADFROM;
 import static dev.ferry.fabric.InfoDescriptor.CQ_STRERROR;
 import static dev.ferry.fabric.InfoDescriptor.OBJ_OPS;
 import static dev.ferry.fabric.InfoDescriptor.offset;
@@ -27,6 +29,8 @@ public final class CompletionQueue extends FabricObject {
     private final MemorySegment readFn;
     private final MemorySegment readFromFn;
     private final MemorySegment sreadFn;
+    private final MemorySegment sreadFromFn;
+    private final MemorySegment signalFn;
     private final boolean waitable;
 
     CompletionQueue(long fid, Domain domain, boolean waitable) {
@@ -35,6 +39,8 @@ public final class CompletionQueue extends FabricObject {
         this.readFn = LibFabric.function(ops, CQ_READ);
         this.readFromFn = LibFabric.function(ops, InfoDescriptor.CQ_READFROM);
         this.sreadFn = waitable ? LibFabric.function(ops, CQ_SREAD) : null;
+        this.sreadFromFn = waitable ? LibFabric.function(ops, CQ_SREADFROM) : null;
+        this.signalFn = waitable ? LibFabric.function(ops, CQ_SIGNAL) : null;
         this.waitable = waitable;
     }
 
@@ -85,6 +91,43 @@ public final class CompletionQueue extends FabricObject {
             throw LibFabric.rethrow(t);
         }
         return result(rc, "fi_cq_sread");
+    }
+
+    /** Like {@link #await}, also recording each sender's address handle, as {@link #readFrom} does. */
+    public int awaitFrom(CompletionBatch batch, int timeoutMillis) {
+        if (!waitable) {
+            throw new IllegalStateException("completion queue was opened without a wait object");
+        }
+        long rc;
+        try {
+            rc = (long) LibFabric.L_JJJJJI.invokeExact(sreadFromFn, fid, batch.entries.address(),
+                    (long) batch.capacity, batch.sources.address(), 0L, timeoutMillis);
+        } catch (Throwable t) {
+            throw LibFabric.rethrow(t);
+        }
+        return result(rc, "fi_cq_sreadfrom");
+    }
+
+    /** True if the queue was opened with a wait object, so {@link #await} may block. */
+    public boolean waitable() {
+        return waitable;
+    }
+
+    /**
+     * Wakes a thread blocked in {@link #await} ({@code fi_cq_signal}); safe from any thread.
+     * Does nothing on a queue without a wait object.
+     */
+    public void signal() {
+        if (!waitable) {
+            return;
+        }
+        int rc;
+        try {
+            rc = (int) LibFabric.I_J.invokeExact(signalFn, fid);
+        } catch (Throwable t) {
+            throw LibFabric.rethrow(t);
+        }
+        LibFabric.check(rc, "fi_cq_signal");
     }
 
     private static int result(long rc, String what) {

@@ -77,8 +77,10 @@ public final class Domain extends FabricObject {
 
     /**
      * Opens a completion queue of {@code size} entries in the {@code FI_CQ_FORMAT_DATA} format.
-     * With {@code waitable}, {@link CompletionQueue#await} may block in the kernel; providers
-     * that cannot wait refuse it, so ask without first only when blocking matters.
+     * With {@code waitable}, the queue gets a file-descriptor wait object, so that
+     * {@link CompletionQueue#await} sleeps in the kernel until a completion or a
+     * {@link CompletionQueue#signal}; providers that could only busy-wait refuse it (shm 1.17,
+     * whose unspecified wait object spins a core), so ask without first only when blocking matters.
      */
     public CompletionQueue openCompletionQueue(int size, boolean waitable) {
         return openChild(() -> {
@@ -87,7 +89,7 @@ public final class Domain extends FabricObject {
                 MemorySegment attr = arena.allocate(CQ_ATTR);
                 attr.set(JAVA_LONG, offset(CQ_ATTR, "size"), size);
                 attr.set(JAVA_INT, offset(CQ_ATTR, "format"), 3); // FI_CQ_FORMAT_DATA
-                attr.set(JAVA_INT, offset(CQ_ATTR, "wait_obj"), waitable ? 1 : 0); // FI_WAIT_UNSPEC : FI_WAIT_NONE
+                attr.set(JAVA_INT, offset(CQ_ATTR, "wait_obj"), waitable ? 3 : 0); // FI_WAIT_FD : FI_WAIT_NONE
                 long cq = Fabric.openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(
                         LibFabric.function(ops, DOMAIN_CQ_OPEN), fid, attr.address(), a, 0L), "fi_cq_open");
                 return new CompletionQueue(cq, this, waitable);

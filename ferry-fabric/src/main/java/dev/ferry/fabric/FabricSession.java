@@ -35,7 +35,7 @@ public final class FabricSession implements AutoCloseable {
         try {
             this.fabric = f;
             this.domain = f.openDomain(info);
-            this.cq = domain.openCompletionQueue(cqSize, false);
+            this.cq = openCompletionQueue(domain, cqSize);
             if (info.endpointType() == EndpointType.MSG) {
                 this.eq = f.openEventQueue(64);
                 this.av = null;
@@ -63,6 +63,18 @@ public final class FabricSession implements AutoCloseable {
             f.close();
             infos.close();
             throw e;
+        }
+    }
+
+    /**
+     * A queue with a wait object where the provider offers one, so an idle poller can block in
+     * {@link CompletionQueue#await}; a plain queue where it does not.
+     */
+    private static CompletionQueue openCompletionQueue(Domain domain, int size) {
+        try {
+            return domain.openCompletionQueue(size, true);
+        } catch (FabricException e) {
+            return domain.openCompletionQueue(size, false);
         }
     }
 

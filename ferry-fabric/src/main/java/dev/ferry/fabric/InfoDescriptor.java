@@ -237,6 +237,8 @@ final class InfoDescriptor {
     static final long CQ_READFROM = 16;
     static final long CQ_READERR = 24;
     static final long CQ_SREAD = 32;
+    static final long CQ_SREADFROM = 40;
+    static final long CQ_SIGNAL = 48;
     static final long CQ_STRERROR = 56;
     /** {@code struct fi_ops_eq}: read, readerr, write, sread. */
     static final long EQ_READ = 8;

@@ -139,6 +139,7 @@ final class LibFabric {
     static final MethodHandle L_JJJJI = signature(L, L, L, L, L, I);
     static final MethodHandle L_JJJJJ = signature(L, L, L, L, L, L);
     static final MethodHandle L_JJJJIJ = signature(L, L, L, L, L, I, L);
+    static final MethodHandle L_JJJJJI = signature(L, L, L, L, L, L, I);
     static final MethodHandle L_JJJJJJ = signature(L, L, L, L, L, L, L);
     static final MethodHandle L_JJJJJJJ = signature(L, L, L, L, L, L, L, L);
     static final MethodHandle L_JJJJJJJJ = signature(L, L, L, L, L, L, L, L, L);

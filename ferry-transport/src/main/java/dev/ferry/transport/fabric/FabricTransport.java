@@ -86,6 +86,11 @@ final class FabricTransport implements Transport {
     private static final long QUARANTINE_NANOS = 5_000_000_000L;
     /** How often a shared receive queue's grants are reviewed. */
     private static final long REBALANCE_NANOS = 10_000_000L;
+    /** Idle progress: busy-polls this long after the last work before sleeping. */
+    private static final long SPIN_NANOS = 20_000L;
+    /** Without a wait object that sleeps: yields until this long after the last work, then parks. */
+    private static final long YIELD_NANOS = 200_000L;
+    private static final long PARK_NANOS = 50_000L;
     /** A link with no frame for this long gives its credits above the floor back. */
     private static final long IDLE_LINK_NANOS = 100_000_000L;
     /** A link with a frame this recent may be granted more, up to receiveBuffersPerLink. */
@@ -112,6 +117,8 @@ final class FabricTransport implements Transport {
     /** Fault injection: while set, this side sends no heartbeats (as a hung process would not). */
     private volatile boolean heartbeatsPaused;
     private volatile boolean parked;
+    /** Guarded by {@link #cq}: no thread signals the queue once it is closed. */
+    private boolean queueClosed;
 
     private final ConcurrentHashMap<String, FabricPeer> peers = new ConcurrentHashMap<>();
     private final java.util.concurrent.Semaphore handshakes = new java.util.concurrent.Semaphore(CONCURRENT_HANDSHAKES);
@@ -1031,15 +1038,11 @@ final class FabricTransport implements Transport {
                 int work = drainCommands();
                 work += poll(batch);
                 loops++;
-                if (type == EndpointType.MSG && (connecting > 0 || (loops & 1023) == 0)) {
-                    pollEvents();
-                }
-                if ((loops & 1023) == 0 && !quarantine.isEmpty()) {
-                    releaseQuarantined();
-                }
-                if ((loops & 63) == 0) {
+                boolean timer = false;
+                if ((loops & 63) == 0 || idle > 0) {
                     long now = System.nanoTime();
                     if (now - lastRebalance >= REBALANCE_NANOS) {
+                        timer = true;
                         lastRebalance = now;
                         flushCredits();
                         if (type == EndpointType.RDM) {
@@ -1047,12 +1050,18 @@ final class FabricTransport implements Transport {
                         }
                     }
                 }
+                if (type == EndpointType.MSG && (connecting > 0 || timer)) {
+                    pollEvents();
+                }
+                if (timer && !quarantine.isEmpty()) {
+                    releaseQuarantined();
+                }
                 work += pump();
                 if (work > 0) {
                     idle = 0;
                     lastWork = System.nanoTime();
                 } else {
-                    idle = idle(idle);
+                    idle = idle(idle, batch);
                 }
             }
         } catch (Throwable t) {
@@ -1066,25 +1075,41 @@ final class FabricTransport implements Transport {
     }
 
     /**
-     * The idle strategy, by time since the last work: spin for a few microseconds, yield while
-     * traffic is recent, then park in short slices while anything is in flight or the last
-     * work is under 50 ms old (a completion can only be noticed by polling, so a long park
-     * would delay it), and in slices of up to 1 ms once the transport is truly idle, where it
-     * costs about 1% of a core. Application threads unpark it when they hand over work.
+     * The idle strategy, by time since the last work. It spins for {@link #SPIN_NANOS}, so that
+     * a reply that follows at once costs no wake-up. Then, where the completion queue has a
+     * wait object that sleeps (tcp, verbs), it blocks in the kernel until a completion arrives,
+     * an application thread hands over work ({@link #wake} signals the queue) or the next
+     * timer is due: an idle or lightly loaded process uses no CPU. Where it has none (shm: only
+     * polling notices a completion), it parks in short slices while traffic is recent or
+     * anything is in flight, and in slices of up to 1 ms once the transport is truly idle.
      */
-    private int idle(int idle) {
+    private int idle(int idle, CompletionBatch batch) {
         long idleNanos = System.nanoTime() - lastWork;
-        if (idleNanos < 50_000) {
+        if (idleNanos < SPIN_NANOS) {
             Thread.onSpinWait();
-        } else if (idleNanos < 2_000_000) {
-            Thread.yield();
-        } else {
-            boolean busy = idleNanos < 50_000_000 || window.inFlight() > 0 || readsInFlight > 0 || !pulls.isEmpty()
-                    || connecting > 0;
-            parked = true;
-            if (commands.isEmpty()) {
-                LockSupport.parkNanos(busy ? 50_000L : Math.min(1_000_000L, 50_000L << Math.min(5, idle / 64)));
+            return idle + 1;
+        }
+        boolean busy = window.inFlight() > 0 || readsInFlight > 0 || !pulls.isEmpty() || connecting > 0
+                || !repostRetry.isEmpty();
+        parked = true;
+        try {
+            if (!commands.isEmpty()) {
+                return idle + 1;
             }
+            if (cq.waitable()) {
+                int millis = connecting > 0 || !repostRetry.isEmpty() ? 1 : (int) (REBALANCE_NANOS / 1_000_000L);
+                int n = dispatch(batch, sources ? cq.awaitFrom(batch, millis) : cq.await(batch, millis));
+                if (n > 0) {
+                    lastWork = System.nanoTime();
+                    return 0;
+                }
+            } else if (idleNanos < YIELD_NANOS) {
+                Thread.yield();
+            } else {
+                busy |= idleNanos < 50_000_000;
+                LockSupport.parkNanos(busy ? PARK_NANOS : Math.min(1_000_000L, PARK_NANOS << Math.min(5, idle / 64)));
+            }
+        } finally {
             parked = false;
         }
         return idle + 1;
@@ -1102,7 +1127,20 @@ final class FabricTransport implements Transport {
 
     private void wake() {
         if (parked) {
-            LockSupport.unpark(progress);
+            if (cq.waitable()) {
+                signalQueue();
+            } else {
+                LockSupport.unpark(progress);
+            }
+        }
+    }
+
+    /** Wakes the progress thread from {@link CompletionQueue#await}, unless the queue is closed. */
+    private void signalQueue() {
+        synchronized (cq) {
+            if (!queueClosed) {
+                cq.signal();
+            }
         }
     }
 
@@ -1353,7 +1391,11 @@ final class FabricTransport implements Transport {
     // Completions
 
     private int poll(CompletionBatch batch) {
-        int n = sources ? cq.readFrom(batch) : cq.read(batch);
+        return dispatch(batch, sources ? cq.readFrom(batch) : cq.read(batch));
+    }
+
+    /** Handles the {@code n} completions just read into {@code batch}, or the error waiting. */
+    private int dispatch(CompletionBatch batch, int n) {
         if (n > 0) {
             batchNanos = System.nanoTime();
         }
@@ -1939,6 +1981,7 @@ final class FabricTransport implements Transport {
         closed = true;
         closeQuietly(controlSocket);
         LockSupport.unpark(progress);
+        signalQueue();
         try {
             progress.join(10_000);
             acceptor.join(2_000);
@@ -1959,6 +2002,9 @@ final class FabricTransport implements Transport {
             if (command instanceof OutboundFrame frame) {
                 failSend(frame, cause);
             }
+        }
+        synchronized (cq) {
+            queueClosed = true;
         }
         session.close();
         batch.close();

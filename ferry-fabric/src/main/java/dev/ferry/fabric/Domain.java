@@ -10,6 +10,8 @@ import static dev.ferry.fabric.InfoDescriptor.DOMAIN_AV_OPEN;
 import static dev.ferry.fabric.InfoDescriptor.DOMAIN_CQ_OPEN;
 import static dev.ferry.fabric.InfoDescriptor.DOMAIN_ENDPOINT;
 import static dev.ferry.fabric.InfoDescriptor.DOMAIN_MR;
+import static dev.ferry.fabric.InfoDescriptor.DOMAIN_SRX_CTX;
+import static dev.ferry.fabric.InfoDescriptor.RX_ATTR;
 import static dev.ferry.fabric.InfoDescriptor.MR_REG;
 import static dev.ferry.fabric.InfoDescriptor.OBJ_OPS;
 import static dev.ferry.fabric.InfoDescriptor.offset;
@@ -119,6 +121,26 @@ public final class Domain extends FabricObject {
             long ep = Fabric.openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(
                     LibFabric.function(ops, DOMAIN_ENDPOINT), fid, info.address, a, 0L), "fi_endpoint");
             return new Endpoint(ep, this, info);
+        });
+    }
+
+    /**
+     * Opens a shared receive context of {@code size} entries ({@code fi_srx_context}) for
+     * connected endpoints opened from an info that shares receive contexts
+     * ({@link FabricInfo#sharesReceiveContext()}).
+     */
+    public SharedReceiveContext openSharedReceiveContext(long size) {
+        return openChild(() -> {
+            long ops = LibFabric.word(fid, OBJ_OPS);
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment attr = arena.allocate(RX_ATTR);
+                attr.set(JAVA_LONG, offset(RX_ATTR, "caps"), Fi.MSG | Fi.RECV);
+                attr.set(JAVA_LONG, offset(RX_ATTR, "size"), size);
+                attr.set(JAVA_LONG, offset(RX_ATTR, "iov_limit"), 1L);
+                long srx = Fabric.openObject(a -> (int) LibFabric.I_JJJJ.invokeExact(
+                        LibFabric.function(ops, DOMAIN_SRX_CTX), fid, attr.address(), a, 0L), "fi_srx_context");
+                return new SharedReceiveContext(srx, this);
+            }
         });
     }
 

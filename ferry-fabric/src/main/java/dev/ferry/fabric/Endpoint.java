@@ -87,6 +87,15 @@ public final class Endpoint extends FabricObject {
         bindTo(av, 0, "fi_ep_bind(av)");
     }
 
+    /**
+     * Takes this endpoint's receives from {@code srx} instead of a queue of its own; before
+     * {@link #enable()}. Receives are then posted to the context, not to the endpoint.
+     */
+    public void bind(SharedReceiveContext srx) {
+        ensureOpen();
+        bindTo(srx, 0, "fi_ep_bind(srx)");
+    }
+
     /** Enables the endpoint once it is bound. */
     public void enable() {
         ensureOpen();

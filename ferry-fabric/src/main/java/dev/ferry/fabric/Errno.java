@@ -11,6 +11,8 @@ public final class Errno {
     public static final int ECANCELED = 125;
     /** The peer refused the connection. */
     public static final int ECONNREFUSED = 111;
+    /** The provider does not implement the call. */
+    public static final int ENOSYS = 38;
     /** The peer reset the connection. */
     public static final int ECONNRESET = 104;
     /** An I/O error: e.g. a failed remote access. */
@@ -43,7 +45,7 @@ public final class Errno {
             case 22 -> "EINVAL";
             case 24 -> "EMFILE";
             case 28 -> "ENOSPC";
-            case 38 -> "ENOSYS";
+            case ENOSYS -> "ENOSYS";
             case ENODATA -> "ENODATA";
             case 71 -> "EPROTO";
             case 90 -> "EMSGSIZE";

@@ -38,6 +38,7 @@ public final class FabricInfo {
     private final long msgOrder;
     private final int threading;
     private final int dataProgress;
+    private final boolean sharesReceiveContext;
     private final byte[] sourceAddress;
     private final byte[] destinationAddress;
 
@@ -65,6 +66,7 @@ public final class FabricInfo {
         this.txSize = word(tx, offset(TX_ATTR, "size"));
         this.msgOrder = word(tx, offset(TX_ATTR, "msg_order"));
         this.rxSize = word(rx, offset(RX_ATTR, "size"));
+        this.sharesReceiveContext = word(ep, offset(EP_ATTR, "rx_ctx_cnt")) == InfoDescriptor.SHARED_CONTEXT;
         this.sourceAddress = bytes(word(address, offset(INFO, "src_addr")), word(address, offset(INFO, "src_addrlen")));
         this.destinationAddress = bytes(word(address, offset(INFO, "dest_addr")),
                 word(address, offset(INFO, "dest_addrlen")));
@@ -150,6 +152,15 @@ public final class FabricInfo {
     /** The message ordering the transmit side guarantees ({@code FI_ORDER_*} bits). */
     public long msgOrder() {
         return msgOrder;
+    }
+
+    /**
+     * Whether endpoints opened from this info receive through a {@link SharedReceiveContext}
+     * ({@code ep_attr.rx_ctx_cnt == FI_SHARED_CONTEXT}); ask for it with
+     * {@link Hints#withSharedReceive()}.
+     */
+    public boolean sharesReceiveContext() {
+        return sharesReceiveContext;
     }
 
     /** The threading model. */

@@ -10,7 +10,8 @@ import java.util.concurrent.atomic.LongAdder;
  * once.
  */
 public abstract sealed class FabricObject implements AutoCloseable
-        permits Fabric, Domain, EventQueue, CompletionQueue, AddressVector, MemoryRegion, Endpoint, PassiveEndpoint {
+        permits Fabric, Domain, EventQueue, CompletionQueue, AddressVector, MemoryRegion, Endpoint, PassiveEndpoint,
+        SharedReceiveContext {
 
     static final LongAdder OPENED = new LongAdder();
     static final LongAdder CLOSED = new LongAdder();
@@ -85,7 +86,8 @@ public abstract sealed class FabricObject implements AutoCloseable
             children.clear();
         }
         // Newest first, and by kind: whatever may be bound to another object goes before it
-        // (endpoints before the memory, queues and vectors they use; the domain's tree before the
+        // (endpoints before the shared receive contexts, memory, queues and vectors they use, and a
+        // context before the memory its receives point into; the domain's tree before the
         // event queue its endpoints reported to).
         java.util.Collections.reverse(open);
         open.sort(java.util.Comparator.comparingInt(FabricObject::closeRank));
@@ -129,12 +131,13 @@ public abstract sealed class FabricObject implements AutoCloseable
         return switch (this) {
             case Endpoint e -> 0;
             case PassiveEndpoint p -> 0;
-            case MemoryRegion m -> 1;
-            case AddressVector a -> 2;
-            case CompletionQueue c -> 3;
-            case Domain d -> 4;
-            case EventQueue q -> 5;
-            case Fabric f -> 6;
+            case SharedReceiveContext s -> 1;
+            case MemoryRegion m -> 2;
+            case AddressVector a -> 3;
+            case CompletionQueue c -> 4;
+            case Domain d -> 5;
+            case EventQueue q -> 6;
+            case Fabric f -> 7;
         };
     }
 

@@ -8,7 +8,8 @@ import java.util.Objects;
  * One provider opened for use: fabric, domain and one completion queue that every endpoint
  * of the session reports to, plus what the endpoint type needs to reach peers: an event queue
  * and a listener for connected ({@link EndpointType#MSG}) endpoints, or one shared endpoint and
- * an address vector for reliable-datagram ({@link EndpointType#RDM}) ones. Peers exchange the
+ * an address vector for reliable-datagram ({@link EndpointType#RDM}) ones. Connected endpoints
+ * may share one {@link SharedReceiveContext}, where the provider offers it. Peers exchange the
  * bytes of {@link #address()} out of band and {@link #connect} with them; a MSG session
  * {@link #accept accepts} the other side.
  *
@@ -25,6 +26,7 @@ public final class FabricSession implements AutoCloseable {
     private final PassiveEndpoint listener;
     private final Endpoint shared;
     private final AddressVector av;
+    private final SharedReceiveContext srx;
     private final byte[] address;
     private final List<Connection> connections = new ArrayList<>();
 
@@ -40,6 +42,12 @@ public final class FabricSession implements AutoCloseable {
                 this.eq = f.openEventQueue(64);
                 this.av = null;
                 this.shared = null;
+                if (info.sharesReceiveContext()) {
+                    this.srx = domain.openSharedReceiveContext(info.rxSize());
+                    srx.bind(cq);
+                } else {
+                    this.srx = null;
+                }
                 if (listen) {
                     this.listener = f.openPassiveEndpoint(info);
                     listener.bind(eq);
@@ -52,6 +60,7 @@ public final class FabricSession implements AutoCloseable {
             } else {
                 this.eq = null;
                 this.listener = null;
+                this.srx = null;
                 this.av = domain.openAddressVector(256);
                 this.shared = domain.openEndpoint(info);
                 shared.bind(cq, Fi.TRANSMIT | Fi.RECV);
@@ -85,6 +94,16 @@ public final class FabricSession implements AutoCloseable {
      * @throws FabricException if no provider matches, naming the hints
      */
     public static FabricSession open(String provider, EndpointType type, String host, boolean listen, int cqSize) {
+        return open(provider, type, host, listen, cqSize, false);
+    }
+
+    /**
+     * {@link #open(String, EndpointType, String, boolean, int)}; with {@code sharedReceive}, the
+     * connected endpoints of a MSG session share one {@link #sharedReceiveContext()} where the
+     * provider offers it, and have receive queues of their own where it does not.
+     */
+    public static FabricSession open(String provider, EndpointType type, String host, boolean listen, int cqSize,
+            boolean sharedReceive) {
         Objects.requireNonNull(host, "host");
         if (provider != null && provider.startsWith("shm")) {
             ShmRegions.removeOwnLeftovers();
@@ -95,7 +114,7 @@ public final class FabricSession implements AutoCloseable {
         Hints[] variants = type == EndpointType.RDM
                 ? new Hints[] {new Hints(provider, type, plain.caps() | Fi.SOURCE, plain.mode(), plain.mrMode(),
                         plain.threading(), null, null, false), plain}
-                : new Hints[] {plain};
+                : sharedReceive ? new Hints[] {plain.withSharedReceive(), plain} : new Hints[] {plain};
         // Bind to host: a listener on an ephemeral port, otherwise just the interface, so that
         // network providers stay on the address asked for. Providers without network addresses
         // (shm) match nothing then, and are asked again without one.
@@ -138,6 +157,14 @@ public final class FabricSession implements AutoCloseable {
     /** Whether completions of this reliable-datagram session name the sender ({@code FI_SOURCE}). */
     public boolean namesSources() {
         return info.endpointType() == EndpointType.RDM && (info.caps() & Fi.SOURCE) != 0;
+    }
+
+    /**
+     * The receive context every connected endpoint of this session takes its receives from:
+     * post receives here, not on the endpoints. Null where endpoints have queues of their own.
+     */
+    public SharedReceiveContext sharedReceiveContext() {
+        return srx;
     }
 
     /** The domain: register memory here. */
@@ -190,11 +217,9 @@ public final class FabricSession implements AutoCloseable {
             throw new IllegalStateException("session is not listening (open it with listen=true and MSG endpoints)");
         }
         try (ConnectionEvent request = awaitEvent(listener, ConnectionEvent.Type.CONNREQ, timeoutMillis, "accept")) {
-            Endpoint ep = domain.openEndpoint(request.info());
+            Endpoint ep = openShared(request.info());
             try {
-                ep.bind(cq, Fi.TRANSMIT | Fi.RECV);
-                ep.bind(eq);
-                ep.enable();
+                bindAndEnable(ep);
                 if (beforeAccept != null) {
                     beforeAccept.accept(ep);
                 }
@@ -231,11 +256,9 @@ public final class FabricSession implements AutoCloseable {
         if (info.endpointType() != EndpointType.MSG) {
             throw new IllegalStateException("only connected (MSG) sessions open connected endpoints");
         }
-        Endpoint ep = domain.openEndpoint(request == null ? info : request);
+        Endpoint ep = openShared(request == null ? info : request);
         try {
-            ep.bind(cq, Fi.TRANSMIT | Fi.RECV);
-            ep.bind(eq);
-            ep.enable();
+            bindAndEnable(ep);
             return ep;
         } catch (RuntimeException e) {
             ep.close();
@@ -258,9 +281,7 @@ public final class FabricSession implements AutoCloseable {
         try {
             Endpoint ep = domain.openEndpoint(new FabricInfo(copy));
             try {
-                ep.bind(cq, Fi.TRANSMIT | Fi.RECV);
-                ep.bind(eq);
-                ep.enable();
+                bindAndEnable(ep);
                 return ep;
             } catch (RuntimeException e) {
                 ep.close();
@@ -269,6 +290,27 @@ public final class FabricSession implements AutoCloseable {
         } finally {
             InfoList.free(copy);
         }
+    }
+
+    /**
+     * Opens a connected endpoint from {@code from}; with a shared receive context, the info (a
+     * connection request's, say) is marked as sharing one first, as verbs needs to create the
+     * queue pair on the shared receive queue.
+     */
+    private Endpoint openShared(FabricInfo from) {
+        if (srx != null && !from.sharesReceiveContext()) {
+            InfoList.shareReceiveContext(from);
+        }
+        return domain.openEndpoint(from);
+    }
+
+    private void bindAndEnable(Endpoint ep) {
+        ep.bind(cq, Fi.TRANSMIT | Fi.RECV);
+        ep.bind(eq);
+        if (srx != null) {
+            ep.bind(srx);
+        }
+        ep.enable();
     }
 
     /** The shared endpoint of a reliable-datagram session; null for MSG sessions. */

@@ -19,13 +19,21 @@ import java.util.Objects;
  * @param node host to resolve, or null
  * @param service port or service to resolve, or null
  * @param source whether node/service name the local side ({@code FI_SOURCE}, for listeners)
+ * @param sharedReceive whether endpoints must be able to receive through a
+ *     {@link SharedReceiveContext} ({@code ep_attr.rx_ctx_cnt = FI_SHARED_CONTEXT})
  */
 public record Hints(String provider, EndpointType endpointType, long caps, long mode, int mrMode, int threading,
-        String node, String service, boolean source) {
+        String node, String service, boolean source, boolean sharedReceive) {
 
     /** Checks the endpoint type is given. */
     public Hints {
         Objects.requireNonNull(endpointType, "endpointType");
+    }
+
+    /** Hints for endpoints with receive queues of their own. */
+    public Hints(String provider, EndpointType endpointType, long caps, long mode, int mrMode, int threading,
+            String node, String service, boolean source) {
+        this(provider, endpointType, caps, mode, mrMode, threading, node, service, source, false);
     }
 
     /** Messages and RMA on {@code provider} with endpoints of {@code type}. */
@@ -36,21 +44,26 @@ public record Hints(String provider, EndpointType endpointType, long caps, long 
 
     /** These hints resolving {@code node}:{@code service} as the local (listening) address. */
     public Hints localAddress(String host, String port) {
-        return new Hints(provider, endpointType, caps, mode, mrMode, threading, host, port, true);
+        return new Hints(provider, endpointType, caps, mode, mrMode, threading, host, port, true, sharedReceive);
     }
 
     /** These hints resolving {@code node}:{@code service} as the remote address to connect to. */
     public Hints remoteAddress(String host, String port) {
-        return new Hints(provider, endpointType, caps, mode, mrMode, threading, host, port, false);
+        return new Hints(provider, endpointType, caps, mode, mrMode, threading, host, port, false, sharedReceive);
     }
 
     /** These hints with other memory-registration modes. */
     public Hints withMrMode(int value) {
-        return new Hints(provider, endpointType, caps, mode, value, threading, node, service, source);
+        return new Hints(provider, endpointType, caps, mode, value, threading, node, service, source, sharedReceive);
     }
 
     /** These hints with another threading model. */
     public Hints withThreading(int value) {
-        return new Hints(provider, endpointType, caps, mode, mrMode, value, node, service, source);
+        return new Hints(provider, endpointType, caps, mode, mrMode, value, node, service, source, sharedReceive);
+    }
+
+    /** These hints asking for endpoints that receive through a shared receive context. */
+    public Hints withSharedReceive() {
+        return new Hints(provider, endpointType, caps, mode, mrMode, threading, node, service, source, true);
     }
 }

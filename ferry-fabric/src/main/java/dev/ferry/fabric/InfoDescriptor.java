@@ -223,10 +223,16 @@ final class InfoDescriptor {
     static final long FABRIC_DOMAIN = 8;
     static final long FABRIC_PASSIVE_EP = 16;
     static final long FABRIC_EQ_OPEN = 24;
-    /** {@code struct fi_ops_domain}: av_open, cq_open, endpoint. */
+    /**
+     * {@code struct fi_ops_domain}: av_open, cq_open, endpoint, scalable_ep, cntr_open,
+     * poll_open, stx_ctx, srx_ctx.
+     */
     static final long DOMAIN_AV_OPEN = 8;
     static final long DOMAIN_CQ_OPEN = 16;
     static final long DOMAIN_ENDPOINT = 24;
+    static final long DOMAIN_SRX_CTX = 64;
+    /** {@code FI_SHARED_CONTEXT}: {@code ep_attr.rx_ctx_cnt} of an endpoint that receives through a shared context. */
+    static final long SHARED_CONTEXT = -1L;
     /** {@code struct fi_ops_mr}: reg. */
     static final long MR_REG = 8;
     /** {@code struct fi_ops_av}: insert, insertsvc, insertsym, remove. */

@@ -73,6 +73,9 @@ public final class InfoList implements AutoCloseable {
         MEMORY.set(JAVA_LONG, h + offset(INFO, "mode"), hints.mode());
         long ep = word(h, offset(INFO, "ep_attr"));
         MEMORY.set(JAVA_INT, ep + offset(EP_ATTR, "type"), hints.endpointType().code);
+        if (hints.sharedReceive()) {
+            MEMORY.set(JAVA_LONG, ep + offset(EP_ATTR, "rx_ctx_cnt"), InfoDescriptor.SHARED_CONTEXT);
+        }
         long domain = word(h, offset(INFO, "domain_attr"));
         MEMORY.set(JAVA_INT, domain + offset(DOMAIN_ATTR, "mr_mode"), hints.mrMode());
         MEMORY.set(JAVA_INT, domain + offset(DOMAIN_ATTR, "threading"), hints.threading());
@@ -106,6 +109,12 @@ public final class InfoList implements AutoCloseable {
         MEMORY.set(JAVA_LONG, copy + offset(INFO, "dest_addr"), LibFabric.malloc(address));
         MEMORY.set(JAVA_LONG, copy + offset(INFO, "dest_addrlen"), (long) address.length);
         return copy;
+    }
+
+    /** Marks {@code info} (a native copy Ferry owns) as receiving through a shared context. */
+    static void shareReceiveContext(FabricInfo info) {
+        long ep = word(info.address, offset(INFO, "ep_attr"));
+        MEMORY.set(JAVA_LONG, ep + offset(EP_ATTR, "rx_ctx_cnt"), InfoDescriptor.SHARED_CONTEXT);
     }
 
     static void free(long info) {

@@ -4,8 +4,9 @@
  * <p>{@link dev.ferry.fabric.InfoList#query} discovers providers; {@link dev.ferry.fabric.Fabric},
  * {@link dev.ferry.fabric.Domain}, {@link dev.ferry.fabric.EventQueue},
  * {@link dev.ferry.fabric.CompletionQueue}, {@link dev.ferry.fabric.AddressVector},
- * {@link dev.ferry.fabric.MemoryRegion}, {@link dev.ferry.fabric.Endpoint} and
- * {@link dev.ferry.fabric.PassiveEndpoint} wrap the native objects. Closing an object closes what
+ * {@link dev.ferry.fabric.MemoryRegion}, {@link dev.ferry.fabric.Endpoint},
+ * {@link dev.ferry.fabric.SharedReceiveContext} and {@link dev.ferry.fabric.PassiveEndpoint} wrap
+ * the native objects. Closing an object closes what
  * was opened from it first, so teardown order is always valid. Errors throw
  * {@link dev.ferry.fabric.FabricException}; a full queue on the data path is a {@code false}
  * return (back-pressure), not an exception.

@@ -37,6 +37,7 @@ import dev.ferry.fabric.FabricException;
 import dev.ferry.fabric.FabricSession;
 import dev.ferry.fabric.Fi;
 import dev.ferry.fabric.OperationContexts;
+import dev.ferry.fabric.SharedReceiveContext;
 import dev.ferry.memory.AllocatorConfig;
 import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredAllocator;
@@ -104,6 +105,13 @@ final class FabricTransport implements Transport {
     private final CompletionQueue cq;
     /** Whether receive completions name their sender (shared endpoints with FI_SOURCE). */
     private final boolean sources;
+    /** The receive context all connected links share, where the provider offers one; else null. */
+    private final SharedReceiveContext srx;
+    /**
+     * Whether all links take their receives from one queue (a shared endpoint or {@link #srx}):
+     * buffers are posted once and granted to links as credits, and {@link #rebalance} moves them.
+     */
+    private final boolean sharedQueue;
     private final RegisteredAllocator allocator;
     private final SendWindow window;
     private final int receiveBytes;
@@ -132,6 +140,11 @@ final class FabricTransport implements Transport {
     private final int[] freeSlots = new int[SLOTS];
     private int freeCount;
     private final List<Link> links = new java.util.concurrent.CopyOnWriteArrayList<>();
+    /**
+     * Links by id. Ids are random, so that a frame naming a link is also the link's token: on a
+     * shared receive context nothing else says which connection a frame came on.
+     */
+    private final Map<Integer, Link> linksById = new HashMap<>();
     private final ArrayDeque<Link> active = new ArrayDeque<>();
     private final ArrayDeque<InboundFrame> pulls = new ArrayDeque<>();
     private int readsInFlight;
@@ -178,6 +191,8 @@ final class FabricTransport implements Transport {
         this.type = session.info().endpointType();
         this.cq = session.completionQueue();
         this.sources = session.namesSources();
+        this.srx = session.sharedReceiveContext();
+        this.sharedQueue = type == EndpointType.RDM || srx != null;
         RegisteredAllocator alloc = null;
         ServerSocket socket = null;
         try {
@@ -239,7 +254,7 @@ final class FabricTransport implements Transport {
                 continue;
             }
             try {
-                return FabricSession.open(provider, t, config.bindHost(), t == EndpointType.MSG, 8192);
+                return FabricSession.open(provider, t, config.bindHost(), t == EndpointType.MSG, 8192, true);
             } catch (FabricException e) {
                 first = first == null ? e : first;
                 reasons.append(reasons.isEmpty() ? "" : "; ").append(t).append(": ").append(e.getMessage());
@@ -734,7 +749,7 @@ final class FabricTransport implements Transport {
 
     /** The peer accepted a link this side asked for: progress thread. */
     private void onLinkOpened(FabricPeer peer, int id, int remoteId, int grant) {
-        Link link = id >= 0 && id < links.size() ? links.get(id) : null;
+        Link link = linksById.get(id);
         if (link == null || link.peer != peer || link.endpoint != null || link.retiredTo != null) {
             linkFailure(peer.links[0], "the peer opened unknown link " + id);
             return;
@@ -753,7 +768,7 @@ final class FabricTransport implements Transport {
      * moves there, in order.
      */
     private void onLinkRefused(FabricPeer peer, int id, String reason) {
-        Link link = id >= 0 && id < links.size() ? links.get(id) : null;
+        Link link = linksById.get(id);
         if (link == null || link.peer != peer || link.endpoint != null || peer.failure() != null) {
             return;
         }
@@ -762,6 +777,10 @@ final class FabricTransport implements Transport {
         link.retiredTo = first;
         peer.routes.set(link.route, first);
         peer.links = java.util.Arrays.stream(peer.links).filter(l -> l != link).toArray(Link[]::new);
+        if (sharedQueue) {
+            sharedGranted -= link.granted;
+            link.granted = 0;
+        }
         if (link.reserved != null) {
             for (RegisteredBuffer b : link.reserved) {
                 b.release();
@@ -814,8 +833,9 @@ final class FabricTransport implements Transport {
 
     /**
      * Creates links and sets aside their receive buffers, as many as the receive pool and the
-     * endpoint's receive queue allow. A connected endpoint has a queue of its own per link. On a
-     * shared (reliable-datagram) endpoint all links share one queue of {@code rx_size} entries:
+     * endpoint's receive queue allow. A connected endpoint has a queue of its own per link, unless
+     * the links share a receive context. On a shared queue (a reliable-datagram endpoint, or the
+     * shared receive context) all links share one queue of {@code rx_size} entries:
      * each new link is granted a share of what is left (at least a few credits), and the buffers
      * of links that went away are granted again rather than posted twice.
      */
@@ -825,11 +845,11 @@ final class FabricTransport implements Transport {
         }
         int minimum = ReceiveCredits.RESERVE + 2;
         int want = config.receiveBuffersPerLink() + ReceiveCredits.RESERVE;
-        long queue = Math.max(minimum, session.info().rxSize());
+        long queue = Math.max(minimum, receiveQueueEntries());
         Link[] made = new Link[count];
         for (int i = 0; i < count; i++) {
             int grant;
-            if (type == EndpointType.RDM) {
+            if (sharedQueue) {
                 long left = queue - sharedGranted;
                 grant = (int) Math.min(want, Math.max(minimum, left / 32));
                 if (left < minimum) {
@@ -840,7 +860,7 @@ final class FabricTransport implements Transport {
                 grant = (int) Math.min(want, queue);
             }
             List<RegisteredBuffer> got = new ArrayList<>();
-            int toPost = type == EndpointType.RDM ? (int) Math.max(0, sharedGranted + grant - sharedPosted) : grant;
+            int toPost = sharedQueue ? (int) Math.max(0, sharedGranted + grant - sharedPosted) : grant;
             while (got.size() < toPost) {
                 RegisteredBuffer b = allocator.tryAllocate(PoolKind.RECEIVE, receiveBytes);
                 if (b == null) {
@@ -848,7 +868,7 @@ final class FabricTransport implements Transport {
                 }
                 got.add(b);
             }
-            if (got.size() < toPost && (type == EndpointType.MSG ? got.size() : sharedPosted + got.size() - sharedGranted)
+            if (got.size() < toPost && (!sharedQueue ? got.size() : sharedPosted + got.size() - sharedGranted)
                     < minimum) {
                 got.forEach(RegisteredBuffer::release);
                 for (int j = 0; j < i; j++) {
@@ -862,15 +882,20 @@ final class FabricTransport implements Transport {
                         + " bytes): raise receivePoolBytes or lower receiveBuffersPerLink");
             }
             if (got.size() < toPost) {
-                grant = type == EndpointType.MSG ? got.size() : (int) (sharedPosted + got.size() - sharedGranted);
+                grant = !sharedQueue ? got.size() : (int) (sharedPosted + got.size() - sharedGranted);
             }
-            Link link = new Link(peer, links.size(), new ReceiveCredits(grant, 0));
+            int id;
+            do {
+                id = NONCES.nextInt() & Integer.MAX_VALUE;
+            } while (linksById.containsKey(id));
+            Link link = new Link(peer, id, new ReceiveCredits(grant, 0));
+            linksById.put(id, link);
             link.granted = grant;
             link.firstGrant = grant;
             link.reserved = got.toArray(RegisteredBuffer[]::new);
             links.add(link);
             made[i] = link;
-            if (type == EndpointType.RDM) {
+            if (sharedQueue) {
                 // Shared receives are posted before the peer learns of the grant.
                 link.endpoint = session.sharedEndpoint();
                 for (RegisteredBuffer b : link.reserved) {
@@ -878,13 +903,25 @@ final class FabricTransport implements Transport {
                 }
                 sharedPosted += link.reserved.length;
                 sharedGranted += grant;
-                link.reserved = null;
+                // A connected link still needs its endpoint: nothing is left to post on it.
+                link.reserved = srx != null ? new RegisteredBuffer[0] : null;
             }
         }
         Link[] all = java.util.Arrays.copyOf(peer.links, peer.links.length + count);
         System.arraycopy(made, 0, all, peer.links.length, count);
         peer.links = all;
         return made;
+    }
+
+    /**
+     * Entries of a link's receive queue, or of the queue all links share: a shared receive
+     * context holds more (65,536 on tcp) than the receive pool fills, so the pool bounds it
+     * (buffers come from the allocator's power-of-two size class).
+     */
+    private long receiveQueueEntries() {
+        long entries = session.info().rxSize();
+        long buffer = Long.highestOneBit(receiveBytes - 1L) << 1;
+        return srx == null ? entries : Math.min(entries, config.receivePoolBytes() / buffer);
     }
 
     private int linksOpenNow() {
@@ -1011,7 +1048,7 @@ final class FabricTransport implements Transport {
     private void onConnectRequest(ConnectionEvent request) {
         byte[] data = request.data();
         int id = data.length >= 4 ? ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).getInt() : -1;
-        Link link = id >= 0 && id < links.size() ? links.get(id) : null;
+        Link link = linksById.get(id);
         if (link == null || link.endpoint != null || link.reserved == null || link.peer.failure() != null) {
             LOG.log(System.Logger.Level.WARNING, "rejected a connection request for unknown link " + id);
             return;
@@ -1044,7 +1081,7 @@ final class FabricTransport implements Transport {
                         timer = true;
                         lastRebalance = now;
                         flushCredits();
-                        if (type == EndpointType.RDM) {
+                        if (sharedQueue) {
                             work += rebalance(now);
                         }
                     }
@@ -1343,10 +1380,11 @@ final class FabricTransport implements Transport {
         return true;
     }
 
+    /** Posts {@code buffer} for {@code link}, or to the shared receive context (any link, or null). */
     private void postReceive(RegisteredBuffer buffer, Link link) {
         int slot = takeSlot();
-        Endpoint ep = link.endpoint;
-        if (slot < 0 || ep == null || ep.isClosed()) {
+        Endpoint ep = link == null ? null : link.endpoint;
+        if (slot < 0 || (srx == null && (ep == null || ep.isClosed()))) {
             if (slot >= 0) {
                 releaseSlot(slot);
             }
@@ -1357,15 +1395,18 @@ final class FabricTransport implements Transport {
             }
             return;
         }
-        if (!ep.recv(buffer.segment().address(), receiveBytes, buffer.descriptor(), Fi.ADDR_UNSPEC,
-                contexts.context(slot))) {
+        boolean posted = srx != null
+                ? srx.recv(buffer.segment().address(), receiveBytes, buffer.descriptor(), contexts.context(slot))
+                : ep.recv(buffer.segment().address(), receiveBytes, buffer.descriptor(), Fi.ADDR_UNSPEC,
+                        contexts.context(slot));
+        if (!posted) {
             releaseSlot(slot);
             repostRetry.add(new Object[] {buffer, link});
             return;
         }
         opKind[slot] = RECV;
         opTarget[slot] = buffer;
-        opLink[slot] = type == EndpointType.MSG ? link : null;
+        opLink[slot] = sharedQueue ? null : link;
     }
 
     private void releaseQuarantined() {
@@ -1430,7 +1471,7 @@ final class FabricTransport implements Transport {
         MemorySegment frame = buffer.segment();
         String problem = FrameDescriptor.validate(frame, received, config.eagerThreshold(), config.maxMessageSize());
         int id = received >= FrameDescriptor.HEADER ? FrameDescriptor.link(frame) : -1;
-        Link link = known != null ? known : id >= 0 && id < links.size() ? links.get(id) : null;
+        Link link = known != null ? known : linksById.get(id);
         if (source != Fi.ADDR_UNSPEC && (link == null || link.address != source)) {
             // A shared endpoint: the sender is who the provider says, whatever the frame claims.
             Link sender = linkFrom(source);
@@ -1545,7 +1586,7 @@ final class FabricTransport implements Transport {
      * at a time, so that one busy peer cannot take it all at once). Progress thread.
      */
     private int rebalance(long now) {
-        long queue = Math.max(CREDIT_FLOOR, session.info().rxSize());
+        long queue = Math.max(CREDIT_FLOOR, receiveQueueEntries());
         int want = config.receiveBuffersPerLink() + ReceiveCredits.RESERVE;
         int work = 0;
         for (int i = 0, n = links.size(); i < n; i++) {
@@ -1609,7 +1650,7 @@ final class FabricTransport implements Transport {
 
     /** Reposts a buffer the transport consumed itself, returning its credit. */
     private void recycle(RegisteredBuffer buffer, Link link) {
-        if (type == EndpointType.RDM) {
+        if (sharedQueue) {
             postShared(buffer);
             if (link.peer.failure() == null) {
                 link.credits.reposted();
@@ -1625,6 +1666,10 @@ final class FabricTransport implements Transport {
     }
 
     private void postShared(RegisteredBuffer buffer) {
+        if (srx != null) {
+            postReceive(buffer, null);
+            return;
+        }
         if (type != EndpointType.RDM) {
             buffer.release();
             return;
@@ -1793,6 +1838,11 @@ final class FabricTransport implements Transport {
         releaseSlot(slot);
         switch (kind) {
             case RECV -> {
+                if (srx != null && !closed) {
+                    // A link closed in the middle of a message: the buffer is the context's again.
+                    postShared((RegisteredBuffer) target);
+                    return;
+                }
                 ((RegisteredBuffer) target).release();
                 if (link != null && link.peer.failure() == null && !closed) {
                     linkFailure(link, "receive failed: " + error.errnoName() + " " + error.message());
@@ -1839,7 +1889,7 @@ final class FabricTransport implements Transport {
                 link.ready = false;
                 linksOpen--;
             }
-            if (type == EndpointType.RDM && link.granted > 0) {
+            if (sharedQueue && link.granted > 0) {
                 sharedGranted -= link.granted;
                 link.granted = 0;
             }
@@ -2087,6 +2137,19 @@ final class FabricTransport implements Transport {
         };
         command(attempt[0]);
         posted.orTimeout(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS).join();
+    }
+
+    /** Whether all links share one receive queue (and {@link #rebalance} moves its credits); for tests. */
+    boolean sharesReceiveQueue() {
+        return sharedQueue;
+    }
+
+    /**
+     * Whether the provider says which link each frame came on (a queue per link, or FI_SOURCE);
+     * where not, a frame that names no link cannot be blamed on one. For tests.
+     */
+    boolean knowsSenders() {
+        return !sharedQueue || sources;
     }
 
     /** One line per link: its state, credits and queues; for diagnostics. */

@@ -18,8 +18,8 @@ import java.nio.ByteOrder;
  *
  * <ul>
  *   <li>{@code credits}: receive credits the sender of the frame returns (piggybacked);</li>
- *   <li>{@code link id}: the receiver's id of the link, which names the sender on shared
- *       (reliable-datagram) endpoints;</li>
+ *   <li>{@code link id}: the receiver's (random) id of the link, which names the sender where
+ *       links share a receive queue (reliable-datagram endpoints, shared receive contexts);</li>
  *   <li>{@code length}: payload bytes that follow (EAGER) or the size to pull (RNDV_REQ);</li>
  *   <li>{@code cookie}: the sender's token for a rendezvous, echoed in RNDV_DONE; the number
  *       of credits asked for in RECLAIM or given back in YIELD.</li>

@@ -9,12 +9,16 @@ import dev.ferry.memory.RegisteredBuffer;
 
 /**
  * One reliable ordered pipe to a peer: a connected endpoint (one queue pair), or a peer address
- * on the shared reliable-datagram endpoint. Owned by the progress thread except where noted.
+ * on the shared reliable-datagram endpoint. Connected endpoints have a receive queue of their own
+ * or take receives from one context shared by all links. Owned by the progress thread except where noted.
  */
 final class Link {
 
     final FabricPeer peer;
-    /** This side's id of the link: peers put it in every frame they send on it. */
+    /**
+     * This side's id of the link: peers put it in every frame they send on it. Random, and told
+     * only to the link's peer, so that on a shared receive queue it also shows whose a frame is.
+     */
     final int id;
     /** The peer's id of the link, put in every frame this side sends. */
     int remoteId = -1;

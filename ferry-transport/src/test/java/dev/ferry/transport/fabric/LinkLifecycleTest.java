@@ -140,11 +140,12 @@ class LinkLifecycleTest extends FabricTransportFixture {
     @ValueSource(strings = {"shm", "tcp"})
     void aLargeTransferDoesNotHoldBackSmallMessagesOnTheSameLink(String provider) throws Exception {
         TransportConfig config = TransportConfig.defaults(provider).withLinks(1, 64)
-                .withPools(128L << 20, 16L << 20, 128L << 20);
+                .withPools(128L << 20, 32L << 20, 128L << 20);
         int large = 32 << 20;
         List<Integer> order = new CopyOnWriteArrayList<>();
-        // Fewer small messages than the first grant of credits (32 on shm's shared queue): what
-        // is measured is the send window, not a wait for credits.
+        // Fewer small messages than the first grant of credits (32 on shm's shared queue, and on
+        // tcp's shared receive context of 1,024 buffers from this pool): what is measured is the
+        // send window, not a wait for credits.
         int small = 20;
         CountDownLatch all = new CountDownLatch(small + 1);
         Transport server = open(config, (from, message) -> {

@@ -90,7 +90,7 @@ public final class CompletionQueue extends FabricObject {
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
         }
-        return result(rc, "fi_cq_sread");
+        return awaitResult(rc, "fi_cq_sread");
     }
 
     /** Like {@link #await}, also recording each sender's address handle, as {@link #readFrom} does. */
@@ -105,7 +105,7 @@ public final class CompletionQueue extends FabricObject {
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
         }
-        return result(rc, "fi_cq_sreadfrom");
+        return awaitResult(rc, "fi_cq_sreadfrom");
     }
 
     /** True if the queue was opened with a wait object, so {@link #await} may block. */
@@ -128,6 +128,14 @@ public final class CompletionQueue extends FabricObject {
             throw LibFabric.rethrow(t);
         }
         LibFabric.check(rc, "fi_cq_signal");
+    }
+
+    /**
+     * A wait cut short by a signal to the thread (profilers and the JVM send them) is a wait
+     * that ended with nothing: the caller polls again.
+     */
+    private static int awaitResult(long rc, String what) {
+        return rc == -Errno.EINTR ? 0 : result(rc, what);
     }
 
     private static int result(long rc, String what) {

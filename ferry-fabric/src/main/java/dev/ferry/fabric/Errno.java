@@ -3,6 +3,8 @@ package dev.ferry.fabric;
 /** Names for the errno values libfabric returns: Linux's below 256, libfabric's own from 256. */
 public final class Errno {
 
+    /** Interrupted: a blocking wait cut short by a signal to the thread. */
+    public static final int EINTR = 4;
     /** Try again: an empty queue on a read, "progress, then retry" on a post. */
     public static final int EAGAIN = 11;
     /** No data: no provider matches the hints. */

@@ -106,6 +106,53 @@ class CompletionWaitTest {
         }
     }
 
+    @ParameterizedTest(name = "{0} {1}")
+    @MethodSource("providers")
+    void aWaitCutShortByASignalEndsEmpty(String provider, EndpointType type) throws Throwable {
+        try (Pair pair = new Pair(provider, type, null)) {
+            CompletionQueue cq = pair.server.completionQueue();
+            if (!expectWaitable(provider, cq)) {
+                return;
+            }
+            CompletionBatch batch = new CompletionBatch(8);
+            CompletableFuture<Long> thread = new CompletableFuture<>();
+            java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+            CompletableFuture<Integer> waited = CompletableFuture.supplyAsync(() -> {
+                try {
+                    thread.complete((long) PTHREAD_SELF.invokeExact());
+                } catch (Throwable t) {
+                    throw new AssertionError(t);
+                }
+                int waits = 0;
+                while (!stop.get()) {
+                    assertEquals(0, cq.await(batch, 50), "nothing completed");
+                    waits++;
+                }
+                return waits;
+            });
+            long target = thread.get(10, TimeUnit.SECONDS);
+            // HotSpot handles SIGUSR2 (it suspends threads with it, as profilers do) and ignores
+            // one it did not ask for; the signal interrupts the waiter's poll with EINTR.
+            for (int i = 0; i < 500 && !waited.isDone(); i++) {
+                assertEquals(0, (int) PTHREAD_KILL.invokeExact(target, 12));
+                Thread.sleep(1);
+            }
+            stop.set(true);
+            assertTrue(waited.get(10, TimeUnit.SECONDS) > 0);
+        }
+    }
+
+    private static final java.lang.invoke.MethodHandle PTHREAD_SELF = libc("pthread_self",
+            java.lang.foreign.FunctionDescriptor.of(java.lang.foreign.ValueLayout.JAVA_LONG));
+    private static final java.lang.invoke.MethodHandle PTHREAD_KILL = libc("pthread_kill",
+            java.lang.foreign.FunctionDescriptor.of(java.lang.foreign.ValueLayout.JAVA_INT,
+                    java.lang.foreign.ValueLayout.JAVA_LONG, java.lang.foreign.ValueLayout.JAVA_INT));
+
+    private static java.lang.invoke.MethodHandle libc(String name, java.lang.foreign.FunctionDescriptor descriptor) {
+        java.lang.foreign.Linker linker = java.lang.foreign.Linker.nativeLinker();
+        return linker.downcallHandle(linker.defaultLookup().find(name).orElseThrow(), descriptor);
+    }
+
     private static final java.lang.management.ThreadMXBean THREADS =
             java.lang.management.ManagementFactory.getThreadMXBean();
 

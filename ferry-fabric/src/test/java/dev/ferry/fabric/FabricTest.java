@@ -277,9 +277,10 @@ class FabricTest {
                 if (provider.equals("shm")) {
                     // libfabric 1.17's shm serves RMA with cross-memory attach straight from the
                     // peer's address space: it checks neither key nor bounds, so the read
-                    // completes (and with FI_SHM_DISABLE_CMA=1 it never completes). Ferry's
-                    // transport therefore bounds-checks every descriptor before it reads. If a
-                    // newer shm starts refusing, this assertion says so.
+                    // completes (and with FI_SHM_DISABLE_CMA=1 it never completes). Keys protect
+                    // nothing there: what limits a peer is the right to attach to this process
+                    // (same user, ptrace scope). If a newer shm starts refusing, this assertion
+                    // says so.
                     assertEquals(null, done.error(), "shm now validates remote access: " + done);
                     return;
                 }

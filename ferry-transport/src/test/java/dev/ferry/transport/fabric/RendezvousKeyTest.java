@@ -32,9 +32,10 @@ import dev.ferry.transport.TransportException;
 
 /**
  * A rendezvous sender advertises a key for exactly one transfer: the payload alone, for reads,
- * closed when the transfer ends however it ends. Reads outside the advertised range, or with a key
- * that was closed, fail on providers that check keys (tcp here; {@code FabricTest} checks the
- * ranges themselves); libfabric 1.17's shm checks none, which the tests pin down.
+ * closed when the transfer ends however it ends. A sender replaying or stretching its request
+ * stands for a receiver that keeps a key or reads past a range: on tcp the target refuses the
+ * read and drops the connection, so the puller's read fails and nothing is delivered. libfabric
+ * 1.17's shm checks neither keys nor bounds, which the tests pin down.
  */
 @Timeout(120)
 class RendezvousKeyTest extends FabricTransportFixture {
@@ -113,6 +114,55 @@ class RendezvousKeyTest extends FabricTransportFixture {
                 "a read with a closed key did not fail");
         assertTrue(waitFor(() -> !peer.isOpen(), 10_000));
         assertEquals(1, pulled.size(), "a read with a closed key delivered a message");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"tcp", "shm"})
+    void aReadBeyondTheAdvertisedRangeFailsWhileTheTransferIsOpen(String provider) throws Exception {
+        final int size = 768 << 10;
+        // One link, so frames and reads keep their order; the receiver keeps what it gets and its
+        // rendezvous pool holds two payloads, so the third transfer stays advertised, not pulled.
+        TransportConfig config = config(provider).withLinks(1, 4096);
+        List<InboundMessage> kept = new CopyOnWriteArrayList<>();
+        List<Long> lengths = new CopyOnWriteArrayList<>();
+        Transport receiver = open(config.withPools(16L << 20, 16L << 20, 2L << 20), (from, message) -> {
+            lengths.add(message.segment().byteSize());
+            if (message.segment().byteSize() > config.eagerThreshold()) {
+                kept.add(message);
+                return;
+            }
+            // The small message that follows the forged request: room for both pulls now, so both
+            // reads go out before the third transfer can end. (Released here, on the progress
+            // thread, the buffers go back to the cache that the pulls allocate from.)
+            message.release();
+            kept.forEach(InboundMessage::release);
+            kept.clear();
+        });
+        Transport sender = open(config, (from, message) -> message.release());
+        Peer peer = sender.connect(receiver.localAddress());
+        peer.send(1, filled(peer, 1, size)).get(20, TimeUnit.SECONDS);
+        peer.send(1, filled(peer, 2, size)).get(20, TimeUnit.SECONDS);
+        OutboundMessage third = filled(peer, 3, size);
+        peer.send(1, third);
+        assertTrue(waitFor(() -> keyCounts(sender)[0] == 3, 10_000), "the third transfer was not advertised");
+
+        // The sender asks for 4 KiB more than it advertised, under the open transfer's key.
+        MemorySegment advertised = ((OutboundFrame) third).buffer.segment();
+        byte[] beyond = new byte[FrameDescriptor.RNDV_REQ_BYTES];
+        MemorySegment frame = MemorySegment.ofArray(beyond);
+        FrameDescriptor.header(frame, FrameDescriptor.RNDV_REQ, 0, ((FabricPeer) peer).links[0].remoteId, 2,
+                size + 4096, 1L << 40);
+        FrameDescriptor.rendezvous(frame, FrameDescriptor.remoteAddress(advertised), FrameDescriptor.remoteKey(advertised));
+        ((FabricTransport) sender).injectFrame(peer, beyond);
+        peer.send(3, filled(peer, 4, 64));
+        assertTrue(waitFor(() -> lengths.contains(64L), 10_000), "the message behind the request never arrived");
+        if (provider.equals("shm")) {
+            // libfabric 1.17's shm checks no bounds: the read past the payload goes through.
+            assertTrue(waitFor(() -> lengths.contains(size + 4096L), 10_000), "shm now refuses a read beyond a range");
+            return;
+        }
+        assertTrue(waitFor(() -> !peer.isOpen(), 10_000), "a read beyond the advertised range did not fail");
+        assertFalse(lengths.contains(size + 4096L), "a read beyond the advertised range delivered a message");
     }
 
     @ParameterizedTest

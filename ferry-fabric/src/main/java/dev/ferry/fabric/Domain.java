@@ -33,7 +33,10 @@ public final class Domain extends FabricObject {
     private final long cqDataSize;
     private final boolean remoteDataConsumesReceive;
     private final long injectSize;
-    /** Requested keys must be unique per domain where the provider does not pick them. */
+    /**
+     * Where the provider does not pick keys, requested keys must be unique per domain. They are
+     * never reused either, so a key closed with its region cannot come to name another one.
+     */
     private final AtomicLong nextKey = new AtomicLong(1);
 
     Domain(long fid, Fabric fabric, FabricInfo info) {
@@ -146,9 +149,11 @@ public final class Domain extends FabricObject {
 
     /**
      * Registers {@code segment} ({@code fi_mr_reg}) for {@code access} ({@link #ACCESS_ALL} by
-     * default). The memory must stay allocated until the region is closed. Under
-     * {@code FI_MR_ENDPOINT} the region must also be {@link MemoryRegion#bind bound} to an
-     * endpoint before use.
+     * default), under a key of its own. The memory must stay allocated until the region is
+     * closed. Memory may be registered more than once: a region over part of a registered one
+     * exposes exactly that part, with its own access and key, and its remote address 0 names its
+     * first byte where addresses are offsets. Under {@code FI_MR_ENDPOINT} the region must also
+     * be {@link MemoryRegion#bind bound} to an endpoint before use.
      */
     public MemoryRegion register(MemorySegment segment, long access) {
         return openChild(() -> {
@@ -167,6 +172,9 @@ public final class Domain extends FabricObject {
     }
 
     private long requestedKey() {
+        if ((mrMode & Fi.MR_PROV_KEY) != 0) {
+            return 0; // ignored: the provider picks the key
+        }
         long key = nextKey.getAndIncrement();
         if (mrKeySize > 0 && mrKeySize < 8 && key >= 1L << (8 * mrKeySize)) {
             throw new FabricException("memory keys exhausted for " + mrKeySize + "-byte keys");

@@ -153,6 +153,7 @@ final class FabricTransport implements Transport {
     private final ArrayDeque<long[]> quarantine = new ArrayDeque<>();
     private final ArrayDeque<RegisteredBuffer> controlBuffers = new ArrayDeque<>();
     private final Map<Long, OutboundFrame> rendezvousOut = new HashMap<>();
+    private final RendezvousKeys rendezvousKeys;
     private long nextCookie = 1;
     private int connecting;
     private long lastWork = System.nanoTime();
@@ -193,6 +194,7 @@ final class FabricTransport implements Transport {
         this.sources = session.namesSources();
         this.srx = session.sharedReceiveContext();
         this.sharedQueue = type == EndpointType.RDM || srx != null;
+        this.rendezvousKeys = new RendezvousKeys(session.domain());
         RegisteredAllocator alloc = null;
         ServerSocket socket = null;
         try {
@@ -1334,11 +1336,19 @@ final class FabricTransport implements Transport {
             ok = link.endpoint.send(whole.address() + FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER + frame.length,
                     frame.buffer.descriptor(), link.address, contexts.context(slot));
         } else {
-            frame.cookie = nextCookie++;
+            if (frame.cookie == 0) {
+                frame.cookie = nextCookie++; // once: a send retried after EAGAIN keeps its key
+            }
             FrameDescriptor.header(whole, FrameDescriptor.RNDV_REQ, credits, link.remoteId, frame.stream, frame.length,
                     frame.cookie);
-            FrameDescriptor.rendezvous(whole, frame.buffer.remoteAddress(FrameDescriptor.PAYLOAD_OFFSET),
-                    frame.buffer.key());
+            try {
+                rendezvousKeys.advertise(frame.cookie, whole, frame.length);
+            } catch (FabricException e) {
+                releaseSlot(slot);
+                window.release(link, frame.length);
+                failSend(frame, new TransportException("cannot register a rendezvous payload: " + e.getMessage(), e));
+                return true; // consumed: this message failed, the ones behind it may go
+            }
             ok = link.endpoint.send(whole.address(), FrameDescriptor.RNDV_REQ_BYTES, frame.buffer.descriptor(),
                     link.address, contexts.context(slot));
         }
@@ -1528,12 +1538,16 @@ final class FabricTransport implements Transport {
                 recycle(buffer, link);
             }
             case FrameDescriptor.RNDV_DONE -> {
-                OutboundFrame sent = rendezvousOut.remove(FrameDescriptor.cookie(frame));
+                long cookie = FrameDescriptor.cookie(frame);
+                OutboundFrame sent = rendezvousOut.get(cookie);
                 recycle(buffer, link);
                 if (sent == null || sent.link != link) {
-                    linkFailure(link, "rendezvous release for unknown cookie " + FrameDescriptor.cookie(frame));
+                    // Another link's transfer stays: its own peer may still be pulling it.
+                    linkFailure(link, "rendezvous release for unknown cookie " + cookie);
                     return;
                 }
+                rendezvousOut.remove(cookie);
+                rendezvousKeys.revoke(cookie);
                 completeSend(sent);
             }
             case FrameDescriptor.RECLAIM -> {
@@ -1851,6 +1865,7 @@ final class FabricTransport implements Transport {
             case SEND_MESSAGE -> {
                 OutboundFrame frame = (OutboundFrame) target;
                 rendezvousOut.remove(frame.cookie);
+                rendezvousKeys.revoke(frame.cookie);
                 window.release(link, frame.length);
                 frame.free();
                 failFuture(frame, new TransportException("send to " + link.peer.address() + " failed: "
@@ -1937,6 +1952,7 @@ final class FabricTransport implements Transport {
             OutboundFrame frame = it.next();
             if (frame.peer == peer) {
                 it.remove();
+                rendezvousKeys.revoke(frame.cookie);
                 window.release(frame.link, frame.length);
                 frame.free();
                 failFuture(frame, cause);
@@ -1996,6 +2012,7 @@ final class FabricTransport implements Transport {
     }
 
     private void failSend(OutboundFrame frame, Throwable cause) {
+        rendezvousKeys.revoke(frame.cookie);
         frame.free();
         failFuture(frame, cause);
     }
@@ -2056,6 +2073,7 @@ final class FabricTransport implements Transport {
         synchronized (cq) {
             queueClosed = true;
         }
+        rendezvousKeys.close();
         session.close();
         batch.close();
         contexts.close();
@@ -2150,6 +2168,11 @@ final class FabricTransport implements Transport {
      */
     boolean knowsSenders() {
         return !sharedQueue || sources;
+    }
+
+    /** Rendezvous keys registered and closed so far. */
+    long[] rendezvousKeyCounts() {
+        return onProgress(rendezvousKeys::counts);
     }
 
     /** One line per link: its state, credits and queues; for diagnostics. */

@@ -175,6 +175,10 @@ class KilledPeerTest {
         }
         assertTrue(failed > 0 || refused.get() instanceof TransportException,
                 "nothing failed after the peer was killed");
+        // The transfers the peer was pulling when it died took their keys with them.
+        long[] keys = ((FabricTransport) survivor).rendezvousKeyCounts();
+        assertTrue(keys[0] > 0, "no rendezvous was sent");
+        assertEquals(keys[0], keys[1], "rendezvous keys left open after the peer was killed");
 
         // A send after the failure is refused.
         try {

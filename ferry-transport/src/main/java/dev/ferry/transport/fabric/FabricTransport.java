@@ -89,6 +89,10 @@ final class FabricTransport implements Transport {
     private static final long REBALANCE_NANOS = 10_000_000L;
     /** Idle progress: busy-polls this long after the last work before sleeping. */
     private static final long SPIN_NANOS = 20_000L;
+    /** Idle progress while work comes in dense bursts: keeps polling this long before sleeping. */
+    private static final long POLL_BUDGET_NANOS = 200_000L;
+    /** Idle stretches count at most this much in {@link #idleGap}, so one long pause fades fast. */
+    private static final long MAX_GAP_SAMPLE_NANOS = 1_000_000L;
     /** Without a wait object that sleeps: the park slice while traffic is recent. */
     private static final long PARK_NANOS = 50_000L;
     /** A link with no frame for this long gives its credits above the floor back. */
@@ -157,6 +161,8 @@ final class FabricTransport implements Transport {
     private long nextCookie = 1;
     private int connecting;
     private long lastWork = System.nanoTime();
+    /** Moving average (1/8) of the idle stretches between pieces of work. */
+    private long idleGap = MAX_GAP_SAMPLE_NANOS;
     /** Shared receive queue: buffers posted, and credits granted to live links. */
     private long sharedPosted;
     private long sharedGranted;
@@ -1096,8 +1102,12 @@ final class FabricTransport implements Transport {
                 }
                 work += pump();
                 if (work > 0) {
+                    long now = System.nanoTime();
+                    if (idle > 0) {
+                        idleGap += (Math.min(now - lastWork, MAX_GAP_SAMPLE_NANOS) - idleGap) >> 3;
+                    }
                     idle = 0;
-                    lastWork = System.nanoTime();
+                    lastWork = now;
                 } else {
                     idle = idle(idle, batch);
                 }
@@ -1114,20 +1124,25 @@ final class FabricTransport implements Transport {
 
     /**
      * The idle strategy, by time since the last work. It spins for {@link #SPIN_NANOS}, so that
-     * a reply that follows at once costs no wake-up. Then, where the completion queue has a
-     * wait object that sleeps (tcp, verbs), it blocks in the kernel until a completion arrives,
-     * an application thread hands over work ({@link #wake} signals the queue) or the next
-     * timer is due: an idle or lightly loaded process uses no CPU. Where it has none (shm: only
-     * polling notices a completion), it parks in 50 us slices while traffic is recent or
-     * anything is in flight, and in slices of up to 1 ms once the transport is truly idle. It
-     * does not yield: on a machine with few cores a yielding poller is a spinning one whenever
-     * no other thread is runnable, and requests that arrive every few hundred microseconds
-     * kept it in that phase.
+     * a reply that follows at once costs no wake-up. While work comes in dense bursts (the
+     * average idle stretch, {@link #idleGap}, is under {@link #POLL_BUDGET_NANOS}), it keeps
+     * polling, yielding the core between polls, up to that budget: a request-response exchange
+     * then never waits for a wake-up. Past that, and at once where work arrives sparsely, it
+     * sleeps. Where the completion queue has a wait object that sleeps (tcp, verbs) it blocks in
+     * the kernel until a completion arrives, an application thread hands over work ({@link #wake}
+     * signals the queue) or the next timer is due, so an idle or lightly loaded process uses no
+     * CPU. Where it has none (shm: only polling notices a completion), it parks in 50 us slices
+     * while traffic is recent or anything is in flight, and in slices of up to 1 ms once the
+     * transport is truly idle.
      */
     private int idle(int idle, CompletionBatch batch) {
         long idleNanos = System.nanoTime() - lastWork;
         if (idleNanos < SPIN_NANOS) {
             Thread.onSpinWait();
+            return idle + 1;
+        }
+        if (idleNanos < POLL_BUDGET_NANOS && idleGap < POLL_BUDGET_NANOS) {
+            Thread.yield();
             return idle + 1;
         }
         boolean busy = window.inFlight() > 0 || readsInFlight > 0 || !pulls.isEmpty() || connecting > 0

@@ -45,6 +45,10 @@ final class FabricPeer implements Peer {
     long fabricAddress = -1;
     /** The address-vector entry behind {@link #fabricAddress} (reliable datagrams); removed at teardown. */
     FabricSession.Connection fabricConnection;
+    /** The peer's doorbell where both sides poll without a wait object, on one host; else null. */
+    Doorbell.Remote doorbell;
+    /** Messages up to this size go eagerly: the smaller of both sides' thresholds, set by the handshake. */
+    int eagerLimit;
     final CompletableFuture<Void> ready = new CompletableFuture<>();
     private volatile Throwable failure;
 

@@ -64,7 +64,7 @@ import dev.ferry.transport.UnauthenticatedException;
 final class FabricTransport implements Transport {
 
     private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
-    private static final int MAGIC = 0x46525932; // "FRY2"
+    private static final int MAGIC = 0x46525933; // "FRY3"
     private static final java.security.SecureRandom NONCES = new java.security.SecureRandom();
     private static final int SLOTS = 1 << 16;
     private static final int BATCH = 64;
@@ -107,6 +107,8 @@ final class FabricTransport implements Transport {
     private final FabricSession session;
     private final EndpointType type;
     private final CompletionQueue cq;
+    /** Where the queue cannot sleep: the word peers on this host ring after posting to us; else null. */
+    private final Doorbell doorbell;
     /** Whether receive completions name their sender (shared endpoints with FI_SOURCE). */
     private final boolean sources;
     /** The receive context all connected links share, where the provider offers one; else null. */
@@ -197,6 +199,7 @@ final class FabricTransport implements Transport {
         this.session = openSession(config);
         this.type = session.info().endpointType();
         this.cq = session.completionQueue();
+        this.doorbell = cq.waitable() ? null : Doorbell.create();
         this.sources = session.namesSources();
         this.srx = session.sharedReceiveContext();
         this.sharedQueue = type == EndpointType.RDM || srx != null;
@@ -343,6 +346,7 @@ final class FabricTransport implements Transport {
                 out.writeInt(link.id);
                 out.writeInt(link.firstGrant);
             }
+            writeAbilities(out);
             out.flush();
             readAnswer(address, in, false);
             byte[] fabricAddress = readBytes(in);
@@ -356,6 +360,7 @@ final class FabricTransport implements Transport {
                 remoteIds[i] = in.readInt();
                 grants[i] = in.readInt();
             }
+            readAbilities(in, p);
             peers.put(address, peer);
             onProgress(() -> {
                 completeConnector(p, fabricAddress, remoteIds, grants);
@@ -454,6 +459,7 @@ final class FabricTransport implements Transport {
                 grants[i] = in.readInt();
             }
             FabricPeer fresh = new FabricPeer(this, address, socket, routes());
+            readAbilities(in, fresh);
             FabricPeer previous = peers.putIfAbsent(address, fresh);
             // A peer that dials again has usually just closed the old channel; its end may
             // reach this side a moment after the new hello.
@@ -491,6 +497,7 @@ final class FabricTransport implements Transport {
                 out.writeInt(link.id);
                 out.writeInt(link.firstGrant);
             }
+            writeAbilities(out);
             out.flush();
             socket.setSoTimeout(0);
             peer.established = true;
@@ -823,6 +830,30 @@ final class FabricTransport implements Transport {
             return;
         }
         command(() -> teardown(peer, cause, true));
+    }
+
+    /** This side's eager threshold and doorbell, after the links of a handshake. */
+    private void writeAbilities(DataOutputStream out) throws IOException {
+        out.writeInt(config.eagerThreshold());
+        out.writeUTF(doorbell == null ? "" : doorbell.path());
+    }
+
+    /**
+     * The peer's: messages to it go eagerly up to the smaller threshold (its receive buffers
+     * hold no more), and its doorbell is rung after posting to it where both sides have one.
+     */
+    private void readAbilities(DataInputStream in, FabricPeer peer) throws IOException {
+        int eager = in.readInt();
+        if (eager < 0) {
+            throw new IOException("bad eager threshold " + eager);
+        }
+        peer.eagerLimit = Math.min(config.eagerThreshold(), eager);
+        String path = in.readUTF();
+        peer.doorbell = doorbell == null ? null : Doorbell.open(path);
+    }
+
+    static long randomLong() {
+        return NONCES.nextLong();
     }
 
     private static void writeBytes(DataOutputStream out, byte[] bytes) throws IOException {
@@ -1159,8 +1190,24 @@ final class FabricTransport implements Transport {
                     lastWork = System.nanoTime();
                     return 0;
                 }
+            } else if (doorbell != null && !busy) {
+                // Nothing of ours in flight: only a peer's post or an application thread can
+                // bring work, and both ring. Poll once more after arming, then sleep.
+                doorbell.arm();
+                try {
+                    int n = poll(batch);
+                    if (n > 0) {
+                        lastWork = System.nanoTime();
+                        return 0;
+                    }
+                    if (commands.isEmpty()) {
+                        doorbell.await(connecting > 0 ? 1_000_000L : REBALANCE_NANOS);
+                    }
+                } finally {
+                    doorbell.disarm();
+                }
             } else {
-                busy |= idleNanos < 50_000_000;
+                busy |= idleNanos < 50_000_000 && doorbell == null;
                 LockSupport.parkNanos(busy ? PARK_NANOS : Math.min(1_000_000L, PARK_NANOS << Math.min(5, idle / 64)));
             }
         } finally {
@@ -1181,19 +1228,26 @@ final class FabricTransport implements Transport {
 
     private void wake() {
         if (parked) {
-            if (cq.waitable()) {
-                signalQueue();
+            if (cq.waitable() || doorbell != null) {
+                signalProgress();
             } else {
                 LockSupport.unpark(progress);
             }
         }
     }
 
-    /** Wakes the progress thread from {@link CompletionQueue#await}, unless the queue is closed. */
-    private void signalQueue() {
+    /**
+     * Wakes the progress thread from {@link CompletionQueue#await} or its {@link Doorbell},
+     * unless they are closed.
+     */
+    private void signalProgress() {
         synchronized (cq) {
             if (!queueClosed) {
-                cq.signal();
+                if (cq.waitable()) {
+                    cq.signal();
+                } else if (doorbell != null) {
+                    doorbell.ring();
+                }
             }
         }
     }
@@ -1333,6 +1387,9 @@ final class FabricTransport implements Transport {
                 }
             }
         }
+        if (posted > 0 && link.peer.doorbell != null) {
+            link.peer.doorbell.ring();
+        }
         return posted;
     }
 
@@ -1341,7 +1398,7 @@ final class FabricTransport implements Transport {
         if (slot < 0) {
             return false;
         }
-        boolean eager = frame.eager(config.eagerThreshold());
+        boolean eager = frame.eager(link.peer.eagerLimit);
         int credits = link.credits.toReturn();
         MemorySegment whole = frame.buffer.segment();
         boolean ok;
@@ -1979,6 +2036,10 @@ final class FabricTransport implements Transport {
             peer.fabricConnection.close();
             peer.fabricConnection = null;
         }
+        if (peer.doorbell != null) {
+            peer.doorbell.close();
+            peer.doorbell = null;
+        }
         peers.remove(peer.address(), peer);
         peer.control.close();
         if (first && notify && !closed) {
@@ -2063,7 +2124,7 @@ final class FabricTransport implements Transport {
         closed = true;
         closeQuietly(controlSocket);
         LockSupport.unpark(progress);
-        signalQueue();
+        signalProgress();
         try {
             progress.join(10_000);
             acceptor.join(2_000);
@@ -2090,6 +2151,9 @@ final class FabricTransport implements Transport {
         }
         rendezvousKeys.close();
         session.close();
+        if (doorbell != null) {
+            doorbell.close();
+        }
         batch.close();
         contexts.close();
         try {

@@ -138,6 +138,52 @@ class LinkLifecycleTest extends FabricTransportFixture {
 
     @ParameterizedTest
     @ValueSource(strings = {"shm", "tcp"})
+    void peersWithDifferentEagerThresholdsSendEagerlyUpToTheSmaller(String provider) throws Exception {
+        TransportConfig base = config(provider);
+        TransportConfig small = base.withFlowControl(4096, base.receiveBuffersPerLink(), base.sendWindowBytesPerLink(),
+                base.sendWindowBytesPerPeer(), base.sendWindowBytesPerProcess());
+        TransportConfig large = base.withFlowControl(64 << 10, base.receiveBuffersPerLink(),
+                base.sendWindowBytesPerLink(), base.sendWindowBytesPerPeer(), base.sendWindowBytesPerProcess());
+        int count = 40;
+        List<Integer> sizes = new CopyOnWriteArrayList<>();
+        CountDownLatch all = new CountDownLatch(2 * count);
+        MessageHandler record = (from, message) -> {
+            long size = message.segment().byteSize();
+            for (long i = 0; i < size; i++) {
+                assertEquals((byte) (size + i), message.segment().get(ValueLayout.JAVA_BYTE, i), "byte " + i);
+            }
+            sizes.add((int) size);
+            message.release();
+            all.countDown();
+        };
+        Transport smallSide = open(small, record);
+        Transport largeSide = open(large, record);
+        // 32 KiB fits the large side's receive buffers, not the small side's: both ways it must
+        // go by rendezvous, and 2 KiB eagerly.
+        for (Peer peer : List.of(largeSide.connect(smallSide.localAddress()), smallSide.connect(largeSide.localAddress()))) {
+            List<CompletableFuture<Void>> futures = new ArrayList<>();
+            for (int i = 0; i < count; i++) {
+                int size = i % 2 == 0 ? 2048 : 32 << 10;
+                OutboundMessage m = peer.allocate(size);
+                for (int b = 0; b < size; b++) {
+                    m.segment().set(ValueLayout.JAVA_BYTE, b, (byte) (size + b));
+                }
+                futures.add(peer.send(0, m));
+            }
+            for (CompletableFuture<Void> f : futures) {
+                f.get(20, TimeUnit.SECONDS);
+            }
+        }
+        assertTrue(all.await(20, TimeUnit.SECONDS), "delivered " + sizes.size() + " of " + 2 * count);
+        for (Transport t : List.of(smallSide, largeSide)) {
+            assertEquals(count / 2, t.counters().eagerSent(), "eager sends");
+            assertEquals(count / 2, t.counters().rendezvousSent(), "rendezvous sends");
+            assertEquals(0, t.counters().linkFailures());
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
     void aLargeTransferDoesNotHoldBackSmallMessagesOnTheSameLink(String provider) throws Exception {
         TransportConfig config = TransportConfig.defaults(provider).withLinks(1, 64)
                 .withPools(128L << 20, 32L << 20, 128L << 20);

@@ -3,7 +3,7 @@ package dev.ferry.cli;
 import dev.ferry.bench.pingpong.ControlLine;
 import dev.ferry.bench.pingpong.PingPong;
 import dev.ferry.bench.pingpong.PingPongSpec;
-import dev.ferry.bench.pingpong.ServerProcess;
+import dev.ferry.bench.ps.ChildJvm;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.util.ArrayList;
@@ -89,8 +89,8 @@ class PingPongCommandTest {
         List<String> args = new ArrayList<>(List.of("bench", PingPongServerCommand.NAME));
         args.addAll(PingPong.serverArguments(spec));
         long pid;
-        try (ServerProcess server = ServerProcess.start(
-                ServerProcess.javaCommand(List.of(), FerryCommand.class.getName(), args), "test server")) {
+        try (ChildJvm server = ChildJvm.start(
+                ChildJvm.javaCommand(List.of(), FerryCommand.class.getName(), args), "test server")) {
             pid = server.pid();
             server.expect(ControlLine.ADDRESS, 20_000);
             assertTrue(server.isAlive());

@@ -9,6 +9,8 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
+import dev.ferry.bench.ps.ChildJvm;
+
 /**
  * libfabric's own C ping-pong, {@code fi_pingpong} from fabtests, run the same way as Ferry's:
  * server as a child process on a free control port, client here against 127.0.0.1, server stopped
@@ -47,7 +49,7 @@ public final class CPingPong {
         int port = freePort();
         List<String> serverCommand = new java.util.ArrayList<>(common);
         serverCommand.addAll(List.of("-B", Integer.toString(port)));
-        try (ServerProcess server = ServerProcess.start(serverCommand, TOOL + " server")) {
+        try (ChildJvm server = ChildJvm.start(serverCommand, TOOL + " server")) {
             // fi_pingpong's client gives up at once if nothing listens yet: retry while the server starts.
             long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(spec.timeoutMillis());
             String output = "";

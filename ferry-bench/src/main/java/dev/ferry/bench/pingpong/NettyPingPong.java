@@ -1,5 +1,6 @@
 package dev.ferry.bench.pingpong;
 
+import dev.ferry.bench.ps.ChildJvm;
 import dev.ferry.transport.InboundMessage;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.OutboundMessage;
@@ -32,8 +33,8 @@ final class NettyPingPong {
     }
 
     /** Runs the client against a server child that has printed its ADDRESS. */
-    static PingPongResult runClient(PingPongSpec spec, ServerProcess server) {
-        String address = new String(ControlLine.bytes(server.expect(ControlLine.ADDRESS, ServerProcess.startMillis(spec.timeoutMillis()))),
+    static PingPongResult runClient(PingPongSpec spec, ChildJvm server) {
+        String address = new String(ControlLine.bytes(server.expect(ControlLine.ADDRESS, ChildJvm.startMillis(spec.timeoutMillis()))),
                 StandardCharsets.UTF_8);
         server.expect(ControlLine.READY, spec.timeoutMillis());
         Histogram histogram = new Histogram(FabricPingPong.HIGHEST_NANOS, 3);
@@ -117,7 +118,7 @@ final class NettyPingPong {
         private final long warmupNanos;
         private final long iterations;
         private final Histogram histogram;
-        private final ServerProcess server;
+        private final ChildJvm server;
         private long warmupStart;
         /** Round trips that end the run: unknown until the warm-up is over. */
         private long total = Long.MAX_VALUE;
@@ -131,7 +132,7 @@ final class NettyPingPong {
         private long allocatedBefore = -1;
         private long allocatedAfter = -1;
 
-        Client(PingPongSpec spec, Histogram histogram, ServerProcess server) {
+        Client(PingPongSpec spec, Histogram histogram, ChildJvm server) {
             this.size = spec.size();
             this.minWarmup = Math.max(1, spec.warmup());
             this.warmupNanos = spec.warmupMillis() * 1_000_000L;
@@ -212,7 +213,7 @@ final class NettyPingPong {
         }
 
         /** Waits for the last reply, failing when no round trip completes within {@code timeoutMillis}. */
-        void await(long timeoutMillis, ServerProcess server) {
+        void await(long timeoutMillis, ChildJvm server) {
             long seen = -1;
             long lastProgress = System.nanoTime();
             try {

@@ -1,5 +1,6 @@
 package dev.ferry.bench.pingpong;
 
+import dev.ferry.bench.ps.ChildJvm;
 import dev.ferry.fabric.EndpointType;
 import java.io.InputStream;
 import java.io.PrintStream;
@@ -53,8 +54,8 @@ public final class PingPong {
     public PingPongResult run(PingPongSpec spec) {
         List<String> args = new ArrayList<>(serverSubcommand);
         args.addAll(serverArguments(spec));
-        List<String> command = ServerProcess.javaCommand(serverJvmOptions(), serverMainClass, args);
-        try (ServerProcess server = ServerProcess.start(command, "ping-pong server")) {
+        List<String> command = ChildJvm.javaCommand(serverJvmOptions(), serverMainClass, args);
+        try (ChildJvm server = ChildJvm.start(command, "ping-pong server")) {
             PingPongResult result = onClientThread(spec, server);
             server.awaitExit(spec.timeoutMillis());
             return result;
@@ -73,7 +74,7 @@ public final class PingPong {
     /**
      * Measures on a thread of its own, so that pinning it leaves the caller's thread alone.
      */
-    private static PingPongResult onClientThread(PingPongSpec spec, ServerProcess server) {
+    private static PingPongResult onClientThread(PingPongSpec spec, ChildJvm server) {
         AtomicReference<PingPongResult> result = new AtomicReference<>();
         AtomicReference<RuntimeException> failure = new AtomicReference<>();
         Thread client = new Thread(() -> {
@@ -105,13 +106,13 @@ public final class PingPong {
      * client closes its side: a connection closed first could reach the server as failed
      * receives before DONE does.
      */
-    static double finish(ServerProcess server, long timeoutMillis) {
+    static double finish(ChildJvm server, long timeoutMillis) {
         server.send(ControlLine.DONE);
         return Double.parseDouble(ControlLine.argument(server.expect(ControlLine.STATS, timeoutMillis)));
     }
 
-    private static PingPongResult fabricClient(PingPongSpec spec, ServerProcess server) {
-        byte[] serverAddress = ControlLine.bytes(server.expect(ControlLine.ADDRESS, ServerProcess.startMillis(spec.timeoutMillis())));
+    private static PingPongResult fabricClient(PingPongSpec spec, ChildJvm server) {
+        byte[] serverAddress = ControlLine.bytes(server.expect(ControlLine.ADDRESS, ChildJvm.startMillis(spec.timeoutMillis())));
         try (FabricPingPong side = FabricPingPong.open(spec.provider(), spec.endpoint(), spec.size(), false)) {
             int timeout = (int) Math.min(Integer.MAX_VALUE, spec.timeoutMillis());
             if (spec.endpoint() == EndpointType.RDM) {

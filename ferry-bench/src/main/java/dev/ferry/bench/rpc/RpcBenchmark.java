@@ -2,7 +2,7 @@ package dev.ferry.bench.rpc;
 
 import dev.ferry.bench.pingpong.ControlLine;
 import dev.ferry.bench.pingpong.PingPong;
-import dev.ferry.bench.pingpong.ServerProcess;
+import dev.ferry.bench.ps.ChildJvm;
 import dev.ferry.rpc.RequestWriter;
 import dev.ferry.rpc.RpcChannel;
 import dev.ferry.rpc.RpcClient;
@@ -49,11 +49,11 @@ public final class RpcBenchmark {
     public static RpcBenchResult run(RpcBenchSpec spec, PrintWriter progress) {
         byte[] key = new byte[32];
         new SecureRandom().nextBytes(key);
-        List<String> command = ServerProcess.javaCommand(serverJvmOptions(), RpcBenchServer.class.getName(),
+        List<String> command = ChildJvm.javaCommand(serverJvmOptions(), RpcBenchServer.class.getName(),
                 RpcBenchServer.arguments(spec));
-        try (ServerProcess server = ServerProcess.start(command, "rpc benchmark server")) {
+        try (ChildJvm server = ChildJvm.start(command, "rpc benchmark server")) {
             server.send(ControlLine.of(RpcBenchServer.SECRET, key));
-            String address = ControlLine.argument(server.expect(ControlLine.ADDRESS, ServerProcess.startMillis(spec.timeoutMillis())));
+            String address = ControlLine.argument(server.expect(ControlLine.ADDRESS, ChildJvm.startMillis(spec.timeoutMillis())));
             RpcBenchResult result = measure(spec, SharedSecret.of(key), address, server.pid(), progress);
             server.send(ControlLine.DONE);
             server.awaitExit(spec.timeoutMillis());

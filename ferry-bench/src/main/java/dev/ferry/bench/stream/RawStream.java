@@ -10,7 +10,7 @@ import java.util.Locale;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.TimeUnit;
 
-import dev.ferry.bench.pingpong.ServerProcess;
+import dev.ferry.bench.ps.ChildJvm;
 import dev.ferry.fabric.CompletionBatch;
 import dev.ferry.fabric.CompletionError;
 import dev.ferry.fabric.CompletionQueue;
@@ -92,7 +92,7 @@ final class RawStream {
     // Client
 
     /** Streams at the server that announced {@code ready} ({@code <type> <hex address>}). */
-    static Measured client(StreamSpec spec, ServerProcess child, String ready, Runnable atTimedStart,
+    static Measured client(StreamSpec spec, ChildJvm child, String ready, Runnable atTimedStart,
             Runnable atTimedEnd) {
         String[] parts = ready.split(" ");
         EndpointType type = EndpointType.valueOf(parts[0]);

@@ -4,7 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import dev.ferry.bench.pingpong.ControlLine;
-import dev.ferry.bench.pingpong.ServerProcess;
+import dev.ferry.bench.ps.ChildJvm;
 
 /**
  * Runs one stream: starts the server child, measures from this process, collects the server's
@@ -26,10 +26,10 @@ public final class StreamBenchmark {
         if (env != null && !env.isBlank()) {
             jvm.addAll(List.of(env.trim().split("\\s+")));
         }
-        try (ServerProcess child = ServerProcess.start(
-                ServerProcess.javaCommand(jvm, StreamServer.class.getName(), StreamServer.args(spec)), "the stream server")) {
+        try (ChildJvm child = ChildJvm.start(
+                ChildJvm.javaCommand(jvm, StreamServer.class.getName(), StreamServer.args(spec)), "the stream server")) {
             String ready = ControlLine.argument(child.expect(StreamServer.READY,
-                    ServerProcess.startMillis(spec.timeoutMillis() + 20_000)));
+                    ChildJvm.startMillis(spec.timeoutMillis() + 20_000)));
             Runnable mark = () -> child.send(StreamServer.COUNTERS);
             Measured m = switch (spec.implementation()) {
                 case RAW -> RawStream.client(spec, child, ready, mark, mark);

@@ -1,4 +1,4 @@
-package dev.ferry.bench.pingpong;
+package dev.ferry.bench.ps;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -13,43 +13,55 @@ import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+import java.util.regex.Pattern;
 
 /**
- * A benchmark server running as a child process, spoken to in {@link ControlLine}s. It is
- * stopped by its own PID whatever happens: {@link #close()} asks it to end (SIGTERM), then kills
- * it (SIGKILL) after a grace period, and a shutdown hook does the same if this JVM exits first.
- * The child also ends by itself when its standard input closes.
+ * A benchmark process (a server, a worker) as a child JVM, spoken to in lines over its standard
+ * streams: {@code KEYWORD [argument]} each, {@code ERROR message} for a failure. It is stopped by
+ * its own PID whatever happens: {@link #close()} closes its input (children exit at end of
+ * input), then sends SIGTERM, then SIGKILL after a grace period; a shutdown hook does the same
+ * if this JVM exits first. Its standard error goes to this process's.
  */
-public final class ServerProcess implements AutoCloseable {
+public final class ChildJvm implements AutoCloseable {
 
-    /** How long a child gets to exit after SIGTERM before it is killed. */
+    /** How long a child gets to exit after end of input, and after SIGTERM. */
     private static final long GRACE_MILLIS = 2_000;
     private static final String EOF = "\u0000EOF";
+    private static final String ERROR = "ERROR";
 
+    private final String name;
     private final Process process;
     private final Writer stdin;
     private final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
     private final Thread hook;
-    private final String name;
 
-    private ServerProcess(Process process, String name) {
-        this.process = process;
+    private ChildJvm(String name, Process process, String sidePrefix, Consumer<String> sideLines) {
         this.name = name;
+        this.process = process;
         this.stdin = new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8);
-        this.hook = new Thread(this::stop, "ferry-stop-" + process.pid());
+        this.hook = new Thread(this::stop, "ferry-bench-stop-" + process.pid());
         Runtime.getRuntime().addShutdownHook(hook);
-        Thread reader = new Thread(this::readLines, "ferry-server-stdout-" + process.pid());
+        Thread reader = new Thread(() -> readLines(sidePrefix, sideLines), "ferry-bench-child-" + process.pid());
         reader.setDaemon(true);
         reader.start();
     }
 
-    /** Starts {@code command}; its standard error goes to this process's. */
-    public static ServerProcess start(List<String> command, String name) {
-        ProcessBuilder builder = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT);
+    /** Starts {@code command}, named {@code name} in messages. */
+    public static ChildJvm start(List<String> command, String name) {
+        return start(command, name, null, null);
+    }
+
+    /**
+     * Like {@link #start(List, String)}; lines starting with {@code sidePrefix} go to
+     * {@code sideLines} (on the reader thread) instead of to {@link #expect}.
+     */
+    public static ChildJvm start(List<String> command, String name, String sidePrefix, Consumer<String> sideLines) {
         try {
-            return new ServerProcess(builder.start(), name);
+            Process process = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            return new ChildJvm(name, process, sidePrefix, sideLines);
         } catch (IOException e) {
-            throw new UncheckedIOException("cannot start " + name + ": " + command.get(0), e);
+            throw new UncheckedIOException("cannot start " + name + ": " + command.getFirst(), e);
         }
     }
 
@@ -72,7 +84,7 @@ public final class ServerProcess implements AutoCloseable {
     private static String absoluteClassPath() {
         String separator = System.getProperty("path.separator");
         List<String> entries = new ArrayList<>();
-        for (String entry : System.getProperty("java.class.path").split(java.util.regex.Pattern.quote(separator))) {
+        for (String entry : System.getProperty("java.class.path").split(Pattern.quote(separator))) {
             if (!entry.isEmpty()) {
                 entries.add(Path.of(entry).toAbsolutePath().toString());
             }
@@ -80,17 +92,26 @@ public final class ServerProcess implements AutoCloseable {
         return String.join(separator, entries);
     }
 
-    private void readLines() {
+    private void readLines(String sidePrefix, Consumer<String> sideLines) {
         try (BufferedReader reader = new BufferedReader(
                 new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
             for (String line = reader.readLine(); line != null; line = reader.readLine()) {
-                lines.add(line);
+                if (sidePrefix != null && line.startsWith(sidePrefix)) {
+                    sideLines.accept(line);
+                } else {
+                    lines.add(line);
+                }
             }
         } catch (IOException e) {
-            // The child went away; EOF below says so.
+            // The child went away: EOF says so.
         } finally {
             lines.add(EOF);
         }
+    }
+
+    /** The name given at start. */
+    public String name() {
+        return name;
     }
 
     /** The child's PID. */
@@ -98,7 +119,7 @@ public final class ServerProcess implements AutoCloseable {
         return process.pid();
     }
 
-    /** Whether the child is still running. */
+    /** Whether the child still runs. */
     public boolean isAlive() {
         return process.isAlive();
     }
@@ -111,11 +132,16 @@ public final class ServerProcess implements AutoCloseable {
         return Math.max(timeoutMillis, 60_000);
     }
 
+    /** Whether {@code line} is {@code keyword}, alone or followed by a space and an argument. */
+    public static boolean is(String line, String keyword) {
+        return line.equals(keyword) || line.startsWith(keyword + " ");
+    }
+
     /**
-     * Waits up to {@code timeoutMillis} for a line starting with {@code keyword} and returns it,
-     * skipping other lines.
+     * Waits up to {@code timeoutMillis} for a line that {@link #is} {@code keyword} and returns
+     * it whole, skipping other lines.
      *
-     * @throws IllegalStateException if the child reports an error, exits, or stays silent
+     * @throws IllegalStateException if the child reports an {@code ERROR}, exits or stays silent
      */
     public String expect(String keyword, long timeoutMillis) {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
@@ -126,7 +152,7 @@ public final class ServerProcess implements AutoCloseable {
                 line = left <= 0 ? null : lines.poll(left, TimeUnit.NANOSECONDS);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-                throw new IllegalStateException("interrupted waiting for the " + name);
+                throw new IllegalStateException("interrupted waiting for " + name);
             }
             if (line == null) {
                 throw new IllegalStateException(name + " sent no " + keyword + " within " + timeoutMillis + " ms");
@@ -135,24 +161,17 @@ public final class ServerProcess implements AutoCloseable {
                 lines.add(EOF);
                 throw new IllegalStateException(name + " exited" + exitStatus() + " before sending " + keyword);
             }
-            if (ControlLine.is(line, ControlLine.ERROR)) {
-                throw new IllegalStateException(name + ": " + ControlLine.argument(line));
+            if (is(line, ERROR)) {
+                throw new IllegalStateException(name + ": " + line.substring(ERROR.length()).trim());
             }
-            if (ControlLine.is(line, keyword)) {
+            if (is(line, keyword)) {
                 return line;
             }
         }
     }
 
     private String exitStatus() {
-        try {
-            if (process.waitFor(200, TimeUnit.MILLISECONDS)) {
-                return " with status " + process.exitValue();
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        return "";
+        return awaitExit(200) ? " with status " + process.exitValue() : "";
     }
 
     /** Sends one line to the child. */
@@ -176,10 +195,7 @@ public final class ServerProcess implements AutoCloseable {
         }
     }
 
-    /**
-     * Stops the child if it still runs: end of input, then SIGTERM, then SIGKILL after a grace
-     * period; returns once it is gone.
-     */
+    /** Stops the child: end of input, then SIGTERM, then SIGKILL; returns once it is gone. */
     @Override
     public void close() {
         stop();
@@ -196,8 +212,8 @@ public final class ServerProcess implements AutoCloseable {
         } catch (IOException e) {
             // The child may be gone already.
         }
-        // A child that exits at the end of its input closes its fabric itself: give it a moment.
-        if (awaitExit(300)) {
+        // A child that exits at the end of its input closes its fabric itself: give it time.
+        if (awaitExit(GRACE_MILLIS)) {
             return;
         }
         process.destroy();

@@ -24,6 +24,9 @@ import dev.ferry.transport.TransportException;
  */
 final class FabricPeer implements Peer {
 
+    /** Pooled message frames per peer: more than a send window of small messages in flight. */
+    private static final int IDLE_FRAMES = 4096;
+
     final FabricTransport transport;
     private final String address;
     final ControlChannel control;
@@ -47,6 +50,12 @@ final class FabricPeer implements Peer {
     FabricSession.Connection fabricConnection;
     final CompletableFuture<Void> ready = new CompletableFuture<>();
     private volatile Throwable failure;
+    /**
+     * Message frames the transport is done with, each at the index of the buffer it last served,
+     * so that a frame tends to meet its buffer again and keep its payload view. Bounded: a frame
+     * that finds its index taken is left to the garbage collector.
+     */
+    private final AtomicReferenceArray<OutboundFrame> idleFrames = new AtomicReferenceArray<>(IDLE_FRAMES);
 
     FabricPeer(FabricTransport transport, String address, Socket control, int routes) throws IOException {
         this.transport = transport;
@@ -73,7 +82,7 @@ final class FabricPeer implements Peer {
         try {
             RegisteredBuffer buffer = transport.allocator().allocate(PoolKind.SEND,
                     FrameDescriptor.PAYLOAD_OFFSET + (long) length, Duration.ofMillis(transport.config().connectTimeoutMillis()));
-            return new OutboundFrame(this, buffer, length);
+            return new SendClaim(frame(buffer, length));
         } catch (PoolExhaustedException e) {
             throw new TransportException("no send buffer of " + length + " bytes for " + address + " within "
                     + transport.config().connectTimeoutMillis() + " ms: the send pool is exhausted", e);
@@ -90,7 +99,23 @@ final class FabricPeer implements Peer {
         checkUsable(length);
         RegisteredBuffer buffer = transport.allocator().tryAllocate(PoolKind.SEND,
                 FrameDescriptor.PAYLOAD_OFFSET + (long) length);
-        return buffer == null ? null : new OutboundFrame(this, buffer, length);
+        return buffer == null ? null : new SendClaim(frame(buffer, length));
+    }
+
+    /** A frame for a message of {@code length} bytes in {@code buffer}, from the pool if it has one. */
+    OutboundFrame frame(RegisteredBuffer buffer, int length) {
+        int i = System.identityHashCode(buffer) & (IDLE_FRAMES - 1);
+        OutboundFrame frame = idleFrames.get(i);
+        if (frame == null || !idleFrames.compareAndSet(i, frame, null)) {
+            frame = new OutboundFrame(this);
+        }
+        frame.reset(buffer, length);
+        return frame;
+    }
+
+    /** Returns a frame nobody refers to any more to the pool. */
+    void recycle(OutboundFrame frame) {
+        idleFrames.compareAndSet(System.identityHashCode(frame.buffer) & (IDLE_FRAMES - 1), null, frame);
     }
 
     private void checkUsable(int length) {
@@ -106,27 +131,15 @@ final class FabricPeer implements Peer {
 
     @Override
     public CompletableFuture<Void> send(int stream, OutboundMessage message) {
-        OutboundFrame frame = (OutboundFrame) message;
-        frame.handOver(this);
-        frame.future = new CompletableFuture<>();
-        frame.stream = stream;
-        CompletableFuture<Void> future = frame.future;
-        Throwable cause = failure;
-        if (cause != null) {
-            frame.free();
-            future.completeExceptionally(new TransportException("peer " + address + " has failed", cause));
-            return future;
-        }
-        Link link = link(stream);
-        frame.link = link;
-        link.waiting.incrementAndGet();
-        transport.submitSend(frame);
+        CompletableFuture<Void> future = new CompletableFuture<>();
+        submit(stream, ((SendClaim) message).handOver(this), future);
         return future;
     }
 
     @Override
     public boolean trySend(int stream, OutboundMessage message) {
-        OutboundFrame frame = (OutboundFrame) message;
+        SendClaim claim = (SendClaim) message;
+        OutboundFrame frame = claim.live();
         if (failure != null) {
             return false;
         }
@@ -136,8 +149,23 @@ final class FabricPeer implements Peer {
             return false;
         }
         frame.admitted = true;
-        send(stream, frame);
+        submit(stream, claim.handOver(this), null);
         return true;
+    }
+
+    /** Hands {@code frame} to the progress thread; {@code future} (if any) completes with the send. */
+    private void submit(int stream, OutboundFrame frame, CompletableFuture<Void> future) {
+        frame.future = future;
+        frame.stream = stream;
+        Throwable cause = failure;
+        if (cause != null) {
+            frame.finish(new TransportException("peer " + address + " has failed", cause));
+            return;
+        }
+        Link link = link(stream);
+        frame.link = link;
+        link.waiting.incrementAndGet();
+        transport.submitSend(frame);
     }
 
     @Override

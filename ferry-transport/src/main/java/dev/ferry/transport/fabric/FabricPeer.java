@@ -137,6 +137,11 @@ final class FabricPeer implements Peer {
     }
 
     @Override
+    public void sendAndForget(int stream, OutboundMessage message) {
+        submit(stream, ((SendClaim) message).handOver(this), null);
+    }
+
+    @Override
     public boolean trySend(int stream, OutboundMessage message) {
         SendClaim claim = (SendClaim) message;
         OutboundFrame frame = claim.live();

@@ -46,12 +46,14 @@ class StaleMessageTest extends FabricTransportFixture {
         for (long i = 2; i < 2_000; i++) {
             OutboundMessage m = peer.allocate(8);
             m.segment().set(ValueLayout.JAVA_LONG_UNALIGNED, 0, i);
-            if (i % 2 == 0) {
-                while (!peer.trySend(0, m)) {
-                    Thread.onSpinWait();
+            switch ((int) (i % 3)) {
+                case 0 -> {
+                    while (!peer.trySend(0, m)) {
+                        Thread.onSpinWait();
+                    }
                 }
-            } else {
-                peer.send(0, m);
+                case 1 -> peer.send(0, m);
+                default -> peer.sendAndForget(0, m);
             }
         }
         OutboundMessage live = peer.allocate(8);
@@ -69,6 +71,7 @@ class StaleMessageTest extends FabricTransportFixture {
         assertThrows(IllegalStateException.class, () -> message.truncate(0));
         assertThrows(IllegalStateException.class, () -> peer.send(0, message));
         assertThrows(IllegalStateException.class, () -> peer.trySend(0, message));
+        assertThrows(IllegalStateException.class, () -> peer.sendAndForget(0, message));
         assertEquals(onRelease, assertThrows(IllegalStateException.class, message::release).getMessage());
     }
 

@@ -24,9 +24,6 @@ import dev.ferry.transport.TransportException;
  */
 final class FabricPeer implements Peer {
 
-    /** Pooled message frames per peer: more than a send window of small messages in flight. */
-    private static final int IDLE_FRAMES = 4096;
-
     final FabricTransport transport;
     private final String address;
     final ControlChannel control;
@@ -50,12 +47,6 @@ final class FabricPeer implements Peer {
     FabricSession.Connection fabricConnection;
     final CompletableFuture<Void> ready = new CompletableFuture<>();
     private volatile Throwable failure;
-    /**
-     * Message frames the transport is done with, each at the index of the buffer it last served,
-     * so that a frame tends to meet its buffer again and keep its payload view. Bounded: a frame
-     * that finds its index taken is left to the garbage collector.
-     */
-    private final AtomicReferenceArray<OutboundFrame> idleFrames = new AtomicReferenceArray<>(IDLE_FRAMES);
 
     FabricPeer(FabricTransport transport, String address, Socket control, int routes) throws IOException {
         this.transport = transport;
@@ -82,7 +73,7 @@ final class FabricPeer implements Peer {
         try {
             RegisteredBuffer buffer = transport.allocator().allocate(PoolKind.SEND,
                     FrameDescriptor.PAYLOAD_OFFSET + (long) length, Duration.ofMillis(transport.config().connectTimeoutMillis()));
-            return new SendClaim(frame(buffer, length));
+            return new SendClaim(transport.frames().take(this, buffer, length));
         } catch (PoolExhaustedException e) {
             throw new TransportException("no send buffer of " + length + " bytes for " + address + " within "
                     + transport.config().connectTimeoutMillis() + " ms: the send pool is exhausted", e);
@@ -99,23 +90,7 @@ final class FabricPeer implements Peer {
         checkUsable(length);
         RegisteredBuffer buffer = transport.allocator().tryAllocate(PoolKind.SEND,
                 FrameDescriptor.PAYLOAD_OFFSET + (long) length);
-        return buffer == null ? null : new SendClaim(frame(buffer, length));
-    }
-
-    /** A frame for a message of {@code length} bytes in {@code buffer}, from the pool if it has one. */
-    OutboundFrame frame(RegisteredBuffer buffer, int length) {
-        int i = System.identityHashCode(buffer) & (IDLE_FRAMES - 1);
-        OutboundFrame frame = idleFrames.get(i);
-        if (frame == null || !idleFrames.compareAndSet(i, frame, null)) {
-            frame = new OutboundFrame(this);
-        }
-        frame.reset(buffer, length);
-        return frame;
-    }
-
-    /** Returns a frame nobody refers to any more to the pool. */
-    void recycle(OutboundFrame frame) {
-        idleFrames.compareAndSet(System.identityHashCode(frame.buffer) & (IDLE_FRAMES - 1), null, frame);
+        return buffer == null ? null : new SendClaim(transport.frames().take(this, buffer, length));
     }
 
     private void checkUsable(int length) {

@@ -136,6 +136,7 @@ final class FabricTransport implements Transport {
     private boolean queueClosed;
 
     private final ConcurrentHashMap<String, FabricPeer> peers = new ConcurrentHashMap<>();
+    private final FramePool frames = new FramePool();
     private final java.util.concurrent.Semaphore handshakes = new java.util.concurrent.Semaphore(CONCURRENT_HANDSHAKES);
     /** Sends, releases and tasks for the progress thread; submitters wait while it is full. */
     private final ManyToOneArrayQueue<Object> commands = new ManyToOneArrayQueue<>(COMMANDS);
@@ -296,6 +297,10 @@ final class FabricTransport implements Transport {
 
     SendWindow window() {
         return window;
+    }
+
+    FramePool frames() {
+        return frames;
     }
 
     boolean isClosed() {

@@ -11,13 +11,13 @@ import dev.ferry.transport.TransportException;
  * buffer: {@link FrameDescriptor#PAYLOAD_OFFSET} bytes of room for the frame, then the payload
  * the application encoded.
  *
- * <p>Message frames are pooled by their peer ({@link FabricPeer#frame}): the application only
+ * <p>Message frames are pooled by the transport ({@link FramePool}): the application only
  * ever sees a {@link SendClaim}, which lets go of the frame when it is sent or released, so a
  * stale reference cannot reach the frame's next message.
  */
 final class OutboundFrame {
 
-    final FabricPeer peer;
+    FabricPeer peer;
     RegisteredBuffer buffer;
     /** The payload view; kept across reuse while the frame serves the same buffer and length. */
     private MemorySegment payload;
@@ -34,21 +34,20 @@ final class OutboundFrame {
     boolean admitted;
     private boolean freed;
 
-    OutboundFrame(FabricPeer peer) {
-        this.peer = peer;
-    }
 
     /** A control frame (RNDV_DONE, YIELD or RECLAIM) in a small buffer. */
     static OutboundFrame control(FabricPeer peer, RegisteredBuffer buffer, byte type, long cookie) {
-        OutboundFrame frame = new OutboundFrame(peer);
+        OutboundFrame frame = new OutboundFrame();
+        frame.peer = peer;
         frame.buffer = buffer;
         frame.type = type;
         frame.cookie = cookie;
         return frame;
     }
 
-    /** Prepares a pooled frame for a message of {@code length} bytes in {@code buffer}. */
-    void reset(RegisteredBuffer buffer, int length) {
+    /** Prepares a pooled frame for {@code to}'s message of {@code length} bytes in {@code buffer}. */
+    void reset(FabricPeer to, RegisteredBuffer buffer, int length) {
+        this.peer = to;
         this.buffer = buffer;
         this.type = 0;
         this.cookie = 0;
@@ -89,7 +88,7 @@ final class OutboundFrame {
     /**
      * The transport is done with the frame, which it does not touch again: the buffer is freed
      * (if not yet) and the future, if any, settles with {@code failure} or success. An eager
-     * frame goes back to its peer's pool first, so that the buffer's next allocation finds it;
+     * frame goes back to the pool first, so that the buffer's next allocation finds it;
      * a rendezvous frame does not, as the completion of its request may still come after the
      * peer's release and name it.
      */
@@ -100,7 +99,7 @@ final class OutboundFrame {
         if (type == FrameDescriptor.EAGER) {
             future = null;
             link = null;
-            peer.recycle(this);
+            peer.transport.frames().give(this);
         }
         if (freeing != null) {
             freeing.release();

@@ -15,8 +15,8 @@ import dev.ferry.transport.TransportException;
 final class SendClaim implements OutboundMessage {
 
     private static final VarHandle FRAME;
-    private static final OutboundFrame SENT = new OutboundFrame(null);
-    private static final OutboundFrame RELEASED = new OutboundFrame(null);
+    private static final OutboundFrame SENT = new OutboundFrame();
+    private static final OutboundFrame RELEASED = new OutboundFrame();
 
     static {
         try {
@@ -46,7 +46,7 @@ final class SendClaim implements OutboundMessage {
     public void release() {
         OutboundFrame f = take(RELEASED);
         f.free();
-        f.peer.recycle(f);
+        f.peer.transport.frames().give(f);
     }
 
     /** The frame, while the application still owns it. */

@@ -302,7 +302,7 @@ public final class RpcChannel {
                 if (message != null) {
                     RpcDescriptor.write(message.segment(), RpcDescriptor.CANCEL, (byte) 0, call.method.id(),
                             client.clientId, call.id, 0, ackWatermark);
-                    s.peer.send(RpcClient.CONTROL_STREAM, message);
+                    s.peer.sendAndForget(RpcClient.CONTROL_STREAM, message);
                 }
             } catch (RuntimeException e) {
                 // best effort: the session is failing anyway
@@ -613,7 +613,7 @@ public final class RpcChannel {
         OutboundMessage message = s.peer.allocate(RpcDescriptor.HEADER + body.length);
         RpcDescriptor.write(message.segment(), type, (byte) 0, 0, client.clientId, s.handshake, 0, ackWatermark);
         MemorySegment.copy(body, 0, message.segment(), ValueLayout.JAVA_BYTE, RpcDescriptor.HEADER, body.length);
-        s.peer.send(RpcClient.CONTROL_STREAM, message);
+        s.peer.sendAndForget(RpcClient.CONTROL_STREAM, message);
     }
 
     /** Sends every pending call that is not in flight on a live session. */

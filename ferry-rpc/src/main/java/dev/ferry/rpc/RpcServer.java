@@ -437,7 +437,7 @@ public final class RpcServer implements AutoCloseable {
             target = latest instanceof Peer p ? p : from;
         }
         if (out != null && target == from) {
-            from.send(stream, out);
+            from.sendAndForget(stream, out);
             return;
         }
         // The reply went to the heap (an inline handler with an empty send pool), or a retry came
@@ -470,7 +470,7 @@ public final class RpcServer implements AutoCloseable {
         if (RpcDescriptor.type(out.segment()) == RpcDescriptor.RESPONSE) {
             RpcDescriptor.flags(out.segment(), (byte) (RpcDescriptor.flags(out.segment()) | RpcDescriptor.FLAG_REPLAYED));
         }
-        to.send(stream, out);
+        to.sendAndForget(stream, out);
     }
 
     private void sendError(Peer to, int stream, int method, long clientId, long callId, int status, String errorClass,

@@ -33,6 +33,14 @@ public interface Peer {
     CompletableFuture<Void> send(int stream, OutboundMessage message);
 
     /**
+     * Sends like {@link #send}, for a caller that does not wait for the outcome: no future is
+     * made. A failed send shows only as the peer's failure ({@link MessageHandler#onPeerClosed}).
+     */
+    default void sendAndForget(int stream, OutboundMessage message) {
+        send(stream, message);
+    }
+
+    /**
      * Sends only if the send window admits {@code message} now and nothing of {@code stream}
      * waits before it; otherwise returns {@code false} and the caller keeps the buffer.
      */

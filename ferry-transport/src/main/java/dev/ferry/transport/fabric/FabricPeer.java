@@ -77,7 +77,7 @@ final class FabricPeer implements Peer {
         try {
             RegisteredBuffer buffer = transport.allocator().allocate(PoolKind.SEND,
                     FrameDescriptor.PAYLOAD_OFFSET + (long) length, Duration.ofMillis(transport.config().connectTimeoutMillis()));
-            return new OutboundFrame(this, buffer, length);
+            return new SendClaim(transport.frames().take(this, buffer, length));
         } catch (PoolExhaustedException e) {
             throw new TransportException("no send buffer of " + length + " bytes for " + address + " within "
                     + transport.config().connectTimeoutMillis() + " ms: the send pool is exhausted", e);
@@ -94,7 +94,7 @@ final class FabricPeer implements Peer {
         checkUsable(length);
         RegisteredBuffer buffer = transport.allocator().tryAllocate(PoolKind.SEND,
                 FrameDescriptor.PAYLOAD_OFFSET + (long) length);
-        return buffer == null ? null : new OutboundFrame(this, buffer, length);
+        return buffer == null ? null : new SendClaim(transport.frames().take(this, buffer, length));
     }
 
     private void checkUsable(int length) {
@@ -110,27 +110,20 @@ final class FabricPeer implements Peer {
 
     @Override
     public CompletableFuture<Void> send(int stream, OutboundMessage message) {
-        OutboundFrame frame = (OutboundFrame) message;
-        frame.handOver(this);
-        frame.future = new CompletableFuture<>();
-        frame.stream = stream;
-        CompletableFuture<Void> future = frame.future;
-        Throwable cause = failure;
-        if (cause != null) {
-            frame.free();
-            future.completeExceptionally(new TransportException("peer " + address + " has failed", cause));
-            return future;
-        }
-        Link link = link(stream);
-        frame.link = link;
-        link.waiting.incrementAndGet();
-        transport.submitSend(frame);
+        CompletableFuture<Void> future = new CompletableFuture<>();
+        submit(stream, ((SendClaim) message).handOver(this), future);
         return future;
     }
 
     @Override
+    public void sendAndForget(int stream, OutboundMessage message) {
+        submit(stream, ((SendClaim) message).handOver(this), null);
+    }
+
+    @Override
     public boolean trySend(int stream, OutboundMessage message) {
-        OutboundFrame frame = (OutboundFrame) message;
+        SendClaim claim = (SendClaim) message;
+        OutboundFrame frame = claim.live();
         if (failure != null) {
             return false;
         }
@@ -140,8 +133,23 @@ final class FabricPeer implements Peer {
             return false;
         }
         frame.admitted = true;
-        send(stream, frame);
+        submit(stream, claim.handOver(this), null);
         return true;
+    }
+
+    /** Hands {@code frame} to the progress thread; {@code future} (if any) completes with the send. */
+    private void submit(int stream, OutboundFrame frame, CompletableFuture<Void> future) {
+        frame.future = future;
+        frame.stream = stream;
+        Throwable cause = failure;
+        if (cause != null) {
+            frame.finish(new TransportException("peer " + address + " has failed", cause));
+            return;
+        }
+        Link link = link(stream);
+        frame.link = link;
+        link.waiting.incrementAndGet();
+        transport.submitSend(frame);
     }
 
     @Override

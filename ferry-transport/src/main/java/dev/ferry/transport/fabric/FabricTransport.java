@@ -17,7 +17,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -70,6 +69,15 @@ final class FabricTransport implements Transport {
     private static final int BATCH = 64;
     private static final int CONTROL_BUFFERS = 2048;
     private static final int MAX_READS = 16;
+    /**
+     * Capacity of the command queue: far above what the progress thread drains in a turn, so
+     * that only a flood of sends from many threads ever waits for room.
+     */
+    private static final int COMMANDS = 1 << 16;
+    /** The per-buffer message table: a power of two above the receive buffers usually posted. */
+    private static final int EAGER_FRAMES = 1 << 14;
+    /** Links whose ids a frame's lookup finds without the map: a power of two. */
+    private static final int RECENT_LINKS = 256;
     /**
      * Handshakes served at once. A connect storm (hundreds of peers starting together) then
      * queues on the listener instead of each handshake competing for the progress thread and
@@ -134,8 +142,12 @@ final class FabricTransport implements Transport {
     private boolean queueClosed;
 
     private final ConcurrentHashMap<String, FabricPeer> peers = new ConcurrentHashMap<>();
+    private final FramePool frames = new FramePool();
     private final java.util.concurrent.Semaphore handshakes = new java.util.concurrent.Semaphore(CONCURRENT_HANDSHAKES);
-    private final ConcurrentLinkedQueue<Object> commands = new ConcurrentLinkedQueue<>();
+    /** Sends, releases and tasks for the progress thread; submitters wait while it is full. */
+    private final ManyToOneArrayQueue<Object> commands = new ManyToOneArrayQueue<>(COMMANDS);
+    /** Commands the progress thread gives itself while {@link #commands} is full: it never waits on itself. */
+    private final ArrayDeque<Object> overflow = new ArrayDeque<>();
 
     // Progress-thread state.
     private final OperationContexts contexts = new OperationContexts(SLOTS);
@@ -151,8 +163,19 @@ final class FabricTransport implements Transport {
      * shared receive context nothing else says which connection a frame came on.
      */
     private final Map<Integer, Link> linksById = new HashMap<>();
+    /**
+     * Links recently named by frames, at their id's low bits: spares boxing the id of each frame
+     * for {@link #linksById}, which never drops a link, so a hit is what the map would return.
+     */
+    private final Link[] recentLinks = new Link[RECENT_LINKS];
     private final ArrayDeque<Link> active = new ArrayDeque<>();
     private final ArrayDeque<InboundFrame> pulls = new ArrayDeque<>();
+    /**
+     * The message of each receive buffer, at the buffer's identity hash, reused each time the
+     * buffer brings an eager message: the buffer is reposted only once its last message was
+     * released. A collision costs a new frame, not a wrong one.
+     */
+    private final InboundFrame[] eagerFrames = new InboundFrame[EAGER_FRAMES];
     private int readsInFlight;
     private final ArrayDeque<Object[]> repostRetry = new ArrayDeque<>();
     /** Slots of operations dropped with their endpoint, and when they may be reused. */
@@ -285,6 +308,10 @@ final class FabricTransport implements Transport {
 
     SendWindow window() {
         return window;
+    }
+
+    FramePool frames() {
+        return frames;
     }
 
     boolean isClosed() {
@@ -1180,7 +1207,7 @@ final class FabricTransport implements Transport {
                 || !repostRetry.isEmpty();
         parked = true;
         try {
-            if (!commands.isEmpty()) {
+            if (!commands.isEmpty() || !overflow.isEmpty()) {
                 return idle + 1;
             }
             if (cq.waitable()) {
@@ -1217,12 +1244,35 @@ final class FabricTransport implements Transport {
     }
 
     private void command(Runnable task) {
-        commands.add(task);
-        wake();
+        submit(task);
     }
 
     void submitSend(OutboundFrame frame) {
-        commands.add(frame);
+        submit(frame);
+    }
+
+    /**
+     * Queues {@code command} for the progress thread and wakes it. While the queue is full the
+     * caller waits (back-pressure); the progress thread itself never does. Once the progress
+     * thread is gone nothing drains the queue: a send then fails.
+     */
+    private void submit(Object command) {
+        if (Thread.currentThread() == progress) {
+            if (!overflow.isEmpty() || !commands.offer(command)) {
+                overflow.add(command);
+            }
+            return;
+        }
+        while (!commands.offer(command)) {
+            if (!progress.isAlive()) {
+                if (command instanceof OutboundFrame frame) {
+                    failSend(frame, new TransportException("transport closed"));
+                }
+                return;
+            }
+            wake();
+            LockSupport.parkNanos(PARK_NANOS);
+        }
         wake();
     }
 
@@ -1279,7 +1329,7 @@ final class FabricTransport implements Transport {
     private int drainCommands() {
         int n = 0;
         Object command;
-        while (n < 256 && (command = commands.poll()) != null) {
+        while (n < 256 && ((command = commands.poll()) != null || (command = overflow.poll()) != null)) {
             n++;
             if (command instanceof OutboundFrame frame) {
                 enqueue(frame);
@@ -1379,8 +1429,7 @@ final class FabricTransport implements Transport {
         if (link.credits.shouldReturn() && link.credits.canSendControl()) {
             RegisteredBuffer b = controlBuffers.poll();
             if (b != null) {
-                OutboundFrame credit = OutboundFrame.control(link.peer, b, FrameDescriptor.CREDIT, 0);
-                if (postControl(link, credit)) {
+                if (postControl(link, b, FrameDescriptor.CREDIT, 0)) {
                     posted++;
                 } else {
                     controlBuffers.add(b);
@@ -1443,21 +1492,25 @@ final class FabricTransport implements Transport {
     }
 
     private boolean postControl(Link link, OutboundFrame frame) {
+        return postControl(link, frame.buffer, frame.type, frame.cookie);
+    }
+
+    private boolean postControl(Link link, RegisteredBuffer buffer, byte frameType, long cookie) {
         int slot = takeSlot();
         if (slot < 0) {
             return false;
         }
         int credits = link.credits.toReturn();
-        MemorySegment header = frame.buffer.segment();
-        FrameDescriptor.header(header, frame.type, credits, link.remoteId, 0, 0, frame.cookie);
-        if (!link.endpoint.send(header.address(), FrameDescriptor.HEADER, frame.buffer.descriptor(), link.address,
+        MemorySegment header = buffer.segment();
+        FrameDescriptor.header(header, frameType, credits, link.remoteId, 0, 0, cookie);
+        if (!link.endpoint.send(header.address(), FrameDescriptor.HEADER, buffer.descriptor(), link.address,
                 contexts.context(slot))) {
             releaseSlot(slot);
             return false;
         }
         link.credits.spent(credits);
         opKind[slot] = SEND_CONTROL;
-        opTarget[slot] = frame.buffer;
+        opTarget[slot] = buffer;
         opLink[slot] = link;
         return true;
     }
@@ -1553,7 +1606,7 @@ final class FabricTransport implements Transport {
         MemorySegment frame = buffer.segment();
         String problem = FrameDescriptor.validate(frame, received, config.eagerThreshold(), config.maxMessageSize());
         int id = received >= FrameDescriptor.HEADER ? FrameDescriptor.link(frame) : -1;
-        Link link = known != null ? known : linksById.get(id);
+        Link link = known != null ? known : linkById(id);
         if (source != Fi.ADDR_UNSPEC && (link == null || link.address != source)) {
             // A shared endpoint: the sender is who the provider says, whatever the frame claims.
             Link sender = linkFrom(source);
@@ -1590,9 +1643,7 @@ final class FabricTransport implements Transport {
         }
         switch (kind) {
             case FrameDescriptor.EAGER -> {
-                long length = FrameDescriptor.length(frame);
-                InboundFrame message = new InboundFrame(link, stream, buffer, true, length,
-                        frame.asSlice(FrameDescriptor.HEADER, length));
+                InboundFrame message = eagerFrame(buffer).eager(link, stream, FrameDescriptor.length(frame));
                 ArrayDeque<InboundFrame> queue = link.heldBack.isEmpty() ? null : link.heldBack.get(stream);
                 if (queue != null) {
                     queue.add(message);
@@ -1725,6 +1776,17 @@ final class FabricTransport implements Transport {
         return work;
     }
 
+    private Link linkById(int id) {
+        Link link = recentLinks[id & (RECENT_LINKS - 1)];
+        if (link == null || link.id != id) {
+            link = linksById.get(id);
+            if (link != null) {
+                recentLinks[id & (RECENT_LINKS - 1)] = link;
+            }
+        }
+        return link;
+    }
+
     private Link linkFrom(long source) {
         for (Link link : links) {
             if (link.address == source && link.peer.failure() == null) {
@@ -1769,12 +1831,22 @@ final class FabricTransport implements Transport {
         postReceive(buffer, any);
     }
 
+    private InboundFrame eagerFrame(RegisteredBuffer buffer) {
+        int i = System.identityHashCode(buffer) & (EAGER_FRAMES - 1);
+        InboundFrame frame = eagerFrames[i];
+        if (frame == null || frame.buffer != buffer) {
+            frame = new InboundFrame(buffer);
+            eagerFrames[i] = frame;
+        }
+        return frame;
+    }
+
     private void deliver(InboundFrame message) {
         messagesReceived.increment();
         bytesReceived.add(message.length);
         held.incrementAndGet();
         try {
-            handler.onMessage(message.link.peer, message);
+            handler.onMessage(message.link.peer, new ReceivedMessage(message));
         } catch (RuntimeException e) {
             LOG.log(System.Logger.Level.WARNING, "message handler threw", e);
         }
@@ -1791,8 +1863,7 @@ final class FabricTransport implements Transport {
             if (Thread.currentThread() == progress) {
                 repost(message); // released inside the handler: the credit goes back at once
             } else {
-                commands.add(message);
-                wake();
+                submit(message);
             }
         } else {
             message.target.release();
@@ -1821,8 +1892,7 @@ final class FabricTransport implements Transport {
         activate(frame.link);
         messagesSent.increment();
         bytesSent.add(frame.length);
-        frame.free();
-        frame.future.complete(null);
+        frame.finish(null);
     }
 
     private void onControlSent(int slot) {
@@ -2094,10 +2164,7 @@ final class FabricTransport implements Transport {
     }
 
     private static void failFuture(OutboundFrame frame, Throwable cause) {
-        if (frame.future != null) {
-            frame.future.completeExceptionally(cause instanceof TransportException t ? t
-                    : new TransportException(cause.getMessage(), cause));
-        }
+        frame.finish(cause instanceof TransportException t ? t : new TransportException(cause.getMessage(), cause));
     }
 
     // ------------------------------------------------------------------------------------------
@@ -2141,7 +2208,7 @@ final class FabricTransport implements Transport {
         for (FabricPeer peer : all) {
             teardown(peer, cause, false);
         }
-        for (Object command; (command = commands.poll()) != null; ) {
+        for (Object command; (command = commands.poll()) != null || (command = overflow.poll()) != null; ) {
             if (command instanceof OutboundFrame frame) {
                 failSend(frame, cause);
             }
@@ -2229,7 +2296,7 @@ final class FabricTransport implements Transport {
                 if (slot >= 0) {
                     releaseSlot(slot);
                 }
-                commands.add(attempt[0]); // retry on the next turn, after progress
+                submit(attempt[0]); // retry on the next turn, after progress
             }
         };
         command(attempt[0]);

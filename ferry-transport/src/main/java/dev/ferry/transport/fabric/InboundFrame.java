@@ -3,19 +3,21 @@ package dev.ferry.transport.fabric;
 import java.lang.foreign.MemorySegment;
 
 import dev.ferry.memory.RegisteredBuffer;
-import dev.ferry.transport.InboundMessage;
 
 /**
  * A received message: a view of the receive buffer (eager) or of the rendezvous buffer it was
  * pulled into. Releasing an eager message reposts its buffer, which returns a credit.
+ *
+ * <p>An eager frame belongs to its receive buffer and serves each message the buffer brings;
+ * the application sees it only through a {@link ReceivedMessage}, one per delivery.
  */
-final class InboundFrame implements InboundMessage {
+final class InboundFrame {
 
-    final Link link;
-    final int stream;
+    Link link;
+    int stream;
     final RegisteredBuffer buffer;
     final boolean eager;
-    final long length;
+    long length;
     MemorySegment view;
     /** Rendezvous: the sender's buffer and token, and the pull's progress. */
     long remoteAddress;
@@ -25,7 +27,6 @@ final class InboundFrame implements InboundMessage {
     long pulled;
     RegisteredBuffer target;
     boolean complete;
-    private volatile boolean released;
 
     InboundFrame(Link link, int stream, RegisteredBuffer buffer, boolean eager, long length, MemorySegment view) {
         this.link = link;
@@ -37,27 +38,19 @@ final class InboundFrame implements InboundMessage {
         this.complete = eager;
     }
 
-    @Override
-    public int stream() {
-        return stream;
+    /** The frame of receive buffer {@code buffer}, before its first message. */
+    InboundFrame(RegisteredBuffer buffer) {
+        this(null, 0, buffer, true, -1, null);
     }
 
-    @Override
-    public MemorySegment segment() {
-        if (released) {
-            throw new IllegalStateException("message on stream " + stream + " already released");
+    /** Takes the eager message that just arrived in {@link #buffer}; its view is kept while the length repeats. */
+    InboundFrame eager(Link from, int messageStream, long messageLength) {
+        link = from;
+        stream = messageStream;
+        if (messageLength != length) {
+            view = buffer.segment().asSlice(FrameDescriptor.HEADER, messageLength);
+            length = messageLength;
         }
-        return view;
-    }
-
-    @Override
-    public void release() {
-        synchronized (this) {
-            if (released) {
-                throw new IllegalStateException("message on stream " + stream + " released twice");
-            }
-            released = true;
-        }
-        link.peer.transport.released(this);
+        return this;
     }
 }

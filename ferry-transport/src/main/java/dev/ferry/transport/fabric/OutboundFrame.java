@@ -4,96 +4,113 @@ import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
 
 import dev.ferry.memory.RegisteredBuffer;
-import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.TransportException;
 
 /**
  * A message or control frame on its way out. Messages are built in place in a registered send
  * buffer: {@link FrameDescriptor#PAYLOAD_OFFSET} bytes of room for the frame, then the payload
  * the application encoded.
+ *
+ * <p>Message frames are pooled by the transport ({@link FramePool}): the application only
+ * ever sees a {@link SendClaim}, which lets go of the frame when it is sent or released, so a
+ * stale reference cannot reach the frame's next message.
  */
-final class OutboundFrame implements OutboundMessage {
+final class OutboundFrame {
 
-    final FabricPeer peer;
-    final RegisteredBuffer buffer;
+    FabricPeer peer;
+    RegisteredBuffer buffer;
+    /** The payload view; kept across reuse while the frame serves the same buffer and length. */
     private MemorySegment payload;
+    private RegisteredBuffer payloadOf;
     int length;
     /** Control frames: type; messages: EAGER or RNDV_REQ once sent. */
     byte type;
     int stream;
     long cookie;
     Link link;
+    /** Null for a send whose completion nobody awaits ({@link FabricPeer#trySend}). */
     CompletableFuture<Void> future;
     /** The window was taken by trySend. */
     boolean admitted;
-    private boolean handedOver;
-    private boolean released;
+    private boolean freed;
 
-    OutboundFrame(FabricPeer peer, RegisteredBuffer buffer, int length) {
-        this.peer = peer;
-        this.buffer = buffer;
-        this.length = length;
-        this.payload = buffer.segment().asSlice(FrameDescriptor.PAYLOAD_OFFSET, length);
-    }
 
-    /** A control frame (RNDV_DONE or CREDIT) in a small buffer. */
+    /** A control frame (RNDV_DONE, YIELD or RECLAIM) in a small buffer. */
     static OutboundFrame control(FabricPeer peer, RegisteredBuffer buffer, byte type, long cookie) {
-        OutboundFrame frame = new OutboundFrame(peer, buffer, 0);
+        OutboundFrame frame = new OutboundFrame();
+        frame.peer = peer;
+        frame.buffer = buffer;
         frame.type = type;
         frame.cookie = cookie;
-        frame.handedOver = true;
         return frame;
     }
 
-    @Override
-    public synchronized MemorySegment segment() {
-        if (handedOver || released) {
-            throw new IllegalStateException("message already " + (released ? "released" : "sent"));
-        }
+    /** Prepares a pooled frame for {@code to}'s message of {@code length} bytes in {@code buffer}. */
+    void reset(FabricPeer to, RegisteredBuffer buffer, int length) {
+        this.peer = to;
+        this.buffer = buffer;
+        this.type = 0;
+        this.cookie = 0;
+        this.link = null;
+        this.future = null;
+        this.admitted = false;
+        this.freed = false;
+        view(length);
+    }
+
+    MemorySegment payload() {
         return payload;
     }
 
-    @Override
-    public synchronized void truncate(int newLength) {
+    void truncate(int newLength) {
         if (newLength < 0 || newLength > length) {
             throw new IllegalArgumentException("truncate to " + newLength + " of " + length);
         }
+        view(newLength);
+    }
+
+    private void view(int newLength) {
+        if (payloadOf != buffer || payload.byteSize() != newLength) {
+            payload = buffer.segment().asSlice(FrameDescriptor.PAYLOAD_OFFSET, newLength);
+            payloadOf = buffer;
+        }
         length = newLength;
-        payload = payload.asSlice(0, newLength);
     }
 
-    @Override
-    public synchronized void release() {
-        if (handedOver) {
-            throw new IllegalStateException("message was sent; the transport releases it");
-        }
-        if (released) {
-            throw new IllegalStateException("message released twice");
-        }
-        released = true;
-        buffer.release();
-    }
-
-    /** Takes ownership from the application. */
-    synchronized void handOver(FabricPeer to) {
-        if (to != peer) {
-            throw new TransportException("message was allocated for " + peer.address() + ", sent to " + to.address());
-        }
-        if (handedOver || released) {
-            throw new IllegalStateException("message already " + (released ? "released" : "sent"));
-        }
-        handedOver = true;
-    }
-
-    /** Frees the buffer once the transport is done with it. */
+    /** Frees the buffer once the transport is done with it; twice does nothing. */
     void free() {
-        synchronized (this) {
-            if (released) {
-                return;
-            }
-            released = true;
+        if (!freed) {
+            freed = true;
+            buffer.release();
         }
-        buffer.release();
+    }
+
+    /**
+     * The transport is done with the frame, which it does not touch again: the buffer is freed
+     * (if not yet) and the future, if any, settles with {@code failure} or success. An eager
+     * frame goes back to the pool first, so that the buffer's next allocation finds it;
+     * a rendezvous frame does not, as the completion of its request may still come after the
+     * peer's release and name it.
+     */
+    void finish(TransportException failure) {
+        CompletableFuture<Void> settle = future;
+        RegisteredBuffer freeing = freed ? null : buffer;
+        freed = true;
+        if (type == FrameDescriptor.EAGER) {
+            future = null;
+            link = null;
+            peer.transport.frames().give(this);
+        }
+        if (freeing != null) {
+            freeing.release();
+        }
+        if (settle != null) {
+            if (failure == null) {
+                settle.complete(null);
+            } else {
+                settle.completeExceptionally(failure);
+            }
+        }
     }
 
     boolean eager(int eagerThreshold) {

@@ -45,6 +45,11 @@ final class ReceivedMessage implements InboundMessage {
         return f.view;
     }
 
+    /** The frame behind this message until it is released, else null; for tests. */
+    InboundFrame frame() {
+        return frame;
+    }
+
     @Override
     public void release() {
         InboundFrame f = (InboundFrame) FRAME.getAndSet(this, (InboundFrame) null);

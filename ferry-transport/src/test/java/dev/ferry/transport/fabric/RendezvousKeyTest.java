@@ -78,7 +78,7 @@ class RendezvousKeyTest extends FabricTransportFixture {
         List<InboundFrame> pulled = new CopyOnWriteArrayList<>();
         List<Boolean> intact = new CopyOnWriteArrayList<>();
         Transport receiver = open(config(provider), (from, message) -> {
-            InboundFrame frame = (InboundFrame) message;
+            InboundFrame frame = ((ReceivedMessage) message).frame();
             if (!frame.eager) {
                 pulled.add(frame);
                 intact.add(intact(message.segment()));
@@ -143,11 +143,11 @@ class RendezvousKeyTest extends FabricTransportFixture {
         peer.send(1, filled(peer, 1, size)).get(20, TimeUnit.SECONDS);
         peer.send(1, filled(peer, 2, size)).get(20, TimeUnit.SECONDS);
         OutboundMessage third = filled(peer, 3, size);
+        MemorySegment advertised = ((SendClaim) third).live().buffer.segment();
         peer.send(1, third);
         assertTrue(waitFor(() -> keyCounts(sender)[0] == 3, 10_000), "the third transfer was not advertised");
 
         // The sender asks for 4 KiB more than it advertised, under the open transfer's key.
-        MemorySegment advertised = ((OutboundFrame) third).buffer.segment();
         byte[] beyond = new byte[FrameDescriptor.RNDV_REQ_BYTES];
         MemorySegment frame = MemorySegment.ofArray(beyond);
         FrameDescriptor.header(frame, FrameDescriptor.RNDV_REQ, 0, ((FabricPeer) peer).links[0].remoteId, 2,

@@ -1217,9 +1217,10 @@ final class FabricTransport implements Transport {
                     lastWork = System.nanoTime();
                     return 0;
                 }
-            } else if (doorbell != null && !busy) {
-                // Nothing of ours in flight: only a peer's post or an application thread can
-                // bring work, and both ring. Poll once more after arming, then sleep.
+            } else if (doorbell != null) {
+                // A peer's post and an application thread's hand-over ring; completions of our
+                // own operations do not, so while any are in flight the wait is one park slice.
+                // Poll once more after arming, then sleep.
                 doorbell.arm();
                 try {
                     int n = poll(batch);
@@ -1228,13 +1229,13 @@ final class FabricTransport implements Transport {
                         return 0;
                     }
                     if (commands.isEmpty()) {
-                        doorbell.await(connecting > 0 ? 1_000_000L : REBALANCE_NANOS);
+                        doorbell.await(busy ? PARK_NANOS : REBALANCE_NANOS);
                     }
                 } finally {
                     doorbell.disarm();
                 }
             } else {
-                busy |= idleNanos < 50_000_000 && doorbell == null;
+                busy |= idleNanos < 50_000_000;
                 LockSupport.parkNanos(busy ? PARK_NANOS : Math.min(1_000_000L, PARK_NANOS << Math.min(5, idle / 64)));
             }
         } finally {

@@ -124,6 +124,9 @@ final class FabricPeer implements Peer {
     public boolean trySend(int stream, OutboundMessage message) {
         SendClaim claim = (SendClaim) message;
         OutboundFrame frame = claim.live();
+        if (frame.peer != this) {
+            claim.handOver(this); // throws, naming both peers, before any window is taken
+        }
         if (failure != null) {
             return false;
         }

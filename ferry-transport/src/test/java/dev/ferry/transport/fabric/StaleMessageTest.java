@@ -66,6 +66,28 @@ class StaleMessageTest extends FabricTransportFixture {
         }
     }
 
+    @Test
+    void aMessageSentToAnotherPeerThanItsOwnIsRefusedAndStaysTheCallers() throws Exception {
+        LinkedBlockingQueue<Long> received = new LinkedBlockingQueue<>();
+        Transport one = open(CONFIG, (from, message) -> {
+            received.add(message.segment().get(ValueLayout.JAVA_LONG_UNALIGNED, 0));
+            message.release();
+        });
+        Transport other = open(CONFIG, (from, message) -> message.release());
+        Transport sender = open(CONFIG, (from, message) -> message.release());
+        Peer toOne = sender.connect(one.localAddress());
+        Peer toOther = sender.connect(other.localAddress());
+
+        OutboundMessage message = toOne.allocate(8);
+        message.segment().set(ValueLayout.JAVA_LONG_UNALIGNED, 0, 7);
+        assertThrows(dev.ferry.transport.TransportException.class, () -> toOther.trySend(0, message));
+        assertThrows(dev.ferry.transport.TransportException.class, () -> toOther.send(0, message));
+        assertEquals(0, sender.counters().bytesInFlight(), "a refused message took no window");
+        // Still the caller's: it goes to its own peer.
+        toOne.send(0, message).get(5, TimeUnit.SECONDS);
+        assertEquals(7L, received.poll(5, TimeUnit.SECONDS));
+    }
+
     private static void assertStale(Peer peer, OutboundMessage message, String onRelease) {
         assertThrows(IllegalStateException.class, message::segment);
         assertThrows(IllegalStateException.class, () -> message.truncate(0));

@@ -97,8 +97,6 @@ final class FabricTransport implements Transport {
     private static final long REBALANCE_NANOS = 10_000_000L;
     /** Idle progress: busy-polls this long after the last work before sleeping. */
     private static final long SPIN_NANOS = 20_000L;
-    /** Idle progress while work comes in dense bursts: keeps polling this long before sleeping. */
-    private static final long POLL_BUDGET_NANOS = 200_000L;
     /** Idle stretches count at most this much in {@link #idleGap}, so one long pause fades fast. */
     private static final long MAX_GAP_SAMPLE_NANOS = 1_000_000L;
     /** Without a wait object that sleeps: the park slice while traffic is recent. */
@@ -117,6 +115,8 @@ final class FabricTransport implements Transport {
     private final CompletionQueue cq;
     /** Where the queue cannot sleep: the word peers on this host ring after posting to us; else null. */
     private final Doorbell doorbell;
+    /** Idle progress while work comes in dense bursts: keeps polling this long before sleeping. */
+    private final long pollBudgetNanos;
     /** Whether receive completions name their sender (shared endpoints with FI_SOURCE). */
     private final boolean sources;
     /** The receive context all connected links share, where the provider offers one; else null. */
@@ -223,6 +223,7 @@ final class FabricTransport implements Transport {
         this.type = session.info().endpointType();
         this.cq = session.completionQueue();
         this.doorbell = cq.waitable() ? null : Doorbell.create();
+        this.pollBudgetNanos = config.idlePollMicros() * 1_000L;
         this.sources = session.namesSources();
         this.srx = session.sharedReceiveContext();
         this.sharedQueue = type == EndpointType.RDM || srx != null;
@@ -1183,7 +1184,7 @@ final class FabricTransport implements Transport {
     /**
      * The idle strategy, by time since the last work. It spins for {@link #SPIN_NANOS}, so that
      * a reply that follows at once costs no wake-up. While work comes in dense bursts (the
-     * average idle stretch, {@link #idleGap}, is under {@link #POLL_BUDGET_NANOS}), it keeps
+     * average idle stretch, {@link #idleGap}, is under {@link #pollBudgetNanos}), it keeps
      * polling, yielding the core between polls, up to that budget: a request-response exchange
      * then never waits for a wake-up. Past that, and at once where work arrives sparsely, it
      * sleeps. Where the completion queue has a wait object that sleeps (tcp, verbs) it blocks in
@@ -1199,7 +1200,7 @@ final class FabricTransport implements Transport {
             Thread.onSpinWait();
             return idle + 1;
         }
-        if (idleNanos < POLL_BUDGET_NANOS && idleGap < POLL_BUDGET_NANOS) {
+        if (idleNanos < pollBudgetNanos && idleGap < pollBudgetNanos) {
             Thread.yield();
             return idle + 1;
         }

@@ -137,6 +137,25 @@ class LinkLifecycleTest extends FabricTransportFixture {
     }
 
     @ParameterizedTest
+    @org.junit.jupiter.params.provider.CsvSource({"shm, 0", "shm, 2000", "tcp, 0", "tcp, 2000"})
+    void progressThreadsThatSleepAtOnceOrPollLongDeliverEverythingInOrder(String provider, long idlePollMicros)
+            throws Exception {
+        TransportConfig config = config(provider).withIdlePollMicros(idlePollMicros);
+        Recorder received = new Recorder();
+        Transport server = open(config, received);
+        Transport client = open(config, (from, m) -> m.release());
+        Peer peer = client.connect(server.localAddress());
+        for (int round = 0; round < 5; round++) {
+            received.seen.clear();
+            sendAll(peer, 4, 100);
+            assertTrue(waitFor(() -> received.count() == 400, 10_000), "round " + round + ": " + received.count());
+            received.assertInOrder(4, 100);
+            Thread.sleep(30); // long enough for both progress threads to fall asleep
+        }
+        assertEquals(0, client.counters().bytesInFlight());
+    }
+
+    @ParameterizedTest
     @ValueSource(strings = {"shm", "tcp"})
     void peersWithDifferentEagerThresholdsSendEagerlyUpToTheSmaller(String provider) throws Exception {
         TransportConfig base = config(provider);

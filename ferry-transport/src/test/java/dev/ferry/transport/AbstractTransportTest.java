@@ -461,7 +461,7 @@ public abstract class AbstractTransportTest {
     @Timeout(60)
     void closingAPeerFailsItsPendingSendsAndTellsBothSides() throws Exception {
         TransportConfig config = smallWindows(config());
-        List<InboundMessage> held = new CopyOnWriteArrayList<>();
+        java.util.Queue<InboundMessage> held = new java.util.concurrent.ConcurrentLinkedQueue<>();
         AtomicBoolean holding = new AtomicBoolean(true);
         CountDownLatch serverSawClose = new CountDownLatch(1);
         Transport server = open(config, new MessageHandler() {
@@ -521,15 +521,20 @@ public abstract class AbstractTransportTest {
             assertTrue(failed > 0, "no pending send failed");
         } finally {
             holding.set(false);
-            for (InboundMessage message : held) {
-                message.release();
-            }
+            releaseAll(held);
         }
         // A receiver that holds every buffer may learn of the close only once it reads again.
         assertTrue(serverSawClose.await(10, TimeUnit.SECONDS), "the other side's handler was not told");
+        releaseAll(held); // one the handler took while holding was being switched off
         Peer again = client.connect(server.localAddress());
         assertTrue(again != peer && again.isOpen(), "connect after close must open a new peer");
         again.send(1, filled(again, 1, 0, 10)).get(10, TimeUnit.SECONDS);
+    }
+
+    private static void releaseAll(java.util.Queue<InboundMessage> messages) {
+        for (InboundMessage message; (message = messages.poll()) != null; ) {
+            message.release();
+        }
     }
 
     @Test

@@ -131,11 +131,12 @@ public final class CompletionQueue extends FabricObject {
     }
 
     /**
-     * A wait cut short by a signal to the thread (profilers and the JVM send them) is a wait
-     * that ended with nothing: the caller polls again.
+     * A wait cut short by a signal to the thread (profilers and the JVM send them), by
+     * {@link #signal} or by its timeout is a wait that ended with nothing: the caller polls again.
      */
     private static int awaitResult(long rc, String what) {
-        return rc == -Errno.EINTR ? 0 : result(rc, what);
+        // Some providers end a signalled or timed-out wait with ECANCELED or ETIMEDOUT.
+        return rc == -Errno.EINTR || rc == -Errno.ECANCELED || rc == -Errno.ETIMEDOUT ? 0 : result(rc, what);
     }
 
     private static int result(long rc, String what) {

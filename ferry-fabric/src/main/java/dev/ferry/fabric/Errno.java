@@ -9,6 +9,8 @@ public final class Errno {
     public static final int EAGAIN = 11;
     /** No data: no provider matches the hints. */
     public static final int ENODATA = 61;
+    /** Timed out: a blocking wait that saw nothing in its time. */
+    public static final int ETIMEDOUT = 110;
     /** The operation was canceled, e.g. receives flushed when the peer closed. */
     public static final int ECANCELED = 125;
     /** The peer refused the connection. */

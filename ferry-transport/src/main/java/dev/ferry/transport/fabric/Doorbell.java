@@ -151,11 +151,20 @@ final class Doorbell implements AutoCloseable {
 
     /** Maps a peer's doorbell by the path it sent, or returns null if it is not on this host. */
     static Remote open(String path) {
-        if (SYSCALL == null || path.isEmpty() || !path.startsWith(DIRECTORY + "/" + PREFIX)) {
+        if (SYSCALL == null || path.isEmpty()) {
+            return null;
+        }
+        // Only a doorbell file: a peer names the path, so nothing else may be mapped or grown.
+        Path file = Path.of(path).normalize();
+        if (!DIRECTORY.equals(file.getParent()) || !file.getFileName().toString().startsWith(PREFIX)) {
             return null;
         }
         Arena arena = Arena.ofShared();
-        try (FileChannel channel = FileChannel.open(Path.of(path), StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            if (channel.size() != 64) {
+                arena.close();
+                return null;
+            }
             return new Remote(arena, channel.map(FileChannel.MapMode.READ_WRITE, 0, 64, arena));
         } catch (IOException | RuntimeException e) {
             arena.close();

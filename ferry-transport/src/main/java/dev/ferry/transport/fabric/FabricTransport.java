@@ -249,6 +249,9 @@ final class FabricTransport implements Transport {
             if (alloc != null) {
                 closeQuietly(alloc);
             }
+            if (doorbell != null) {
+                doorbell.close();
+            }
             session.close();
             throw new TransportException("cannot open the " + config.provider() + " transport on "
                     + config.bindHost() + ":" + config.bindPort() + ": " + e.getMessage(), e);
@@ -487,7 +490,6 @@ final class FabricTransport implements Transport {
                 grants[i] = in.readInt();
             }
             FabricPeer fresh = new FabricPeer(this, address, socket, routes());
-            readAbilities(in, fresh);
             FabricPeer previous = peers.putIfAbsent(address, fresh);
             // A peer that dials again has usually just closed the old channel; its end may
             // reach this side a moment after the new hello.
@@ -505,6 +507,7 @@ final class FabricTransport implements Transport {
                 peers.put(address, fresh);
             }
             peer = fresh;
+            readAbilities(in, fresh);
             FabricPeer p = peer;
             Link[] created = onProgress(() -> {
                 p.remoteFabricAddress = fabricAddress;
@@ -1190,9 +1193,11 @@ final class FabricTransport implements Transport {
      * sleeps. Where the completion queue has a wait object that sleeps (tcp, verbs) it blocks in
      * the kernel until a completion arrives, an application thread hands over work ({@link #wake}
      * signals the queue) or the next timer is due, so an idle or lightly loaded process uses no
-     * CPU. Where it has none (shm: only polling notices a completion), it parks in 50 us slices
-     * while traffic is recent or anything is in flight, and in slices of up to 1 ms once the
-     * transport is truly idle.
+     * CPU. Where it has none (shm: only polling notices a completion), it waits on its
+     * {@link Doorbell}, which peers on this host ring after posting: up to the next timer when
+     * nothing else can bring work, one 50 us slice while its own operations are in flight or a
+     * peer has no doorbell. Without a doorbell either, it parks in 50 us slices while traffic is
+     * recent and in slices of up to 1 ms once the transport is truly idle.
      */
     private int idle(int idle, CompletionBatch batch) {
         long idleNanos = System.nanoTime() - lastWork;
@@ -1206,43 +1211,64 @@ final class FabricTransport implements Transport {
         }
         boolean busy = window.inFlight() > 0 || readsInFlight > 0 || !pulls.isEmpty() || connecting > 0
                 || !repostRetry.isEmpty();
+        // Without a wake-up for everything that may come: short slices while traffic is recent.
+        long slice = busy || idleNanos < 50_000_000 ? PARK_NANOS
+                : Math.min(1_000_000L, PARK_NANOS << Math.min(5, idle / 64));
         parked = true;
         try {
-            if (!commands.isEmpty() || !overflow.isEmpty()) {
+            if (!commands.isEmpty()) {
                 return idle + 1;
             }
             if (cq.waitable()) {
                 int millis = connecting > 0 || !repostRetry.isEmpty() ? 1 : (int) (REBALANCE_NANOS / 1_000_000L);
                 int n = dispatch(batch, sources ? cq.awaitFrom(batch, millis) : cq.await(batch, millis));
                 if (n > 0) {
-                    lastWork = System.nanoTime();
-                    return 0;
+                    return woken();
                 }
             } else if (doorbell != null) {
                 // A peer's post and an application thread's hand-over ring; completions of our
-                // own operations do not, so while any are in flight the wait is one park slice.
-                // Poll once more after arming, then sleep.
+                // own operations do not, nor does a peer without a doorbell, so while any of
+                // those may bring work the wait is one slice. Poll once more after arming.
                 doorbell.arm();
                 try {
+                    if (closed) {
+                        return idle + 1;
+                    }
                     int n = poll(batch);
                     if (n > 0) {
-                        lastWork = System.nanoTime();
-                        return 0;
+                        return woken();
                     }
                     if (commands.isEmpty()) {
-                        doorbell.await(busy ? PARK_NANOS : REBALANCE_NANOS);
+                        doorbell.await(busy || !everyPeerRings() ? slice : REBALANCE_NANOS);
                     }
                 } finally {
                     doorbell.disarm();
                 }
             } else {
-                busy |= idleNanos < 50_000_000;
-                LockSupport.parkNanos(busy ? PARK_NANOS : Math.min(1_000_000L, PARK_NANOS << Math.min(5, idle / 64)));
+                LockSupport.parkNanos(slice);
             }
         } finally {
             parked = false;
         }
         return idle + 1;
+    }
+
+    /** Work arrived while the thread slept: the idle stretch counts toward {@link #idleGap}. */
+    private int woken() {
+        long now = System.nanoTime();
+        idleGap += (Math.min(now - lastWork, MAX_GAP_SAMPLE_NANOS) - idleGap) >> 3;
+        lastWork = now;
+        return 0;
+    }
+
+    /** Whether every peer rings this side's doorbell after posting to it. */
+    private boolean everyPeerRings() {
+        for (FabricPeer peer : peers.values()) {
+            if (peer.doorbell == null) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private void command(Runnable task) {
@@ -1938,6 +1964,9 @@ final class FabricTransport implements Transport {
             message.requested += chunk;
             readsInFlight++;
             started++;
+            if (link.peer.doorbell != null) {
+                link.peer.doorbell.ring(); // a provider may need the target to progress the read
+            }
             if (message.requested == message.length) {
                 pulls.poll();
             }
@@ -2066,7 +2095,11 @@ final class FabricTransport implements Transport {
             for (var queue : link.heldBack.values()) {
                 for (InboundFrame message : queue) {
                     if (message.eager) {
-                        message.buffer.release();
+                        if (sharedQueue) {
+                            postShared(message.buffer); // the shared queue counts it as posted
+                        } else {
+                            message.buffer.release();
+                        }
                     } else if (message.target != null && message.pulled == message.requested) {
                         message.target.release();
                         message.target = null;
@@ -2219,10 +2252,10 @@ final class FabricTransport implements Transport {
             queueClosed = true;
         }
         rendezvousKeys.close();
-        session.close();
         if (doorbell != null) {
             doorbell.close();
         }
+        session.close();
         batch.close();
         contexts.close();
         try {

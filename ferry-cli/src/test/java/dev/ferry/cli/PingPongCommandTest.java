@@ -3,7 +3,7 @@ package dev.ferry.cli;
 import dev.ferry.bench.pingpong.ControlLine;
 import dev.ferry.bench.pingpong.PingPong;
 import dev.ferry.bench.pingpong.PingPongSpec;
-import dev.ferry.bench.ps.ChildJvm;
+import dev.ferry.ps.net.ChildJvm;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.util.ArrayList;

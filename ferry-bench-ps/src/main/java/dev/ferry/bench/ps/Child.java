@@ -3,6 +3,8 @@ package dev.ferry.bench.ps;
 import java.util.ArrayList;
 import java.util.List;
 
+import dev.ferry.ps.net.ChildJvm;
+
 /**
  * A benchmark server or worker process ({@link ChildJvm}) on this JVM's java and class path.
  * {@code PROGRESS} lines are not queued: the latest one is kept in {@link #progress()}.

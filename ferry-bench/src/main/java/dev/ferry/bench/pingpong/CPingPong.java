@@ -9,7 +9,7 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
-import dev.ferry.bench.ps.ChildJvm;
+import dev.ferry.ps.net.ChildJvm;
 
 /**
  * libfabric's own C ping-pong, {@code fi_pingpong} from fabtests, run the same way as Ferry's:

@@ -1,6 +1,6 @@
 package dev.ferry.bench.pingpong;
 
-import dev.ferry.bench.ps.ChildJvm;
+import dev.ferry.ps.net.ChildJvm;
 import dev.ferry.transport.InboundMessage;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.OutboundMessage;

@@ -1,6 +1,6 @@
 package dev.ferry.bench.pingpong;
 
-import dev.ferry.bench.ps.ChildJvm;
+import dev.ferry.ps.net.ChildJvm;
 import dev.ferry.fabric.EndpointType;
 import java.io.InputStream;
 import java.io.PrintStream;
@@ -54,21 +54,12 @@ public final class PingPong {
     public PingPongResult run(PingPongSpec spec) {
         List<String> args = new ArrayList<>(serverSubcommand);
         args.addAll(serverArguments(spec));
-        List<String> command = ChildJvm.javaCommand(serverJvmOptions(), serverMainClass, args);
+        List<String> command = ChildJvm.javaCommand(ChildJvm.serverJvmOptions(SERVER_JVM_OPTIONS), serverMainClass, args);
         try (ChildJvm server = ChildJvm.start(command, "ping-pong server")) {
             PingPongResult result = onClientThread(spec, server);
             server.awaitExit(spec.timeoutMillis());
             return result;
         }
-    }
-
-    private static List<String> serverJvmOptions() {
-        List<String> options = new ArrayList<>(SERVER_JVM_OPTIONS);
-        String extra = System.getenv("FERRY_SERVER_JAVA_OPTS");
-        if (extra != null && !extra.isBlank()) {
-            options.addAll(List.of(extra.trim().split("\\s+")));
-        }
-        return options;
     }
 
     /**

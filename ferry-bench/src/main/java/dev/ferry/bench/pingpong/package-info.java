@@ -2,7 +2,7 @@
  * Round-trip latency between two processes on one host.
  *
  * <p>{@link dev.ferry.bench.pingpong.PingPong#run} is the client: it starts the server as a
- * child process ({@link dev.ferry.bench.ps.ChildJvm}), exchanges addresses with it
+ * child process ({@link dev.ferry.ps.net.ChildJvm}), exchanges addresses with it
  * over the child's standard streams ({@link dev.ferry.bench.pingpong.ControlLine}), times each
  * round trip into an HdrHistogram and returns a {@link dev.ferry.bench.pingpong.PingPongResult}.
  * The fabric variant ({@link dev.ferry.bench.pingpong.FabricPingPong}) drives libfabric directly:

@@ -2,7 +2,7 @@ package dev.ferry.bench.rpc;
 
 import dev.ferry.bench.pingpong.ControlLine;
 import dev.ferry.bench.pingpong.PingPong;
-import dev.ferry.bench.ps.ChildJvm;
+import dev.ferry.ps.net.ChildJvm;
 import dev.ferry.rpc.RequestWriter;
 import dev.ferry.rpc.RpcChannel;
 import dev.ferry.rpc.RpcClient;
@@ -49,7 +49,7 @@ public final class RpcBenchmark {
     public static RpcBenchResult run(RpcBenchSpec spec, PrintWriter progress) {
         byte[] key = new byte[32];
         new SecureRandom().nextBytes(key);
-        List<String> command = ChildJvm.javaCommand(serverJvmOptions(), RpcBenchServer.class.getName(),
+        List<String> command = ChildJvm.javaCommand(ChildJvm.serverJvmOptions(SERVER_JVM_OPTIONS), RpcBenchServer.class.getName(),
                 RpcBenchServer.arguments(spec));
         try (ChildJvm server = ChildJvm.start(command, "rpc benchmark server")) {
             server.send(ControlLine.of(RpcBenchServer.SECRET, key));
@@ -59,15 +59,6 @@ public final class RpcBenchmark {
             server.awaitExit(spec.timeoutMillis());
             return result;
         }
-    }
-
-    private static List<String> serverJvmOptions() {
-        List<String> options = new ArrayList<>(SERVER_JVM_OPTIONS);
-        String extra = System.getenv("FERRY_SERVER_JAVA_OPTS");
-        if (extra != null && !extra.isBlank()) {
-            options.addAll(List.of(extra.trim().split("\\s+")));
-        }
-        return options;
     }
 
     private static RpcBenchResult measure(RpcBenchSpec spec, SharedSecret secret, String address, long serverPid,

@@ -10,7 +10,7 @@ import java.util.Locale;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.TimeUnit;
 
-import dev.ferry.bench.ps.ChildJvm;
+import dev.ferry.ps.net.ChildJvm;
 import dev.ferry.fabric.CompletionBatch;
 import dev.ferry.fabric.CompletionError;
 import dev.ferry.fabric.CompletionQueue;

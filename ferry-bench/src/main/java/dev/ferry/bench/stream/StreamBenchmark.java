@@ -4,7 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import dev.ferry.bench.pingpong.ControlLine;
-import dev.ferry.bench.ps.ChildJvm;
+import dev.ferry.ps.net.ChildJvm;
 
 /**
  * Runs one stream: starts the server child, measures from this process, collects the server's

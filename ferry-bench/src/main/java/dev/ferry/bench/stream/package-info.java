@@ -2,7 +2,7 @@
  * One-way streams between two processes on one host: throughput and per-message latency.
  *
  * <p>{@link dev.ferry.bench.stream.StreamBenchmark#run} is the sending side. It starts the
- * receiving side as a child JVM ({@link dev.ferry.bench.ps.ChildJvm} running
+ * receiving side as a child JVM ({@link dev.ferry.ps.net.ChildJvm} running
  * {@link dev.ferry.bench.stream.StreamServer}), learns its address from the child's standard
  * output, streams messages of one size at it with a fixed number in flight, and returns a
  * {@link dev.ferry.bench.stream.StreamResult}: messages and MiB per second, HdrHistogram

@@ -1,20 +1,11 @@
 package dev.ferry.ps.net;
 
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
-import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
-import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.TimeUnit;
 import java.util.function.IntPredicate;
-import java.util.regex.Pattern;
 
 import dev.ferry.rpc.RpcConfig;
 import dev.ferry.transport.SharedSecret;
@@ -34,14 +25,12 @@ public final class LocalCluster implements AutoCloseable {
 
     /** How long a child gets to start and print its address. */
     private static final long START_MILLIS = 30_000;
-    /** How long a child gets to exit after SIGTERM before it is killed. */
-    private static final long GRACE_MILLIS = 3_000;
 
     private final String transport;
     private final Path checkpointRoot;
     private final List<String> jvmOptions;
     private final String secret;
-    private final Child[] children;
+    private final ChildJvm[] children;
     private final String[] addresses;
     private final Thread hook;
     private int spawned;
@@ -53,7 +42,7 @@ public final class LocalCluster implements AutoCloseable {
         byte[] key = new byte[24];
         new SecureRandom().nextBytes(key);
         this.secret = HexFormat.of().formatHex(key);
-        this.children = new Child[servers];
+        this.children = new ChildJvm[servers];
         this.addresses = new String[servers];
         this.hook = new Thread(this::stopAll, "ferry-cluster-stop");
         Runtime.getRuntime().addShutdownHook(hook);
@@ -77,7 +66,7 @@ public final class LocalCluster implements AutoCloseable {
                 cluster.children[i] = cluster.spawn(i, false);
             }
             for (int i = 0; i < servers; i++) {
-                cluster.addresses[i] = cluster.children[i].awaitAddress();
+                cluster.addresses[i] = cluster.awaitAddress(i);
             }
             return cluster;
         } catch (RuntimeException e) {
@@ -108,12 +97,12 @@ public final class LocalCluster implements AutoCloseable {
 
     /** The PID of server {@code i}. */
     public synchronized long pid(int i) {
-        return children[i].process.pid();
+        return children[i].pid();
     }
 
     /** Whether server {@code i} runs. */
     public synchronized boolean isAlive(int i) {
-        return children[i].process.isAlive();
+        return children[i].isAlive();
     }
 
     /** The checkpoint directory of server {@code i}, or null. */
@@ -131,9 +120,9 @@ public final class LocalCluster implements AutoCloseable {
      * read-only if {@code serving}; returns its new address.
      */
     public synchronized String restart(int i, boolean serving) {
-        children[i].stop();
+        children[i].close();
         children[i] = spawn(i, serving);
-        addresses[i] = children[i].awaitAddress();
+        addresses[i] = awaitAddress(i);
         return addresses[i];
     }
 
@@ -145,14 +134,14 @@ public final class LocalCluster implements AutoCloseable {
     public synchronized List<String> restartStopped(IntPredicate serving) {
         List<Integer> started = new ArrayList<>();
         for (int i = 0; i < children.length; i++) {
-            if (!children[i].process.isAlive()) {
-                children[i].stop();
+            if (!children[i].isAlive()) {
+                children[i].close();
                 children[i] = spawn(i, serving.test(i));
                 started.add(i);
             }
         }
         for (int i : started) {
-            addresses[i] = children[i].awaitAddress();
+            addresses[i] = awaitAddress(i);
         }
         return List.of(addresses);
     }
@@ -169,38 +158,33 @@ public final class LocalCluster implements AutoCloseable {
     }
 
     private synchronized void stopAll() {
-        for (Child child : children) {
+        for (ChildJvm child : children) {
             if (child != null) {
-                child.signal();
+                child.terminate();
             }
         }
-        for (Child child : children) {
+        for (ChildJvm child : children) {
             if (child != null) {
-                child.stop();
+                child.close();
             }
         }
     }
 
-    private Child spawn(int index, boolean serving) {
+    private String awaitAddress(int i) {
+        return children[i].expect(PsServerMain.LISTENING, START_MILLIS).substring(PsServerMain.LISTENING.length()).trim();
+    }
+
+    private ChildJvm spawn(int index, boolean serving) {
         PsServerMain.Options options = new PsServerMain.Options(0, bindHost(), transport, checkpointDir(index), serving, index,
                 children.length, true, false);
-        List<String> command = new ArrayList<>();
-        command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        command.add("--enable-native-access=ALL-UNNAMED");
-        command.add("-XX:+UseParallelGC");
-        command.addAll(jvmOptions);
-        command.add("-cp");
-        command.add(absoluteClassPath());
-        command.add(PsServerMain.class.getName());
-        command.addAll(options.toArgs());
-        ProcessBuilder builder = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT);
+        List<String> jvm = new ArrayList<>();
+        jvm.add("-XX:+UseParallelGC");
+        jvm.addAll(jvmOptions);
+        ProcessBuilder builder = new ProcessBuilder(ChildJvm.javaCommand(jvm, PsServerMain.class.getName(),
+                options.toArgs()));
         builder.environment().put(SharedSecret.ENV_SECRET, secret);
         builder.environment().remove(SharedSecret.ENV_SECRET_FILE);
-        try {
-            return new Child(builder.start(), "parameter server " + index);
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot start parameter server " + index, e);
-        }
+        return ChildJvm.start(builder, "parameter server " + index);
     }
 
     /**
@@ -218,117 +202,5 @@ public final class LocalCluster implements AutoCloseable {
             throw new IllegalStateException("a cluster on shm starts 250 servers at most");
         }
         return "127." + ((pid >> 8) & 0xff) + "." + (pid & 0xff) + "." + (n + 2);
-    }
-
-    private static String absoluteClassPath() {
-        String separator = System.getProperty("path.separator");
-        List<String> entries = new ArrayList<>();
-        for (String entry : System.getProperty("java.class.path").split(Pattern.quote(separator))) {
-            if (!entry.isEmpty()) {
-                entries.add(Path.of(entry).toAbsolutePath().toString());
-            }
-        }
-        return String.join(separator, entries);
-    }
-
-    /** One child: its process, and the lines of its standard output. */
-    private static final class Child {
-
-        private static final String EOF = "\u0000EOF";
-
-        final Process process;
-        final String name;
-        final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
-
-        Child(Process process, String name) {
-            this.process = process;
-            this.name = name;
-            Thread reader = new Thread(this::read, "ferry-cluster-stdout-" + process.pid());
-            reader.setDaemon(true);
-            reader.start();
-        }
-
-        private void read() {
-            try (BufferedReader in = new BufferedReader(
-                    new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
-                for (String line = in.readLine(); line != null; line = in.readLine()) {
-                    lines.add(line);
-                }
-            } catch (IOException e) {
-                // the child went away
-            } finally {
-                lines.add(EOF);
-            }
-        }
-
-        String awaitAddress() {
-            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(START_MILLIS);
-            while (true) {
-                String line;
-                try {
-                    line = lines.poll(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    throw new IllegalStateException("interrupted waiting for " + name);
-                }
-                if (line == null) {
-                    throw new IllegalStateException(name + " (pid " + process.pid() + ") did not listen within "
-                            + START_MILLIS + " ms");
-                }
-                if (line.equals(EOF)) {
-                    throw new IllegalStateException(name + " exited" + exitStatus() + " before listening");
-                }
-                if (line.startsWith(PsServerMain.LISTENING + " ")) {
-                    return line.substring(PsServerMain.LISTENING.length() + 1).trim();
-                }
-            }
-        }
-
-        private String exitStatus() {
-            try {
-                if (process.waitFor(500, TimeUnit.MILLISECONDS)) {
-                    return " with status " + process.exitValue();
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            return "";
-        }
-
-        void signal() {
-            if (process.isAlive()) {
-                process.destroy();
-            }
-        }
-
-        void kill() {
-            process.destroyForcibly();
-            await(GRACE_MILLIS);
-        }
-
-        void stop() {
-            try {
-                process.getOutputStream().close();
-            } catch (IOException e) {
-                // gone already
-            }
-            if (!process.isAlive()) {
-                return;
-            }
-            process.destroy();
-            if (!await(GRACE_MILLIS)) {
-                process.destroyForcibly();
-                await(GRACE_MILLIS);
-            }
-        }
-
-        private boolean await(long millis) {
-            try {
-                return process.waitFor(millis, TimeUnit.MILLISECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return false;
-            }
-        }
     }
 }

@@ -1,4 +1,4 @@
-package dev.ferry.bench.ps;
+package dev.ferry.ps.net;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -17,8 +17,8 @@ import java.util.function.Consumer;
 import java.util.regex.Pattern;
 
 /**
- * A benchmark process (a server, a worker) as a child JVM, spoken to in lines over its standard
- * streams: {@code KEYWORD [argument]} each, {@code ERROR message} for a failure. It is stopped by
+ * A process (a parameter server, a benchmark server or worker) as a child JVM, spoken to in lines
+ * over its standard streams: {@code KEYWORD [argument]} each, {@code ERROR message} for a failure. It is stopped by
  * its own PID whatever happens: {@link #close()} closes its input (children exit at end of
  * input), then sends SIGTERM, then SIGKILL after a grace period; a shutdown hook does the same
  * if this JVM exits first. Its standard error goes to this process's.
@@ -50,6 +50,15 @@ public final class ChildJvm implements AutoCloseable {
     /** Starts {@code command}, named {@code name} in messages. */
     public static ChildJvm start(List<String> command, String name) {
         return start(command, name, null, null);
+    }
+
+    /** Starts what {@code builder} describes (its command and environment), named {@code name}. */
+    public static ChildJvm start(ProcessBuilder builder, String name) {
+        try {
+            return new ChildJvm(name, builder.redirectError(ProcessBuilder.Redirect.INHERIT).start(), null, null);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot start " + name + ": " + builder.command().getFirst(), e);
+        }
     }
 
     /**
@@ -125,6 +134,19 @@ public final class ChildJvm implements AutoCloseable {
     }
 
     /**
+     * {@code base} followed by the options in the environment variable {@code FERRY_SERVER_JAVA_OPTS}
+     * (space-separated), which users set to size or profile the server JVMs a command starts.
+     */
+    public static List<String> serverJvmOptions(List<String> base) {
+        List<String> options = new ArrayList<>(base);
+        String extra = System.getenv("FERRY_SERVER_JAVA_OPTS");
+        if (extra != null && !extra.isBlank()) {
+            options.addAll(List.of(extra.trim().split("\\s+")));
+        }
+        return options;
+    }
+
+    /**
      * How long to wait for a child's first line: starting a JVM and loading libfabric's providers
      * takes seconds on a loaded machine, which is not what an operation timeout is about.
      */
@@ -193,6 +215,19 @@ public final class ChildJvm implements AutoCloseable {
             Thread.currentThread().interrupt();
             return false;
         }
+    }
+
+    /** Asks the child to end (SIGTERM) without waiting, so that several can stop at once. */
+    public void terminate() {
+        if (process.isAlive()) {
+            process.destroy();
+        }
+    }
+
+    /** Kills the child at once (SIGKILL, no clean-up: a crash) and waits until it is gone. */
+    public void kill() {
+        process.destroyForcibly();
+        awaitExit(GRACE_MILLIS);
     }
 
     /** Stops the child: end of input, then SIGTERM, then SIGKILL; returns once it is gone. */

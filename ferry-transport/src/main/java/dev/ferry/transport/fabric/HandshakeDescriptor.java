@@ -7,6 +7,7 @@ import java.io.IOException;
 import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.UnauthenticatedException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The handshake on a new control connection: the challenge that proves both sides hold the
@@ -124,7 +125,7 @@ final class HandshakeDescriptor {
         readStatus(from, in, false);
         Hello answer = readBody(in, null, Integer.MAX_VALUE);
         if (answer.links() != links) {
-            throw new TransportException(from + " answered with " + answer.links() + " links for " + links);
+            throw new TransportException(Reason.UNREACHABLE, from + " answered with " + answer.links() + " links for " + links);
         }
         return answer;
     }
@@ -154,11 +155,11 @@ final class HandshakeDescriptor {
      */
     static void readStatus(String from, DataInputStream in, boolean challenge) throws IOException {
         if (in.readInt() != MAGIC) {
-            throw new TransportException(from + " is not a Ferry transport");
+            throw new TransportException(Reason.UNREACHABLE, from + " is not a Ferry transport");
         }
         if (in.readByte() != ACCEPTED) {
             String reason = from + " refused the connection: " + in.readUTF();
-            throw challenge ? new UnauthenticatedException(reason) : new TransportException(reason);
+            throw challenge ? new UnauthenticatedException(reason) : new TransportException(Reason.UNREACHABLE, reason);
         }
     }
 

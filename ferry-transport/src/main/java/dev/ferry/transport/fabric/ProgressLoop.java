@@ -7,6 +7,7 @@ import dev.ferry.fabric.EndpointType;
 import dev.ferry.fabric.Fi;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The progress thread's duty cycle, the only caller of libfabric. Each turn it takes what other
@@ -113,7 +114,7 @@ final class ProgressLoop {
         } catch (Throwable t) {
             LOG.log(System.Logger.Level.ERROR, "progress thread failed; the transport stops", t);
             for (FabricPeer peer : transport.peers.values()) {
-                peer.fail(new TransportException("transport progress failed: " + t, t));
+                peer.fail(new TransportException(Reason.CLOSED, "transport progress failed: " + t, t));
             }
         } finally {
             transport.shutdown(batch);
@@ -277,7 +278,7 @@ final class ProgressLoop {
             case OperationTable.RECV -> transport.receives.onReceiveFailed((RegisteredBuffer) target, link, what);
             case OperationTable.SEND_MESSAGE -> {
                 transport.sends.onMessageFailed((OutboundFrame) target, link,
-                        new TransportException("send to " + link.peer.address() + " failed: " + what));
+                        new TransportException(Reason.PEER_FAILED, "send to " + link.peer.address() + " failed: " + what));
                 links.linkFailure(link, "send failed: " + what);
             }
             case OperationTable.SEND_CONTROL -> {

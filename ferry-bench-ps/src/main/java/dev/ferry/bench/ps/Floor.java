@@ -82,15 +82,15 @@ final class Floor {
         if (floor == null) {
             return lines;
         }
-        lines.add(String.format(Locale.ROOT, "| %-10s | %13s | %12s | %14s | %10s | %10s | %10s |",
+        lines.add(String.format(Locale.ROOT, "| %-12s | %13s | %12s | %14s | %10s | %10s | %10s |",
                 "above direct", "mean us", "p99 us", "cpu us/op", "mean/netty", "p99/netty", "cpu/netty"));
-        lines.add("|------------|--------------:|-------------:|---------------:|-----------:|-----------:|-----------:|");
+        lines.add("|--------------|--------------:|-------------:|---------------:|-----------:|-----------:|-----------:|");
         for (RunResult r : results) {
             if (r == floor) {
                 continue;
             }
             RunResult b = Report.baseline(results, r);
-            lines.add(String.format(Locale.ROOT, "| %-10s | %13.1f | %12.1f | %14.1f | %10s | %10s | %10s |",
+            lines.add(String.format(Locale.ROOT, "| %-12s | %13.1f | %12.1f | %14.1f | %10s | %10s | %10s |",
                     r.label(), layerMean(r, floor), layerP99(r, floor), layerCpu(r, floor),
                     b == null ? "-" : Report.ratio(layerMean(r, floor), layerMean(b, floor)),
                     b == null ? "-" : Report.ratio(layerP99(r, floor), layerP99(b, floor)),

@@ -28,7 +28,8 @@ import org.openjdk.jmh.annotations.Warmup;
  * table of dimension 64 on each, all {@code space} ids created up front, Zipf 1.09).
  *
  * <ul>
- *   <li>{@code fetch}: a batch of log-uniform size in [16, 4,096]: plan, and per part the ids
+ *   <li>{@code fetch}: a batch of log-uniform size in [16, 4,096]: plan (one plan object,
+ *       re-planned), and per part the ids
  *       written to a request buffer and read back (as a server reads them), the gather into a
  *       response buffer, the scatter into the caller's rows. Mean time per fetch.
  *   <li>{@code push4096}: a batch of 4,096 ids: plan, and per part the ids and the summed gradients
@@ -51,6 +52,7 @@ public class InProcessBenchmark {
     @Param({"1048576"})
     public int space;
 
+    private final BatchPlan plan = new BatchPlan();
     private SlotTable slots;
     private ParameterServer[] servers;
     private long[][] fetches;
@@ -107,7 +109,7 @@ public class InProcessBenchmark {
     @Benchmark
     public void fetch() {
         long[] ids = fetches[nextFetch++ & (BATCHES - 1)];
-        BatchPlan plan = BatchPlan.of(ids, 0, ids.length, slots);
+        plan.plan(ids, 0, ids.length, slots);
         for (int p = 0; p < plan.parts(); p++) {
             int n = plan.partSize(p);
             plan.writeIds(p, requests[p]);
@@ -121,7 +123,7 @@ public class InProcessBenchmark {
     @Benchmark
     public void push4096() {
         long[] ids = pushes[nextPush++ & (PUSHES - 1)];
-        BatchPlan plan = BatchPlan.of(ids, 0, ids.length, slots);
+        plan.plan(ids, 0, ids.length, slots);
         for (int p = 0; p < plan.parts(); p++) {
             int n = plan.partSize(p);
             MemorySegment request = requests[p];

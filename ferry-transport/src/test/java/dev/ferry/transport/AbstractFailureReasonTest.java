@@ -41,6 +41,11 @@ public abstract class AbstractFailureReasonTest {
         return true;
     }
 
+    /** An address the transport cannot parse, or null where every string may name a peer. */
+    protected String malformedAddress() {
+        return "no-port";
+    }
+
     private Transport open(TransportConfig config, MessageHandler handler) {
         Transport transport = Transports.open(config.withBindHost(HOST), handler);
         opened.add(transport);
@@ -70,7 +75,10 @@ public abstract class AbstractFailureReasonTest {
         int limit = config().maxMessageSize();
         assertEquals(Reason.BAD_INPUT, assertThrows(TransportException.class, () -> peer.allocate(limit + 1)).reason());
         assertEquals(Reason.BAD_INPUT, assertThrows(TransportException.class, () -> peer.tryAllocate(-1)).reason());
-        assertEquals(Reason.BAD_INPUT, assertThrows(TransportException.class, () -> client.connect("no-port")).reason());
+        String malformed = malformedAddress();
+        if (malformed != null) {
+            assertEquals(Reason.BAD_INPUT, assertThrows(TransportException.class, () -> client.connect(malformed)).reason());
+        }
     }
 
     @Test

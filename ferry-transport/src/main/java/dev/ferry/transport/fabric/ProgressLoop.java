@@ -41,6 +41,8 @@ final class ProgressLoop {
     private final boolean connected;
     private final Thread thread;
     private final Idler idler;
+    /** Whether the host has more runnable threads than cores: then an idle loop sleeps at once. */
+    private final CpuPressure pressure = CpuPressure.open();
     /** Idle progress while work comes in dense bursts: keeps polling this long before sleeping. */
     private final long pollBudgetNanos;
     private volatile boolean parked;
@@ -90,6 +92,7 @@ final class ProgressLoop {
                         timer = true;
                         lastReview = now;
                         work += transport.credits.review(now);
+                        pressure.sample();
                     }
                 }
                 if (connected && (transport.links.connecting() || timer)) {
@@ -117,6 +120,7 @@ final class ProgressLoop {
                 peer.fail(new TransportException(Reason.CLOSED, "transport progress failed: " + t, t));
             }
         } finally {
+            pressure.close();
             transport.shutdown(batch);
         }
     }
@@ -139,7 +143,9 @@ final class ProgressLoop {
     }
 
     /**
-     * The idle strategy, by time since the last work. It spins for {@link #SPIN_NANOS}, so that
+     * The idle strategy, by time since the last work. Where the host has more runnable threads
+     * than cores ({@link CpuPressure}), spinning or polling would take a core from a thread with
+     * work, and a wake-up costs less than that: it sleeps at once. Else it spins for {@link #SPIN_NANOS}, so that
      * a reply that follows at once costs no wake-up. While work comes in dense bursts (the
      * average idle stretch, {@link #idleGap}, is under {@link #pollBudgetNanos}), it keeps
      * polling, yielding the core between polls, up to that budget: a request-response exchange
@@ -149,11 +155,12 @@ final class ProgressLoop {
      */
     private int idle(int idle, CompletionBatch batch) {
         long idleNanos = System.nanoTime() - lastWork;
-        if (idleNanos < SPIN_NANOS) {
+        boolean crowded = pressure.overcommitted();
+        if (idleNanos < SPIN_NANOS && !crowded) {
             Thread.onSpinWait();
             return idle + 1;
         }
-        if (idleNanos < pollBudgetNanos && idleGap < pollBudgetNanos) {
+        if (idleNanos < pollBudgetNanos && idleGap < pollBudgetNanos && !crowded) {
             Thread.yield();
             return idle + 1;
         }

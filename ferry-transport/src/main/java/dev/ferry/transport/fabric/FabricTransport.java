@@ -63,7 +63,7 @@ import dev.ferry.transport.UnauthenticatedException;
 final class FabricTransport implements Transport {
 
     private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
-    private static final int MAGIC = 0x46525933; // "FRY3"
+    private static final int MAGIC = HandshakeReader.MAGIC;
     private static final java.security.SecureRandom NONCES = new java.security.SecureRandom();
     private static final int SLOTS = 1 << 16;
     private static final int BATCH = 64;
@@ -477,18 +477,12 @@ final class FabricTransport implements Transport {
                 closeQuietly(socket);
                 return;
             }
-            String address = in.readUTF();
-            byte[] fabricAddress = readBytes(in);
-            int n = in.readInt();
-            if (n <= 0 || n > routes()) {
-                throw new IOException("bad link count " + n);
-            }
-            int[] remoteIds = new int[n];
-            int[] grants = new int[n];
-            for (int i = 0; i < n; i++) {
-                remoteIds[i] = in.readInt();
-                grants[i] = in.readInt();
-            }
+            HandshakeReader.Hello hello = HandshakeReader.readHello(in, routes());
+            String address = hello.address();
+            byte[] fabricAddress = hello.fabricAddress();
+            int n = hello.links();
+            int[] remoteIds = hello.linkIds();
+            int[] grants = hello.grants();
             FabricPeer fresh = new FabricPeer(this, address, socket, routes());
             FabricPeer previous = peers.putIfAbsent(address, fresh);
             // A peer that dials again has usually just closed the old channel; its end may
@@ -557,7 +551,7 @@ final class FabricTransport implements Transport {
         out.write(nonce);
         out.flush();
         readAnswer(address, in, true);
-        byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
+        byte[] theirNonce = HandshakeReader.readNonce(in);
         byte[] theirProof = readBytes(in);
         byte[] proof = new byte[0];
         if (secret != null) {
@@ -574,12 +568,10 @@ final class FabricTransport implements Transport {
      * the dialer proves it holds this side's secret, or neither side has one.
      */
     private boolean authenticateDialer(Socket socket, DataInputStream in, DataOutputStream out) throws IOException {
-        if (in.readInt() != MAGIC) {
-            throw new IOException("not a Ferry transport");
-        }
+        HandshakeReader.Challenge challenge = HandshakeReader.readChallenge(in);
         SharedSecret secret = config.secret();
-        boolean theirs = in.readBoolean();
-        byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
+        boolean theirs = challenge.secret();
+        byte[] theirNonce = challenge.nonce();
         if (theirs != (secret != null)) {
             return refuse(socket, out, secret != null ? "this side requires the shared secret"
                     : "this side has no shared secret");
@@ -625,13 +617,7 @@ final class FabricTransport implements Transport {
      * {@link UnauthenticatedException} if it refused at the challenge.
      */
     private static void readAnswer(String address, DataInputStream in, boolean challenge) throws IOException {
-        if (in.readInt() != MAGIC) {
-            throw new TransportException(address + " is not a Ferry transport");
-        }
-        if (in.readByte() != 0) {
-            String reason = address + " refused the connection: " + in.readUTF();
-            throw challenge ? new UnauthenticatedException(reason) : new TransportException(reason);
-        }
+        HandshakeReader.readAnswer(address, in, challenge);
     }
 
     private static byte[] nonce() {
@@ -874,12 +860,9 @@ final class FabricTransport implements Transport {
      * hold no more), and its doorbell is rung after posting to it where both sides have one.
      */
     private void readAbilities(DataInputStream in, FabricPeer peer) throws IOException {
-        int eager = in.readInt();
-        if (eager < 0) {
-            throw new IOException("bad eager threshold " + eager);
-        }
-        peer.eagerLimit = Math.min(config.eagerThreshold(), eager);
-        String path = in.readUTF();
+        HandshakeReader.Abilities abilities = HandshakeReader.readAbilities(in);
+        peer.eagerLimit = Math.min(config.eagerThreshold(), abilities.eagerThreshold());
+        String path = abilities.doorbellPath();
         peer.doorbell = doorbell == null ? null : Doorbell.open(path);
     }
 
@@ -893,9 +876,7 @@ final class FabricTransport implements Transport {
     }
 
     private static byte[] readBytes(DataInputStream in) throws IOException {
-        byte[] bytes = new byte[in.readUnsignedShort()];
-        in.readFully(bytes);
-        return bytes;
+        return HandshakeReader.readBytes(in);
     }
 
     // ------------------------------------------------------------------------------------------

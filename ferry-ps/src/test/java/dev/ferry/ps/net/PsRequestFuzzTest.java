@@ -132,7 +132,7 @@ class PsRequestFuzzTest {
             ps = ParameterServer.create(LIMITS);
             ps.createTable(new TableConfig("t", 4, new Optimizer.Adagrad(0.1, 0.1, 1e-8), Initializer.zeros(), 4096, 4));
             ps.createDense(new DenseConfig(denseName(), 16, new Optimizer.Sgd(0.5), Initializer.zeros()));
-            server = PsServer.open(ps, 0, 2, null, RpcConfig.defaults());
+            server = PsServer.open(ps, 0, 2, null, RpcConfig.defaults().withoutAuthentication().withHandlerThreads(1));
         }
         return server;
     }

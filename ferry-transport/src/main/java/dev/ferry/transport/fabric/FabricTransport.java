@@ -1,13 +1,7 @@
 package dev.ferry.transport.fabric;
 
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
-import java.net.ServerSocket;
-import java.net.Socket;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayDeque;
@@ -17,13 +11,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
-import java.util.function.Supplier;
 
 import dev.ferry.fabric.CompletionBatch;
 import dev.ferry.fabric.CompletionError;
@@ -43,12 +34,10 @@ import dev.ferry.memory.RegisteredAllocator;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.Peer;
-import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
 import dev.ferry.transport.TransportException;
-import dev.ferry.transport.UnauthenticatedException;
 
 /**
  * The ByteExpress-style transport over libfabric.
@@ -63,27 +52,15 @@ import dev.ferry.transport.UnauthenticatedException;
 final class FabricTransport implements Transport {
 
     private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
-    private static final int MAGIC = HandshakeReader.MAGIC;
     private static final java.security.SecureRandom NONCES = new java.security.SecureRandom();
     private static final int SLOTS = 1 << 16;
     private static final int BATCH = 64;
     private static final int CONTROL_BUFFERS = 2048;
     private static final int MAX_READS = 16;
-    /**
-     * Capacity of the command queue: far above what the progress thread drains in a turn, so
-     * that only a flood of sends from many threads ever waits for room.
-     */
-    private static final int COMMANDS = 1 << 16;
     /** The per-buffer message table: a power of two above the receive buffers usually posted. */
     private static final int EAGER_FRAMES = 1 << 14;
     /** Links whose ids a frame's lookup finds without the map: a power of two. */
     private static final int RECENT_LINKS = 256;
-    /**
-     * Handshakes served at once. A connect storm (hundreds of peers starting together) then
-     * queues on the listener instead of each handshake competing for the progress thread and
-     * timing out together.
-     */
-    private static final int CONCURRENT_HANDSHAKES = 16;
 
     // Operation kinds, per context slot.
     private static final byte RECV = 1;
@@ -129,25 +106,18 @@ final class FabricTransport implements Transport {
     private final RegisteredAllocator allocator;
     private final SendWindow window;
     private final int receiveBytes;
-    private final ServerSocket controlSocket;
+    private final ControlPlane control;
     private final String localAddress;
     private final Thread progress;
-    private final Thread acceptor;
-    private final Thread heartbeats;
+    /** The only way other threads reach the progress thread. */
+    private final ProgressProxy proxy;
     private volatile boolean closed;
-    /** Fault injection: while set, this side sends no heartbeats (as a hung process would not). */
-    private volatile boolean heartbeatsPaused;
     private volatile boolean parked;
     /** Guarded by {@link #cq}: no thread signals the queue once it is closed. */
     private boolean queueClosed;
 
     private final ConcurrentHashMap<String, FabricPeer> peers = new ConcurrentHashMap<>();
     private final FramePool frames = new FramePool();
-    private final java.util.concurrent.Semaphore handshakes = new java.util.concurrent.Semaphore(CONCURRENT_HANDSHAKES);
-    /** Sends, releases and tasks for the progress thread; submitters wait while it is full. */
-    private final ManyToOneArrayQueue<Object> commands = new ManyToOneArrayQueue<>(COMMANDS);
-    /** Commands the progress thread gives itself while {@link #commands} is full: it never waits on itself. */
-    private final ArrayDeque<Object> overflow = new ArrayDeque<>();
 
     // Progress-thread state.
     private final OperationContexts contexts = new OperationContexts(SLOTS);
@@ -209,7 +179,6 @@ final class FabricTransport implements Transport {
     private final AtomicLong held = new AtomicLong();
     private final LongAdder linkFailures = new LongAdder();
     private final LongAdder creditsGranted = new LongAdder();
-    private final LongAdder authenticationFailures = new LongAdder();
     private final LongAdder creditsReclaimed = new LongAdder();
     private volatile int linksOpen;
 
@@ -228,8 +197,10 @@ final class FabricTransport implements Transport {
         this.srx = session.sharedReceiveContext();
         this.sharedQueue = type == EndpointType.RDM || srx != null;
         this.rendezvousKeys = new RendezvousKeys(session.domain());
+        this.progress = Thread.ofPlatform().daemon().unstarted(this::runProgress);
+        this.proxy = new ProgressProxy(progress, this::wake, config.connectTimeoutMillis() + 5_000);
         RegisteredAllocator alloc = null;
-        ServerSocket socket = null;
+        ControlPlane plane = null;
         try {
             // Slabs of up to 4 MiB, smaller for small pools so that a pool is never one idle slab;
             // control frames get a slab of their own on top of the send pool.
@@ -243,8 +214,9 @@ final class FabricTransport implements Transport {
             for (int i = 0; i < CONTROL_BUFFERS; i++) {
                 controlBuffers.add(alloc.tryAllocate(PoolKind.SEND, FrameDescriptor.HEADER));
             }
-            socket = new ServerSocket();
-            socket.bind(new InetSocketAddress(InetAddress.getByName(config.bindHost()), config.bindPort()), 1024);
+            this.allocator = alloc;
+            plane = new ControlPlane(this, proxy, peers, session.address(), doorbell == null ? "" : doorbell.path(),
+                    routes());
         } catch (IOException | RuntimeException e) {
             if (alloc != null) {
                 closeQuietly(alloc);
@@ -256,21 +228,14 @@ final class FabricTransport implements Transport {
             throw new TransportException("cannot open the " + config.provider() + " transport on "
                     + config.bindHost() + ":" + config.bindPort() + ": " + e.getMessage(), e);
         }
-        this.allocator = alloc;
-        this.controlSocket = socket;
-        this.localAddress = config.bindHost() + ":" + socket.getLocalPort();
+        this.control = plane;
+        this.localAddress = plane.localAddress();
         for (int i = SLOTS - 1; i >= 0; i--) {
             freeSlots[freeCount++] = i;
         }
-        this.progress = Thread.ofPlatform().name("ferry-progress-" + socket.getLocalPort()).daemon()
-                .unstarted(this::runProgress);
-        this.acceptor = Thread.ofPlatform().name("ferry-control-" + socket.getLocalPort()).daemon()
-                .unstarted(this::runAcceptor);
-        this.heartbeats = Thread.ofPlatform().name("ferry-heartbeat-" + socket.getLocalPort()).daemon()
-                .unstarted(this::runHeartbeats);
+        progress.setName("ferry-progress-" + plane.port());
         progress.start();
-        acceptor.start();
-        heartbeats.start();
+        plane.start();
     }
 
     /**
@@ -328,7 +293,7 @@ final class FabricTransport implements Transport {
     }
 
     // ------------------------------------------------------------------------------------------
-    // Bootstrap over the control channel
+    // Peers (the handshake itself is the ControlPlane's)
 
     @Override
     public Peer connect(String address) {
@@ -337,380 +302,17 @@ final class FabricTransport implements Transport {
         }
         FabricPeer existing = peers.get(address);
         if (existing != null && existing.failure() == null) {
-            awaitReady(existing);
+            control.awaitReady(existing);
             return existing;
         }
         synchronized (this) {
             existing = peers.get(address);
             if (existing != null && existing.failure() == null) {
-                awaitReady(existing);
+                control.awaitReady(existing);
                 return existing;
             }
-            return dial(address);
+            return control.dial(address);
         }
-    }
-
-    private FabricPeer dial(String address) {
-        int colon = address.lastIndexOf(':');
-        if (colon <= 0) {
-            throw new TransportException("address must be host:port: " + address);
-        }
-        long timeout = config.connectTimeoutMillis();
-        Socket socket = new Socket();
-        FabricPeer peer = null;
-        try {
-            socket.setTcpNoDelay(true);
-            socket.connect(new InetSocketAddress(address.substring(0, colon), Integer.parseInt(address.substring(colon + 1))),
-                    (int) timeout);
-            socket.setSoTimeout((int) timeout);
-            DataOutputStream out = new DataOutputStream(socket.getOutputStream());
-            DataInputStream in = new DataInputStream(socket.getInputStream());
-            authenticateToAcceptor(address, in, out);
-            peer = new FabricPeer(this, address, socket, routes());
-            FabricPeer p = peer;
-            // The first link only: the others open when a stream needs them.
-            Link[] created = onProgress(() -> createLinks(p, 1));
-            out.writeUTF(localAddress);
-            writeBytes(out, session.address());
-            out.writeInt(created.length);
-            for (Link link : created) {
-                out.writeInt(link.id);
-                out.writeInt(link.firstGrant);
-            }
-            writeAbilities(out);
-            out.flush();
-            readAnswer(address, in, false);
-            byte[] fabricAddress = readBytes(in);
-            int n = in.readInt();
-            if (n != created.length) {
-                throw new TransportException(address + " answered with " + n + " links for " + created.length);
-            }
-            int[] remoteIds = new int[n];
-            int[] grants = new int[n];
-            for (int i = 0; i < n; i++) {
-                remoteIds[i] = in.readInt();
-                grants[i] = in.readInt();
-            }
-            readAbilities(in, p);
-            peers.put(address, peer);
-            onProgress(() -> {
-                completeConnector(p, fabricAddress, remoteIds, grants);
-                return null;
-            });
-            awaitReady(peer);
-            socket.setSoTimeout(0);
-            peer.established = true;
-            startControlReader(peer);
-            return peer;
-        } catch (IOException | RuntimeException e) {
-            if (peer != null) {
-                peers.remove(address, peer);
-                FabricPeer failed = peer;
-                TransportException cause = new TransportException("cannot connect to " + address + ": " + e.getMessage(), e);
-                failed.fail(cause);
-                command(() -> teardown(failed, cause, false));
-            }
-            closeQuietly(socket);
-            if (e instanceof TransportException t) {
-                throw t;
-            }
-            throw new TransportException("cannot connect to " + address + ": " + e, e);
-        }
-    }
-
-    private void awaitReady(FabricPeer peer) {
-        try {
-            peer.ready.get(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
-        } catch (TimeoutException e) {
-            throw new TransportException("links to " + peer.address() + " not up within " + config.connectTimeoutMillis()
-                    + " ms", e);
-        } catch (ExecutionException e) {
-            throw new TransportException("cannot connect to " + peer.address() + ": " + e.getCause().getMessage(),
-                    e.getCause());
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new TransportException("interrupted while connecting to " + peer.address(), e);
-        }
-    }
-
-    private void runAcceptor() {
-        while (!closed) {
-            Socket socket;
-            try {
-                socket = controlSocket.accept();
-            } catch (IOException e) {
-                if (!closed) {
-                    LOG.log(System.Logger.Level.WARNING, "control channel accept failed", e);
-                }
-                return;
-            }
-            Thread.ofVirtual().name("ferry-handshake").start(() -> {
-                boolean admitted = false;
-                try {
-                    admitted = handshakes.tryAcquire(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
-                    if (admitted) {
-                        handshake(socket);
-                    } else {
-                        LOG.log(System.Logger.Level.WARNING, "too many handshakes at once; dropped "
-                                + socket.getRemoteSocketAddress());
-                        closeQuietly(socket);
-                    }
-                } catch (InterruptedException e) {
-                    closeQuietly(socket);
-                } finally {
-                    if (admitted) {
-                        handshakes.release();
-                    }
-                }
-            });
-        }
-    }
-
-    private void handshake(Socket socket) {
-        FabricPeer peer = null;
-        try {
-            socket.setTcpNoDelay(true);
-            socket.setSoTimeout((int) config.connectTimeoutMillis());
-            DataInputStream in = new DataInputStream(socket.getInputStream());
-            DataOutputStream out = new DataOutputStream(socket.getOutputStream());
-            if (!authenticateDialer(socket, in, out)) {
-                closeQuietly(socket);
-                return;
-            }
-            HandshakeReader.Hello hello = HandshakeReader.readHello(in, routes());
-            String address = hello.address();
-            byte[] fabricAddress = hello.fabricAddress();
-            int n = hello.links();
-            int[] remoteIds = hello.linkIds();
-            int[] grants = hello.grants();
-            FabricPeer fresh = new FabricPeer(this, address, socket, routes());
-            FabricPeer previous = peers.putIfAbsent(address, fresh);
-            // A peer that dials again has usually just closed the old channel; its end may
-            // reach this side a moment after the new hello.
-            if (previous != null && previous.failure() == null && !controlEndsWithin(previous, 200)) {
-                out.writeInt(MAGIC);
-                out.writeByte(1);
-                out.writeUTF("already connected to " + address);
-                out.flush();
-                closeQuietly(socket);
-                return;
-            } else if (previous != null) {
-                if (previous.failure() == null) {
-                    peerLost(previous, new TransportException("peer " + address + " connected again"));
-                }
-                peers.put(address, fresh);
-            }
-            peer = fresh;
-            readAbilities(in, fresh);
-            FabricPeer p = peer;
-            Link[] created = onProgress(() -> {
-                p.remoteFabricAddress = fabricAddress;
-                Link[] made = createLinks(p, n);
-                for (int i = 0; i < n; i++) {
-                    made[i].remoteId = remoteIds[i];
-                    made[i].route = i;
-                    p.routes.set(i, made[i]);
-                }
-                acceptLinks(p, made, fabricAddress, grants);
-                return made;
-            });
-            out.writeInt(MAGIC);
-            out.writeByte(0);
-            writeBytes(out, session.address());
-            out.writeInt(created.length);
-            for (Link link : created) {
-                out.writeInt(link.id);
-                out.writeInt(link.firstGrant);
-            }
-            writeAbilities(out);
-            out.flush();
-            socket.setSoTimeout(0);
-            peer.established = true;
-            startControlReader(peer);
-        } catch (IOException | RuntimeException e) {
-            if (peer != null) {
-                LOG.log(System.Logger.Level.WARNING, "handshake with " + peer.address() + " failed", e);
-                peerLost(peer, new TransportException("handshake with " + peer.address() + " failed: " + e.getMessage(), e));
-            } else if (!closed) {
-                LOG.log(System.Logger.Level.WARNING, "refused a control connection from "
-                        + socket.getRemoteSocketAddress() + ": " + e.getMessage());
-            }
-            closeQuietly(socket);
-        }
-    }
-
-    /**
-     * Dialing side of the challenge: sends a nonce, checks the acceptor's proof of the shared
-     * secret, answers with its own. Nothing about this side's fabric is said before it passes.
-     */
-    private void authenticateToAcceptor(String address, DataInputStream in, DataOutputStream out) throws IOException {
-        SharedSecret secret = config.secret();
-        byte[] nonce = nonce();
-        out.writeInt(MAGIC);
-        out.writeBoolean(secret != null);
-        out.write(nonce);
-        out.flush();
-        readAnswer(address, in, true);
-        byte[] theirNonce = HandshakeReader.readNonce(in);
-        byte[] theirProof = readBytes(in);
-        byte[] proof = new byte[0];
-        if (secret != null) {
-            if (!secret.verify(theirProof, "ferry-server", nonce, theirNonce, 0)) {
-                throw new UnauthenticatedException(address + " failed authentication: it does not hold the shared secret");
-            }
-            proof = secret.proof("ferry-client", theirNonce, nonce, 0);
-        }
-        writeBytes(out, proof);
-    }
-
-    /**
-     * Accepting side of the challenge; false (refused, logged, the socket to be closed) unless
-     * the dialer proves it holds this side's secret, or neither side has one.
-     */
-    private boolean authenticateDialer(Socket socket, DataInputStream in, DataOutputStream out) throws IOException {
-        HandshakeReader.Challenge challenge = HandshakeReader.readChallenge(in);
-        SharedSecret secret = config.secret();
-        boolean theirs = challenge.secret();
-        byte[] theirNonce = challenge.nonce();
-        if (theirs != (secret != null)) {
-            return refuse(socket, out, secret != null ? "this side requires the shared secret"
-                    : "this side has no shared secret");
-        }
-        byte[] nonce = nonce();
-        out.writeInt(MAGIC);
-        out.writeByte(0);
-        out.write(nonce);
-        writeBytes(out, secret == null ? new byte[0] : secret.proof("ferry-server", theirNonce, nonce, 0));
-        out.flush();
-        byte[] proof;
-        try {
-            proof = readBytes(in);
-        } catch (IOException e) {
-            return refuse(socket, null, "no proof of the shared secret (" + e.getMessage() + ")");
-        }
-        if (secret != null && !secret.verify(proof, "ferry-client", nonce, theirNonce, 0)) {
-            return refuse(socket, out, "authentication failed");
-        }
-        return true;
-    }
-
-    private boolean refuse(Socket socket, DataOutputStream out, String reason) {
-        if (config.secret() != null) {
-            authenticationFailures.increment();
-        }
-        LOG.log(System.Logger.Level.WARNING, "refused " + socket.getRemoteSocketAddress() + ": " + reason);
-        if (out != null) {
-            try {
-                out.writeInt(MAGIC);
-                out.writeByte(1);
-                out.writeUTF(reason);
-                out.flush();
-            } catch (IOException e) {
-                // it is gone already
-            }
-        }
-        return false;
-    }
-
-    /**
-     * Reads the acceptor's status: throws with its reason if it refused, an
-     * {@link UnauthenticatedException} if it refused at the challenge.
-     */
-    private static void readAnswer(String address, DataInputStream in, boolean challenge) throws IOException {
-        HandshakeReader.readAnswer(address, in, challenge);
-    }
-
-    private static byte[] nonce() {
-        byte[] nonce = new byte[SharedSecret.NONCE_BYTES];
-        NONCES.nextBytes(nonce);
-        return nonce;
-    }
-
-    /** Dialers refused for want of the shared secret; for tests. */
-    long authenticationFailures() {
-        return authenticationFailures.sum();
-    }
-
-    private static boolean controlEndsWithin(FabricPeer peer, long millis) {
-        try {
-            return peer.controlEnded.await(millis, TimeUnit.MILLISECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return false;
-        }
-    }
-
-    private void startControlReader(FabricPeer peer) {
-        Thread.ofVirtual().name("ferry-control-reader").start(() -> readControl(peer));
-    }
-
-    /**
-     * Reads the control channel until it ends: its end is the peer's end, and so is a silence
-     * longer than the heartbeat timeout.
-     */
-    private void readControl(FabricPeer peer) {
-        ControlChannel control = peer.control;
-        try {
-            control.socket.setSoTimeout((int) config.heartbeatTimeoutMillis());
-            DataInputStream in = control.in();
-            while (true) {
-                int type = in.read();
-                switch (type) {
-                    case -1 -> {
-                        peerLost(peer, new TransportException("peer " + peer.address() + " closed its control channel"));
-                        return;
-                    }
-                    case ControlChannel.HEARTBEAT -> { }
-                    case ControlChannel.OPEN_LINK -> onOpenLink(peer, in.readInt(), in.readInt(), in.readInt());
-                    case ControlChannel.LINK_OPENED -> {
-                        int id = in.readInt();
-                        int remoteId = in.readInt();
-                        int grant = in.readInt();
-                        command(() -> onLinkOpened(peer, id, remoteId, grant));
-                    }
-                    case ControlChannel.LINK_REFUSED -> {
-                        int id = in.readInt();
-                        String reason = in.readUTF();
-                        command(() -> onLinkRefused(peer, id, reason));
-                    }
-                    default -> throw new IOException("unknown control message " + type);
-                }
-            }
-        } catch (java.net.SocketTimeoutException e) {
-            peerLost(peer, new TransportException("peer " + peer.address() + " sent no heartbeat for "
-                    + config.heartbeatTimeoutMillis() + " ms", e));
-        } catch (IOException e) {
-            peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: " + e.getMessage(), e));
-        } finally {
-            peer.controlEnded.countDown();
-        }
-    }
-
-    /** Says every peer is alive, unless something else was said within the interval. */
-    private void runHeartbeats() {
-        long interval = TimeUnit.MILLISECONDS.toNanos(config.heartbeatIntervalMillis());
-        while (!closed) {
-            LockSupport.parkNanos(interval / 2);
-            if (heartbeatsPaused) {
-                continue;
-            }
-            long now = System.nanoTime();
-            for (FabricPeer peer : peers.values()) {
-                if (peer.established && peer.failure() == null && now - peer.control.lastWriteNanos() >= interval / 2) {
-                    try {
-                        peer.control.heartbeat();
-                    } catch (IOException e) {
-                        peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: "
-                                + e.getMessage(), e));
-                    }
-                }
-            }
-        }
-    }
-
-    /** Fault injection: stops (or resumes) this side's heartbeats, as a hung process would. */
-    void pauseHeartbeats(boolean paused) {
-        heartbeatsPaused = paused;
     }
 
     /** Routes per peer: streams share this many links at most. */
@@ -724,7 +326,7 @@ final class FabricTransport implements Transport {
      * the new link until it is up. Where no further link may open, the route shares route 0.
      */
     Link openRoute(FabricPeer peer, int route) {
-        return onProgress(() -> {
+        return proxy.call(() -> {
             Link existing = peer.routes.get(route);
             if (existing != null) {
                 return existing;
@@ -741,46 +343,43 @@ final class FabricTransport implements Transport {
             }
             made.route = route;
             peer.routes.set(route, made);
-            int id = made.id;
-            int grant = made.granted;
-            Thread.ofVirtual().name("ferry-open-link").start(() -> {
-                try {
-                    peer.control.openLink(route, id, grant);
-                } catch (IOException e) {
-                    peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: "
-                            + e.getMessage(), e));
-                }
-            });
+            control.requestLink(peer, route, made.id, made.granted);
             return made;
         });
     }
 
-    /** The peer asks for a link of {@code route}: control reader thread. */
-    private void onOpenLink(FabricPeer peer, int route, int remoteId, int grant) throws IOException {
-        Link made;
-        try {
-            made = onProgress(() -> {
-                if (route < 0 || route >= routes() || peer.failure() != null) {
-                    throw new TransportException("no route " + route);
-                }
-                Link link = createLinks(peer, 1)[0];
-                link.remoteId = remoteId;
-                link.route = route;
-                link.credits.returned(grant);
-                // A route this side has not opened itself sends on the peer's link.
-                peer.routes.compareAndSet(route, null, link);
-                connecting++; // the peer's connection request comes next
-                return link;
-            });
-        } catch (TransportException e) {
-            peer.control.linkRefused(remoteId, e.getMessage());
-            return;
+    /** The peer asks for a link of {@code route} (checked): progress thread. */
+    Link openRequestedLink(FabricPeer peer, int route, int remoteId, int grant) {
+        if (peer.failure() != null) {
+            throw new TransportException("no route " + route);
         }
-        peer.control.linkOpened(remoteId, made.id, made.firstGrant);
+        Link link = createLinks(peer, 1)[0];
+        link.remoteId = remoteId;
+        link.route = route;
+        link.credits.returned(grant);
+        // A route this side has not opened itself sends on the peer's link.
+        peer.routes.compareAndSet(route, null, link);
+        connecting++; // the peer's connection request comes next
+        return link;
     }
 
+    /** The acceptor's links for a dialer's hello: progress thread. */
+    Link[] acceptorLinks(FabricPeer peer, HandshakeDescriptor.Hello hello) {
+        int n = hello.links();
+        peer.remoteFabricAddress = hello.fabricAddress();
+        Link[] made = createLinks(peer, n);
+        for (int i = 0; i < n; i++) {
+            made[i].remoteId = hello.linkIds()[i];
+            made[i].route = i;
+            peer.routes.set(i, made[i]);
+        }
+        acceptLinks(peer, made, hello.fabricAddress(), hello.grants());
+        return made;
+    }
+
+
     /** The peer accepted a link this side asked for: progress thread. */
-    private void onLinkOpened(FabricPeer peer, int id, int remoteId, int grant) {
+    void onLinkOpened(FabricPeer peer, int id, int remoteId, int grant) {
         Link link = linksById.get(id);
         if (link == null || link.peer != peer || link.endpoint != null || link.retiredTo != null) {
             linkFailure(peer.links[0], "the peer opened unknown link " + id);
@@ -799,7 +398,7 @@ final class FabricTransport implements Transport {
      * progress thread. The route shares the first link, and what queued on the refused one
      * moves there, in order.
      */
-    private void onLinkRefused(FabricPeer peer, int id, String reason) {
+    void onLinkRefused(FabricPeer peer, int id, String reason) {
         Link link = linksById.get(id);
         if (link == null || link.peer != peer || link.endpoint != null || peer.failure() != null) {
             return;
@@ -838,46 +437,10 @@ final class FabricTransport implements Transport {
         if (Thread.currentThread() == progress) {
             teardown(peer, cause, true);
         } else if (!closed) {
-            command(() -> teardown(peer, cause, true));
+            proxy.run(() -> teardown(peer, cause, true));
         }
     }
 
-    private void peerLost(FabricPeer peer, TransportException cause) {
-        if (closed) {
-            return;
-        }
-        command(() -> teardown(peer, cause, true));
-    }
-
-    /** This side's eager threshold and doorbell, after the links of a handshake. */
-    private void writeAbilities(DataOutputStream out) throws IOException {
-        out.writeInt(config.eagerThreshold());
-        out.writeUTF(doorbell == null ? "" : doorbell.path());
-    }
-
-    /**
-     * The peer's: messages to it go eagerly up to the smaller threshold (its receive buffers
-     * hold no more), and its doorbell is rung after posting to it where both sides have one.
-     */
-    private void readAbilities(DataInputStream in, FabricPeer peer) throws IOException {
-        HandshakeReader.Abilities abilities = HandshakeReader.readAbilities(in);
-        peer.eagerLimit = Math.min(config.eagerThreshold(), abilities.eagerThreshold());
-        String path = abilities.doorbellPath();
-        peer.doorbell = doorbell == null ? null : Doorbell.open(path);
-    }
-
-    static long randomLong() {
-        return NONCES.nextLong();
-    }
-
-    private static void writeBytes(DataOutputStream out, byte[] bytes) throws IOException {
-        out.writeShort(bytes.length);
-        out.write(bytes);
-    }
-
-    private static byte[] readBytes(DataInputStream in) throws IOException {
-        return HandshakeReader.readBytes(in);
-    }
 
     // ------------------------------------------------------------------------------------------
     // Links (progress thread)
@@ -890,7 +453,7 @@ final class FabricTransport implements Transport {
      * each new link is granted a share of what is left (at least a few credits), and the buffers
      * of links that went away are granted again rather than posted twice.
      */
-    private Link[] createLinks(FabricPeer peer, int count) {
+    Link[] createLinks(FabricPeer peer, int count) {
         if (linksOpenNow() + count > config.maxLinks()) {
             throw new TransportException("maxLinks (" + config.maxLinks() + ") reached");
         }
@@ -985,7 +548,7 @@ final class FabricTransport implements Transport {
         return n;
     }
 
-    private void completeConnector(FabricPeer peer, byte[] fabricAddress, int[] remoteIds, int[] grants) {
+    void completeConnector(FabricPeer peer, byte[] fabricAddress, int[] remoteIds, int[] grants) {
         Link[] made = peer.links;
         peer.remoteFabricAddress = fabricAddress;
         for (int i = 0; i < made.length; i++) {
@@ -1197,7 +760,7 @@ final class FabricTransport implements Transport {
                 : Math.min(1_000_000L, PARK_NANOS << Math.min(5, idle / 64));
         parked = true;
         try {
-            if (!commands.isEmpty()) {
+            if (!proxy.isEmpty()) {
                 return idle + 1;
             }
             if (cq.waitable()) {
@@ -1219,7 +782,7 @@ final class FabricTransport implements Transport {
                     if (n > 0) {
                         return woken();
                     }
-                    if (commands.isEmpty()) {
+                    if (proxy.isEmpty()) {
                         doorbell.await(busy || !everyPeerRings() ? slice : REBALANCE_NANOS);
                     }
                 } finally {
@@ -1252,37 +815,12 @@ final class FabricTransport implements Transport {
         return true;
     }
 
-    private void command(Runnable task) {
-        submit(task);
-    }
-
+    /** Hands a send to the progress thread; fails it if nothing is left to post it. */
     void submitSend(OutboundFrame frame) {
-        submit(frame);
-    }
-
-    /**
-     * Queues {@code command} for the progress thread and wakes it. While the queue is full the
-     * caller waits (back-pressure); the progress thread itself never does. Once the progress
-     * thread is gone nothing drains the queue: a send then fails.
-     */
-    private void submit(Object command) {
-        if (Thread.currentThread() == progress) {
-            if (!overflow.isEmpty() || !commands.offer(command)) {
-                overflow.add(command);
-            }
-            return;
+        if (!proxy.send(frame)) {
+            frame.free(); // never posted: no rendezvous key, no window taken by the progress thread
+            failFuture(frame, new TransportException("transport closed"));
         }
-        while (!commands.offer(command)) {
-            if (!progress.isAlive()) {
-                if (command instanceof OutboundFrame frame) {
-                    failSend(frame, new TransportException("transport closed"));
-                }
-                return;
-            }
-            wake();
-            LockSupport.parkNanos(PARK_NANOS);
-        }
-        wake();
     }
 
     private void wake() {
@@ -1311,34 +849,10 @@ final class FabricTransport implements Transport {
         }
     }
 
-    private <T> T onProgress(Supplier<T> task) {
-        if (Thread.currentThread() == progress) {
-            return task.get();
-        }
-        CompletableFuture<T> result = new CompletableFuture<>();
-        command(() -> {
-            try {
-                result.complete(task.get());
-            } catch (Throwable t) {
-                result.completeExceptionally(t);
-            }
-        });
-        try {
-            return result.get(config.connectTimeoutMillis() + 5_000, TimeUnit.MILLISECONDS);
-        } catch (ExecutionException e) {
-            if (e.getCause() instanceof RuntimeException r) {
-                throw r;
-            }
-            throw new TransportException(e.getCause().toString(), e.getCause());
-        } catch (TimeoutException | InterruptedException e) {
-            throw new TransportException("the progress thread did not answer", e);
-        }
-    }
-
     private int drainCommands() {
         int n = 0;
         Object command;
-        while (n < 256 && ((command = commands.poll()) != null || (command = overflow.poll()) != null)) {
+        while (n < 256 && (command = proxy.poll()) != null) {
             n++;
             if (command instanceof OutboundFrame frame) {
                 enqueue(frame);
@@ -1872,7 +1386,7 @@ final class FabricTransport implements Transport {
             if (Thread.currentThread() == progress) {
                 repost(message); // released inside the handler: the credit goes back at once
             } else {
-                submit(message);
+                proxy.release(message);
             }
         } else {
             message.target.release();
@@ -2051,7 +1565,7 @@ final class FabricTransport implements Transport {
     }
 
     /** Progress thread: fails a peer, its sends and its links. */
-    private void teardown(FabricPeer peer, Throwable cause, boolean notify) {
+    void teardown(FabricPeer peer, Throwable cause, boolean notify) {
         boolean first = peer.fail(cause);
         for (Link link : peer.links) {
             if (link.ready) {
@@ -2196,7 +1710,7 @@ final class FabricTransport implements Transport {
         return new TransportCounters(linksOpen, messagesSent.sum(), messagesReceived.sum(), bytesSent.sum(),
                 bytesReceived.sum(), eagerSent.sum(), rendezvousSent.sum(), credits, creditStalls.sum(),
                 windowStalls.sum(), window.inFlight(), window.peak(), reposts.sum(), held.get(), linkFailures.sum(),
-                creditsGranted.sum(), creditsReclaimed.sum(), authenticationFailures.sum());
+                creditsGranted.sum(), creditsReclaimed.sum(), control.authenticationFailures());
     }
 
     @Override
@@ -2205,12 +1719,12 @@ final class FabricTransport implements Transport {
             return;
         }
         closed = true;
-        closeQuietly(controlSocket);
+        control.close();
         LockSupport.unpark(progress);
         signalProgress();
         try {
             progress.join(10_000);
-            acceptor.join(2_000);
+            control.join(2_000);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
@@ -2224,7 +1738,7 @@ final class FabricTransport implements Transport {
         for (FabricPeer peer : all) {
             teardown(peer, cause, false);
         }
-        for (Object command; (command = commands.poll()) != null || (command = overflow.poll()) != null; ) {
+        for (Object command; (command = proxy.poll()) != null; ) {
             if (command instanceof OutboundFrame frame) {
                 failSend(frame, cause);
             }
@@ -2279,13 +1793,21 @@ final class FabricTransport implements Transport {
     }
 
     private static void closeQuietly(AutoCloseable closeable) {
-        try {
-            if (closeable != null) {
-                closeable.close();
-            }
-        } catch (Exception e) {
-            // closing anyway
-        }
+        ControlPlane.closeQuietly(closeable);
+    }
+
+    /** Dialers refused for want of the shared secret; for tests. */
+    long authenticationFailures() {
+        return control.authenticationFailures();
+    }
+
+    /** Fault injection: stops (or resumes) this side's heartbeats, as a hung process would. */
+    void pauseHeartbeats(boolean paused) {
+        control.pauseHeartbeats(paused);
+    }
+
+    static long randomLong() {
+        return NONCES.nextLong();
     }
 
     /**
@@ -2312,10 +1834,10 @@ final class FabricTransport implements Transport {
                 if (slot >= 0) {
                     releaseSlot(slot);
                 }
-                submit(attempt[0]); // retry on the next turn, after progress
+                proxy.run(attempt[0]); // retry on the next turn, after progress
             }
         };
-        command(attempt[0]);
+        proxy.run(attempt[0]);
         posted.orTimeout(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS).join();
     }
 
@@ -2334,12 +1856,12 @@ final class FabricTransport implements Transport {
 
     /** Rendezvous keys registered and closed so far. */
     long[] rendezvousKeyCounts() {
-        return onProgress(rendezvousKeys::counts);
+        return proxy.call(rendezvousKeys::counts);
     }
 
     /** One line per link: its state, credits and queues; for diagnostics. */
     String describeLinks() {
-        return onProgress(() -> {
+        return proxy.call(() -> {
             StringBuilder b = new StringBuilder();
             for (Link link : links) {
                 b.append(link).append(link.ready ? " ready" : " down").append(link.peer.failure() != null ? " failed" : "")

@@ -55,54 +55,32 @@ public final class FabricFuzzSeeds {
         Files.write(file, frame.toArray(ValueLayout.JAVA_BYTE));
     }
 
-    /** What a dialer sends: challenge, proof, hello, abilities (first byte 0: the acceptor's side). */
+    /** What a dialer sends: greeting, proof, hello (first byte 0: the acceptor's side). */
     private static byte[] dialerStream(boolean secret) throws IOException {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         DataOutputStream out = new DataOutputStream(bytes);
         out.writeByte(0);
-        out.writeInt(HandshakeReader.MAGIC);
-        out.writeBoolean(secret);
-        out.write(new byte[16]);
-        writeBytes(out, new byte[secret ? 32 : 0]);
-        out.writeUTF("127.0.0.1:40123");
-        writeBytes(out, new byte[] {2, 0, (byte) 0x9c, 0x7b, 127, 0, 0, 1});
-        out.writeInt(2);
-        out.writeInt(0x11111111);
-        out.writeInt(64);
-        out.writeInt(0x22222222);
-        out.writeInt(64);
-        out.writeInt(8192);
-        out.writeUTF("/dev/shm/ferry-doorbell-1234-1");
+        HandshakeDescriptor.writeGreeting(out, secret, new byte[16]);
+        HandshakeDescriptor.writeBytes(out, new byte[secret ? 32 : 0]);
+        HandshakeDescriptor.writeHello(out, new HandshakeDescriptor.Hello("127.0.0.1:40123", FABRIC_ADDRESS,
+                new int[] {0x11111111, 0x22222222}, new int[] {64, 64}, 8192, "/dev/shm/ferry-doorbell-1234-1"));
         return bytes.toByteArray();
     }
 
-    /** What an acceptor answers: its challenge, then its answer to the hello (first byte 1). */
+    /** What an acceptor answers: its challenge, then its answer to a hello of one link (first byte 1). */
     private static byte[] acceptorStream(boolean refuse) throws IOException {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         DataOutputStream out = new DataOutputStream(bytes);
         out.writeByte(1);
-        out.writeInt(HandshakeReader.MAGIC);
         if (refuse) {
-            out.writeByte(1);
-            out.writeUTF("this side requires the shared secret");
+            HandshakeDescriptor.writeRefusal(out, "this side requires the shared secret");
             return bytes.toByteArray();
         }
-        out.writeByte(0);
-        out.write(new byte[16]);
-        writeBytes(out, new byte[32]);
-        out.writeInt(HandshakeReader.MAGIC);
-        out.writeByte(0);
-        writeBytes(out, new byte[] {2, 0, (byte) 0x9c, 0x7c, 127, 0, 0, 1});
-        out.writeInt(1);
-        out.writeInt(0x33333333);
-        out.writeInt(64);
-        out.writeInt(4096);
-        out.writeUTF("");
+        HandshakeDescriptor.writeChallenge(out, new byte[16], new byte[32]);
+        HandshakeDescriptor.writeAnswer(out, new HandshakeDescriptor.Hello(null, FABRIC_ADDRESS,
+                new int[] {0x33333333}, new int[] {64}, 4096, ""));
         return bytes.toByteArray();
     }
 
-    private static void writeBytes(DataOutputStream out, byte[] bytes) throws IOException {
-        out.writeShort(bytes.length);
-        out.write(bytes);
-    }
+    private static final byte[] FABRIC_ADDRESS = {2, 0, (byte) 0x9c, 0x7b, 127, 0, 0, 1};
 }

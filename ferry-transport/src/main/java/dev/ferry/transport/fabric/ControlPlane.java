@@ -132,13 +132,13 @@ final class ControlPlane implements AutoCloseable {
             peer = new FabricPeer(transport, address, socket, routes);
             FabricPeer p = peer;
             // The first link only: the others open when a stream needs them.
-            Link[] created = proxy.call(() -> transport.createLinks(p, 1));
+            Link[] created = proxy.call(() -> transport.links.create(p, 1));
             HandshakeDescriptor.writeHello(out, hello(localAddress, created));
             Hello answer = HandshakeDescriptor.readAnswer(address, in, created.length);
             applyAbilities(answer, p);
             peers.put(address, peer);
             proxy.call(() -> {
-                transport.completeConnector(p, answer.fabricAddress(), answer.linkIds(), answer.grants());
+                transport.links.completeConnector(p, answer.fabricAddress(), answer.linkIds(), answer.grants());
                 return null;
             });
             awaitReady(peer);
@@ -152,7 +152,7 @@ final class ControlPlane implements AutoCloseable {
                 FabricPeer failed = peer;
                 TransportException cause = new TransportException("cannot connect to " + address + ": " + e.getMessage(), e);
                 failed.fail(cause);
-                proxy.run(() -> transport.teardown(failed, cause, false));
+                proxy.run(() -> transport.links.teardown(failed, cause, false));
             }
             closeQuietly(socket);
             if (e instanceof TransportException t) {
@@ -262,7 +262,7 @@ final class ControlPlane implements AutoCloseable {
             }
             peer = fresh;
             applyAbilities(hello, fresh);
-            Link[] created = proxy.call(() -> transport.acceptorLinks(fresh, hello));
+            Link[] created = proxy.call(() -> transport.links.accept(fresh, hello));
             HandshakeDescriptor.writeAnswer(out, hello(null, created));
             socket.setSoTimeout(0);
             peer.established = true;
@@ -386,12 +386,12 @@ final class ControlPlane implements AutoCloseable {
                         int id = in.readInt();
                         int remoteId = in.readInt();
                         int grant = in.readInt();
-                        proxy.run(() -> transport.onLinkOpened(peer, id, remoteId, grant));
+                        proxy.run(() -> transport.links.onLinkOpened(peer, id, remoteId, grant));
                     }
                     case ControlChannel.LINK_REFUSED -> {
                         int id = in.readInt();
                         String reason = in.readUTF();
-                        proxy.run(() -> transport.onLinkRefused(peer, id, reason));
+                        proxy.run(() -> transport.links.onLinkRefused(peer, id, reason));
                     }
                     default -> throw new IOException("unknown control message " + type);
                 }
@@ -413,7 +413,7 @@ final class ControlPlane implements AutoCloseable {
             if (route < 0 || route >= routes) {
                 throw new TransportException("no route " + route);
             }
-            made = proxy.call(() -> transport.openRequestedLink(peer, route, remoteId, grant));
+            made = proxy.call(() -> transport.links.openRequested(peer, route, remoteId, grant));
         } catch (TransportException e) {
             peer.control.linkRefused(remoteId, e.getMessage());
             return;
@@ -463,7 +463,7 @@ final class ControlPlane implements AutoCloseable {
         if (transport.isClosed()) {
             return;
         }
-        proxy.run(() -> transport.teardown(peer, cause, true));
+        proxy.run(() -> transport.links.teardown(peer, cause, true));
     }
 
     /** Stops accepting; the acceptor ends within {@code millis}. */

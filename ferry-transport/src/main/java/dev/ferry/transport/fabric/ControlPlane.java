@@ -194,7 +194,7 @@ final class ControlPlane implements AutoCloseable {
         byte[] nonce = nonce();
         HandshakeDescriptor.writeGreeting(out, secret != null, nonce);
         HandshakeDescriptor.readStatus(address, in, true);
-        byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
+        byte[] theirNonce = HandshakeDescriptor.readNonce(in);
         byte[] theirProof = HandshakeDescriptor.readBytes(in);
         byte[] proof = new byte[0];
         if (secret != null) {
@@ -291,12 +291,10 @@ final class ControlPlane implements AutoCloseable {
      * the dialer proves it holds this side's secret, or neither side has one.
      */
     private boolean authenticateDialer(Socket socket, DataInputStream in, DataOutputStream out) throws IOException {
-        if (in.readInt() != HandshakeDescriptor.MAGIC) {
-            throw new IOException("not a Ferry transport");
-        }
+        HandshakeDescriptor.Greeting greeting = HandshakeDescriptor.readGreeting(in);
         SharedSecret secret = config.secret();
-        boolean theirs = in.readBoolean();
-        byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
+        boolean theirs = greeting.hasSecret();
+        byte[] theirNonce = greeting.nonce();
         if (theirs != (secret != null)) {
             return refuse(socket, out, secret != null ? "this side requires the shared secret"
                     : "this side has no shared secret");

@@ -64,6 +64,10 @@ final class HandshakeDescriptor {
         }
     }
 
+    /** The dialer's greeting: whether it holds a secret, and its nonce. */
+    record Greeting(boolean hasSecret, byte[] nonce) {
+    }
+
     static void writeGreeting(DataOutputStream out, boolean hasSecret, byte[] nonce) throws IOException {
         out.writeInt(MAGIC);
         out.writeBoolean(hasSecret);
@@ -109,6 +113,26 @@ final class HandshakeDescriptor {
         out.writeInt(hello.eagerThreshold());
         out.writeUTF(hello.doorbellPath());
         out.flush();
+    }
+
+    /**
+     * Reads the dialer's greeting.
+     *
+     * @throws IOException if it is not a Ferry transport or the stream ends early
+     */
+    static Greeting readGreeting(DataInputStream in) throws IOException {
+        if (in.readInt() != MAGIC) {
+            throw new IOException("not a Ferry transport");
+        }
+        boolean hasSecret = in.readBoolean();
+        return new Greeting(hasSecret, readNonce(in));
+    }
+
+    /** A nonce of {@link SharedSecret#NONCE_BYTES}: a short one is an {@link java.io.EOFException}, never accepted. */
+    static byte[] readNonce(DataInputStream in) throws IOException {
+        byte[] nonce = new byte[SharedSecret.NONCE_BYTES];
+        in.readFully(nonce);
+        return nonce;
     }
 
     /** Reads a dialer's hello; at most {@code maxLinks} links. */

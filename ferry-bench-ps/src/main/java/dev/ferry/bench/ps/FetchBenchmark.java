@@ -38,7 +38,12 @@ public final class FetchBenchmark implements Callable<Integer> {
     /** Runs {@code options} and returns the results, printing progress to {@code out}. */
     static List<RunResult> run(FetchOptions options, PrintStream out) {
         options.check();
-        BenchDriver driver = new BenchDriver(out);
+        Netlab netlab = options.common.netlab() ? Netlab.open() : null;
+        if (netlab != null) {
+            out.println("network: netlab (" + netlab.settings() + "); one server in " + netlab.receiverNamespace()
+                    + ", a worker process per sender namespace");
+        }
+        BenchDriver driver = new BenchDriver(out, netlab);
         List<RunResult> results = new ArrayList<>();
         for (BenchTransport transport : options.common.transportList()) {
             out.println("fetch on " + transport.label() + " ...");

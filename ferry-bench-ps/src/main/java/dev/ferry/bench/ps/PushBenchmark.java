@@ -42,7 +42,12 @@ public final class PushBenchmark implements Callable<Integer> {
     /** Runs {@code options} and returns the results, printing progress to {@code out}. */
     static List<RunResult> run(PushOptions options, PrintStream out) {
         options.check();
-        BenchDriver driver = new BenchDriver(out);
+        Netlab netlab = options.common.netlab() ? Netlab.open() : null;
+        if (netlab != null) {
+            out.println("network: netlab (" + netlab.settings() + "); one server in " + netlab.receiverNamespace()
+                    + ", a worker process per sender namespace");
+        }
+        BenchDriver driver = new BenchDriver(out, netlab);
         List<RunResult> results = new ArrayList<>();
         for (boolean flowControl : options.flowControlModes()) {
             for (BenchTransport transport : options.common.transportList()) {

@@ -83,6 +83,13 @@ abstract class PsNetTestBase {
         return new Cluster(servers, rpcServers, addresses, client(provider, addresses));
     }
 
+    /** Closes {@code ps} and {@code server} at the end of the test and checks the server's buffers. */
+    void track(ParameterServer ps, PsServer server) {
+        opened.add(ps);
+        opened.add(0, server);
+        watched.add(server.rpcServer().transports().getLast());
+    }
+
     PsClient client(String provider, List<String> addresses) {
         PsClient client = PsClient.connect(rpc(), config(provider), addresses);
         opened.add(0, client);

@@ -193,6 +193,11 @@ public final class ClusterMember implements AutoCloseable {
         return drained;
     }
 
+    /** Whether an operator asked this member to leave (a drain node exists for it). */
+    public boolean drainRequested() {
+        return draining || cache != null && cache.get(paths.drain(info.id())).isPresent();
+    }
+
     /** Schedules one reaction on the event thread (coalesced). */
     private void poke() {
         if (pending.compareAndSet(false, true)) {

@@ -371,6 +371,82 @@ public final class SparseTable {
         }
     }
 
+    /**
+     * Puts whole rows ({@link RowLayout}, as {@link #snapshotShard} copies them) where they are
+     * not older: a row replaces the table's copy of its id if its step count is at least the
+     * table's, and is added if the id is absent. Rows moved between servers merge this way in any
+     * order ({@link RowTransfer}). Returns the rows written.
+     *
+     * @throws TableFullException if a new row was needed beyond the capacity
+     */
+    int mergeRows(MemorySegment rows) {
+        int written = 0;
+        for (long at = 0; at + rowBytes <= rows.byteSize(); at += rowBytes) {
+            long id = rows.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
+            long steps = rows.get(RowLayout.LONG, at + RowLayout.STEPS_OFFSET);
+            long hash = Slots.mix(id);
+            Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
+            shard.lock.lock();
+            try {
+                checkOpen(shard);
+                int row = shard.find(id, hash);
+                if (row < 0) {
+                    row = create(shard, id, hash);
+                } else if (shard.chunk(row).get(RowLayout.LONG, shard.offset(row) + RowLayout.STEPS_OFFSET) > steps) {
+                    continue;
+                }
+                MemorySegment.copy(rows, at, shard.chunk(row), shard.offset(row), rowBytes);
+                written++;
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+        return written;
+    }
+
+    /** Resets the rows whose id {@code reset} accepts to their initial values, step count 0; returns how many. */
+    int resetRows(java.util.function.LongPredicate reset) {
+        int n = 0;
+        for (Shard shard : shards) {
+            shard.lock.lock();
+            try {
+                checkOpen(shard);
+                for (int row = 0; row < shard.rows(); row++) {
+                    MemorySegment chunk = shard.chunk(row);
+                    long at = shard.offset(row);
+                    long id = chunk.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
+                    if (reset.test(id)) {
+                        chunk.asSlice(at, rowBytes).fill((byte) 0);
+                        kernel.initRow(chunk, at, id, dimension());
+                        n++;
+                    }
+                }
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+        return n;
+    }
+
+    /** Copies the whole rows of {@code ids[0, count)} to {@code out}, back to back; absent ids are created. */
+    void copyRows(long[] ids, int count, MemorySegment out) {
+        for (int i = 0; i < count; i++) {
+            long hash = Slots.mix(ids[i]);
+            Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
+            shard.lock.lock();
+            try {
+                checkOpen(shard);
+                int row = shard.find(ids[i], hash);
+                if (row < 0) {
+                    row = create(shard, ids[i], hash);
+                }
+                MemorySegment.copy(shard.chunk(row), shard.offset(row), out, i * rowBytes, rowBytes);
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+    }
+
     /** Frees the table's memory; later calls fail with {@code CLOSED}. */
     void close() {
         closed = true;

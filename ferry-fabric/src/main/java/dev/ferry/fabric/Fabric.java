@@ -30,7 +30,6 @@ public final class Fabric extends FabricObject {
     public static Fabric open(FabricInfo info) {
         long attr = LibFabric.word(info.address, offset(INFO, "fabric_attr"));
         long fabric = openObject(a -> (int) LibFabric.FI_FABRIC.invokeExact(attr, a, 0L), "fi_fabric");
-        SignalGuard.restore();
         return new Fabric(fabric, info.provider());
     }
 
@@ -90,9 +89,22 @@ public final class Fabric extends FabricObject {
     }
 
     static long openObject(Opener opener, String what) {
+        return openObject(opener, what, true);
+    }
+
+    /**
+     * Opens an object; with {@code guard}, puts the JVM's signal handlers back afterwards (shm
+     * installs its own in {@code fi_endpoint}, psm2 and opx in theirs). Memory registration,
+     * which installs none and runs once per rendezvous transfer, goes without.
+     */
+    static long openObject(Opener opener, String what, boolean guard) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment out = arena.allocate(JAVA_LONG);
-            LibFabric.check(opener.open(out.address()), what);
+            int rc = opener.open(out.address());
+            if (guard) {
+                SignalGuard.restore();
+            }
+            LibFabric.check(rc, what);
             return out.get(JAVA_LONG, 0);
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);

@@ -107,6 +107,9 @@ public abstract sealed class FabricObject implements AutoCloseable
             }
             long ops = LibFabric.word(fid, InfoDescriptor.FID_OPS);
             int rc = (int) LibFabric.I_J.invokeExact(LibFabric.function(ops, InfoDescriptor.OPS_CLOSE), fid);
+            if (!(this instanceof MemoryRegion)) { // closed once per rendezvous transfer; installs nothing
+                SignalGuard.restore();
+            }
             LibFabric.check(rc, "fi_close(" + getClass().getSimpleName() + ")");
         } catch (Throwable t) {
             failure = failure == null ? LibFabric.rethrow(t) : failure;
@@ -161,6 +164,9 @@ public abstract sealed class FabricObject implements AutoCloseable
             long ops = LibFabric.word(fid, InfoDescriptor.FID_OPS);
             int rc = (int) LibFabric.I_JIJ.invokeExact(LibFabric.function(ops, InfoDescriptor.OPS_CONTROL), fid,
                     command, arg);
+            if (!(this instanceof MemoryRegion)) { // fi_enable of an shm endpoint creates its region
+                SignalGuard.restore();
+            }
             LibFabric.check(rc, what);
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
@@ -173,6 +179,9 @@ public abstract sealed class FabricObject implements AutoCloseable
             long ops = LibFabric.word(fid, InfoDescriptor.FID_OPS);
             int rc = (int) LibFabric.I_JJJ.invokeExact(LibFabric.function(ops, InfoDescriptor.OPS_BIND), fid,
                     other.fid, flags);
+            if (!(this instanceof MemoryRegion)) {
+                SignalGuard.restore();
+            }
             LibFabric.check(rc, what);
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);

@@ -12,9 +12,11 @@ import picocli.CommandLine.Option;
 public class BenchOptions {
 
     @Option(names = "--transports", split = ",", paramLabel = "<t>",
-            description = "Transports to run in turn: shm, tcp (Ferry RPC over libfabric), netty (Ferry RPC over "
-                    + "kernel TCP, the baseline of the ratios), grpc (gRPC-java). Default: shm,tcp,netty,grpc.")
-    public List<String> transports = List.of("shm", "tcp", "netty", "grpc");
+            description = "Transports to run in turn: direct (the floor: clients call the servers' parameter "
+                    + "servers in their own process, no RPC), local (Ferry RPC over the in-JVM transport, one "
+                    + "process), shm, tcp (Ferry RPC over libfabric), netty (Ferry RPC over kernel TCP, the baseline "
+                    + "of the ratios), grpc (gRPC-java). Default: direct,local,shm,tcp,netty,grpc.")
+    public List<String> transports = List.of("direct", "local", "shm", "tcp", "netty", "grpc");
 
     @Option(names = "--servers", paramLabel = "<n>", description = "Server processes. Default: 2.")
     public int servers = 2;
@@ -54,6 +56,13 @@ public class BenchOptions {
                     + "handler threads either way; gRPC always uses its handler threads. Default: transport.")
     public String pullThreads = "transport";
 
+    @Option(names = "--network", paramLabel = "<n>",
+            description = "loopback, or netlab: the server in the receiver namespace and one worker process per "
+                    + "sender namespace of the emulated leaf switch that sudo bin/netlab up built (docs/netlab.md); "
+                    + "one server, transports tcp, netty, grpc (shm cannot cross namespaces). Results add the "
+                    + "network's drops, TCP retransmissions and timeouts. Default: loopback.")
+    public String network = "loopback";
+
     @Option(names = "--seed", paramLabel = "<n>", description = "Seed of the id streams. Default: 1.")
     public long seed = 1;
 
@@ -88,9 +97,28 @@ public class BenchOptions {
         if (!psTransport.equals("tuned") && !psTransport.equals("default")) {
             throw new IllegalArgumentException("--ps-transport is tuned or default: " + psTransport);
         }
+        if (!network.equals("loopback") && !network.equals("netlab")) {
+            throw new IllegalArgumentException("--network is loopback or netlab: " + network);
+        }
+        if (netlab()) {
+            for (BenchTransport t : transportList()) {
+                if (t == BenchTransport.SHM) {
+                    throw new IllegalArgumentException("--network netlab: shm is shared memory on one host and "
+                            + "cannot cross network namespaces; use tcp, netty or grpc");
+                }
+                if (t.inProcess()) {
+                    throw new IllegalArgumentException("--network netlab: " + t.label() + " runs in one process, "
+                            + "with no network; use tcp, netty or grpc");
+                }
+            }
+        }
         if (!pullThreads.equals("transport") && !pullThreads.equals("handler")) {
             throw new IllegalArgumentException("--pull-threads is transport or handler: " + pullThreads);
         }
+    }
+
+    boolean netlab() {
+        return network.equals("netlab");
     }
 
     boolean psTuning() {

@@ -66,11 +66,8 @@ public final class PsBenchServer {
         int index = args.integer("index");
         int servers = args.integer("servers");
         int threads = args.integer("threads");
-        Optimizer optimizer = args.string("optimizer").equals("sgd") ? Optimizer.sgd(0.01) : Optimizer.adagrad(0.01);
         QueueGauge gauge = new QueueGauge();
-        try (ParameterServer ps = ParameterServer.create(PsConfig.defaults())) {
-            ps.createTable(table(dimension, optimizer, idSpace, servers));
-            prefill(ps, dimension, idSpace, index, servers);
+        try (ParameterServer ps = create(dimension, args.string("optimizer"), idSpace, index, servers)) {
             AutoCloseable serving;
             String address;
             RpcServer rpc = null;
@@ -78,7 +75,7 @@ public final class PsBenchServer {
                 PsServer server = PsServer.open(ps, index, servers, null, BenchTransport.rpc(threads),
                         args.bool("inlinePulls"));
                 rpc = server.rpcServer();
-                address = rpc.listen(transport.config(args.bool("flowControl"), BenchTransport.loopback(index),
+                address = rpc.listen(transport.config(args.bool("flowControl"), bindHost(args, index),
                         args.bool("psTuning")),
                         gauge.ferryOpener());
                 serving = server;
@@ -86,14 +83,14 @@ public final class PsBenchServer {
                 AtomicInteger n = new AtomicInteger();
                 ExecutorService pool = Executors.newFixedThreadPool(threads,
                         r -> Thread.ofPlatform().daemon().name("grpc-handler-" + n.incrementAndGet()).unstarted(r));
-                Server server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
+                Server server = NettyServerBuilder.forAddress(new InetSocketAddress(grpcHost(args), 0))
                         .addService(new GrpcPsService(ps))
                         .executor(pool)
                         .addStreamTracerFactory(GrpcPsService.counting(gauge))
                         .maxInboundMessageSize(GrpcPsClient.MAX_MESSAGE_BYTES)
                         .build()
                         .start();
-                address = "127.0.0.1:" + server.getPort();
+                address = grpcHost(args) + ":" + server.getPort();
                 serving = () -> {
                     server.shutdown();
                     server.awaitTermination(5, java.util.concurrent.TimeUnit.SECONDS);
@@ -127,6 +124,32 @@ public final class PsBenchServer {
             } catch (Exception e) {
                 // exiting anyway
             }
+        }
+    }
+
+    /** The host Ferry's transport binds to: {@code bindHost} if given (a netlab address), else this server's loopback one. */
+    private static String bindHost(Args args, int index) {
+        return args.has("bindHost") ? args.string("bindHost") : BenchTransport.loopback(index);
+    }
+
+    private static String grpcHost(Args args) {
+        return args.has("bindHost") ? args.string("bindHost") : "127.0.0.1";
+    }
+
+    /**
+     * Server {@code index} of {@code servers}: the benchmark's table with {@code optimizer}
+     * ({@code sgd} or {@code adagrad}), every row of its share of [0, idSpace) created.
+     */
+    static ParameterServer create(int dimension, String optimizer, long idSpace, int index, int servers) {
+        Optimizer o = optimizer.equals("sgd") ? Optimizer.sgd(0.01) : Optimizer.adagrad(0.01);
+        ParameterServer ps = ParameterServer.create(PsConfig.defaults());
+        try {
+            ps.createTable(table(dimension, o, idSpace, servers));
+            prefill(ps, dimension, idSpace, index, servers);
+            return ps;
+        } catch (RuntimeException e) {
+            ps.close();
+            throw e;
         }
     }
 

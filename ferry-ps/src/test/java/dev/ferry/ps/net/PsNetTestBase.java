@@ -28,9 +28,9 @@ abstract class PsNetTestBase {
     private final List<AutoCloseable> opened = new CopyOnWriteArrayList<>();
     private final List<Transport> watched = new CopyOnWriteArrayList<>();
 
-    /** The providers every test runs on: {@code -Dferry.ps.providers} or shm, tcp and netty. */
+    /** The providers every test runs on: {@code -Dferry.ps.providers} or shm, tcp, netty and local (in-JVM). */
     static Stream<String> providers() {
-        return Arrays.stream(System.getProperty("ferry.ps.providers", "shm,tcp,netty").split(","));
+        return Arrays.stream(System.getProperty("ferry.ps.providers", "shm,tcp,netty,local").split(","));
     }
 
     /** A transport small enough that several can be open at once. */

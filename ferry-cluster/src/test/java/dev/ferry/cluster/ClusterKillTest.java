@@ -96,17 +96,6 @@ class ClusterKillTest {
     }
 
     static boolean balanced(ClusterAdmin.Status s, int n) {
-        Assignment a = s.assignment();
-        if (a.move() != null || s.members().size() != n) {
-            return false;
-        }
-        int lo = RoutingTable.GROUPS / n;
-        for (String id : s.members().keySet()) {
-            int g = a.groupCount(id);
-            if (g < lo || g > lo + 1) {
-                return false;
-            }
-        }
-        return true;
+        return ClusterLauncher.balanced(s, n);
     }
 }

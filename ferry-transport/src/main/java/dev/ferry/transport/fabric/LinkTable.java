@@ -514,19 +514,4 @@ final class LinkTable {
             default -> { }
         }
     }
-
-    /** One line per link: its state, credits and queues; for diagnostics. */
-    String describe() {
-        StringBuilder b = new StringBuilder();
-        for (Link link : links) {
-            b.append(link).append(link.ready ? " ready" : " down").append(link.peer.failure() != null ? " failed" : "")
-                    .append(" granted=").append(link.granted).append(" window=").append(link.credits.window())
-                    .append(" peerHeld=").append(link.credits.peerHeld()).append(" owed=").append(link.credits.owed())
-                    .append(" available=").append(link.credits.available()).append(" queued=").append(link.queue.size())
-                    .append(" control=").append(link.control.size()).append(" reclaimPending=").append(link.reclaimPending)
-                    .append(" quietMs=").append((System.nanoTime() - link.lastArrivalNanos) / 1_000_000).append('\n');
-        }
-        return b.append("shared posted=").append(transport.credits.sharedPosted()).append(" granted=")
-                .append(transport.credits.sharedGranted()).toString();
-    }
 }

@@ -48,6 +48,7 @@ import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.events.TransportEvents;
 import dev.ferry.transport.UnauthenticatedException;
 
 /**
@@ -1068,6 +1069,7 @@ final class FabricTransport implements Transport {
     private void markReady(Link link) {
         link.ready = true;
         linksOpen++;
+        TransportEvents.linkOpened(config.provider(), link.peer.address(), link.id, linksOpen);
         link.peer.ready.complete(null);
         activate(link);
     }
@@ -1432,6 +1434,7 @@ final class FabricTransport implements Transport {
                 if (!link.creditStalled) {
                     link.creditStalled = true;
                     creditStalls.increment();
+                    TransportEvents.creditStall(config.provider(), link.peer.address(), link.id, link.queue.size(), link.inFlight);
                 }
                 break;
             }
@@ -1441,6 +1444,7 @@ final class FabricTransport implements Transport {
                     if (!link.windowStalled) {
                         link.windowStalled = true;
                         windowStalls.increment();
+                        TransportEvents.windowStall(config.provider(), link.peer.address(), link.id, frame.length, link.inFlight, link.rendezvousInFlight);
                     }
                     break;
                 }
@@ -1684,6 +1688,7 @@ final class FabricTransport implements Transport {
                 message.remoteAddress = FrameDescriptor.remoteAddress(frame);
                 message.remoteKey = FrameDescriptor.remoteKey(frame);
                 message.cookie = FrameDescriptor.cookie(frame);
+                message.announcedNanos = TransportEvents.rendezvousStart();
                 link.heldBack.computeIfAbsent(stream, s -> new ArrayDeque<>()).add(message);
                 pulls.add(message);
                 recycle(buffer, link);
@@ -1989,6 +1994,7 @@ final class FabricTransport implements Transport {
             return;
         }
         message.complete = true;
+        TransportEvents.rendezvous(config.provider(), link.peer.address(), link.id, message.length, config.rendezvousChunkBytes(), message.announcedNanos);
         RegisteredBuffer b = controlBuffers.poll();
         if (b == null) {
             linkFailure(link, "out of control buffers");
@@ -2065,6 +2071,7 @@ final class FabricTransport implements Transport {
             return;
         }
         linkFailures.increment();
+        TransportEvents.linkFailed(config.provider(), link.peer.address(), link.id, reason);
         LOG.log(System.Logger.Level.WARNING, "closing " + link + ": " + reason);
         teardown(link.peer, new TransportException(link + " closed: " + reason), true);
     }
@@ -2216,6 +2223,16 @@ final class FabricTransport implements Transport {
                 bytesReceived.sum(), eagerSent.sum(), rendezvousSent.sum(), credits, creditStalls.sum(),
                 windowStalls.sum(), window.inFlight(), window.peak(), reposts.sum(), held.get(), linkFailures.sum(),
                 creditsGranted.sum(), creditsReclaimed.sum(), authenticationFailures.sum());
+    }
+
+    @Override
+    public String provider() {
+        return config.provider();
+    }
+
+    @Override
+    public java.util.Optional<dev.ferry.memory.AllocatorStats> allocatorStats() {
+        return java.util.Optional.of(allocator.stats());
     }
 
     @Override

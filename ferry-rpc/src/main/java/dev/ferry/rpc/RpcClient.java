@@ -165,6 +165,11 @@ public final class RpcClient implements AutoCloseable {
         this.observer = java.util.Objects.requireNonNull(observer, "observer");
     }
 
+    /** The observer set with {@link #observe}, {@link RpcObserver#NONE} by default. */
+    public RpcObserver observer() {
+        return observer;
+    }
+
     /** A snapshot of the counters. */
     public RpcClientCounters counters() {
         long opened = 0;

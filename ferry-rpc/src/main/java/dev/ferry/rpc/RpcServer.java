@@ -164,6 +164,11 @@ public final class RpcServer implements AutoCloseable {
         this.observer = java.util.Objects.requireNonNull(observer, "observer");
     }
 
+    /** The observer set with {@link #observe}, {@link RpcObserver#NONE} by default. */
+    public RpcObserver observer() {
+        return observer;
+    }
+
     /** A snapshot of the counters. */
     public RpcServerCounters counters() {
         return new RpcServerCounters(requests.sum(), executions.sum(), replays.sum(), duplicatesWhileRunning.sum(),

@@ -40,9 +40,23 @@ public final class FetchBenchmark implements Callable<Integer> {
         options.check();
         BenchDriver driver = new BenchDriver(out);
         List<RunResult> results = new ArrayList<>();
+        int rounds = options.common.metricsRounds;
         for (BenchTransport transport : options.common.transportList()) {
-            out.println("fetch on " + transport.label() + " ...");
-            results.add(driver.fetch(options, transport));
+            if (rounds == 0) {
+                out.println("fetch on " + transport.label() + " ...");
+                results.add(driver.fetch(options, transport));
+                continue;
+            }
+            for (int r = 1; r <= rounds; r++) {
+                out.println("fetch on " + transport.label() + ", metrics off, round " + r + " of " + rounds + " ...");
+                results.add(driver.fetch(options, transport, false));
+                out.println("fetch on " + transport.label() + ", metrics on and scraped every second, round " + r
+                        + " of " + rounds + " ...");
+                results.add(driver.fetch(options, transport, true));
+            }
+        }
+        if (rounds > 0) {
+            MetricsComparison.print(results, out);
         }
         return results;
     }

@@ -141,6 +141,8 @@ class PrometheusScrapeTest {
             assertEquals(0, query(prometheusPort, "sum(ferry_transport_credit_stalls_total)").values().iterator().next(),
                     "no stall while the client releases what it receives");
 
+            dashboardQueriesWork(prometheusPort, client, metricsPorts);
+
             String stat = stat(metricsPorts);
             assertTrue(stat.contains("\"state\":\"ready\""), stat);
             assertTrue(stat.contains("\"method\":\"pull\""), stat);
@@ -165,6 +167,46 @@ class PrometheusScrapeTest {
                 f.get(30, TimeUnit.SECONDS); // each completes once buffers come back, and is closed
             }
         }
+    }
+
+    /**
+     * Every query of docs/grafana-ferry.json is valid PromQL here, and every series it names is
+     * one that servers or clients export.
+     */
+    private void dashboardQueriesWork(int prometheusPort, PsClient client, int[] metricsPorts) throws Exception {
+        String dashboard = Files.readString(Path.of("..", "docs", "grafana-ferry.json"));
+        dev.ferry.metrics.FerryMetrics clientSide = dev.ferry.metrics.FerryMetrics.prometheus();
+        clientSide.bind(client.rpcClient());
+        java.util.Set<String> exported = new java.util.HashSet<>(names(clientSide.scrape()));
+        exported.addAll(names(get("http://127.0.0.1:" + metricsPorts[0] + "/metrics").body()));
+        Matcher expr = Pattern.compile("\"expr\": \"((?:[^\"\\\\]|\\\\.)*)\"").matcher(dashboard);
+        int queries = 0;
+        int withData = 0;
+        while (expr.find()) {
+            String promql = expr.group(1).replace("\\\"", "\"").replace("$instance", ".*");
+            Matcher name = Pattern.compile("ferry_[a-z_]+").matcher(promql);
+            while (name.find()) {
+                assertTrue(exported.contains(name.group()), "the dashboard names " + name.group()
+                        + ", which nothing exports");
+            }
+            queries++;
+            if (!query(prometheusPort, promql).isEmpty()) {
+                withData++;
+            }
+        }
+        assertTrue(queries >= 25, queries + " queries");
+        assertTrue(withData >= queries / 2, withData + " of " + queries + " dashboard queries have data");
+    }
+
+    private static java.util.List<String> names(String exposition) {
+        java.util.List<String> names = new ArrayList<>();
+        for (String line : exposition.split("\n")) {
+            if (!line.startsWith("#") && !line.isBlank()) {
+                int end = line.indexOf('{') >= 0 ? line.indexOf('{') : line.indexOf(' ');
+                names.add(line.substring(0, end));
+            }
+        }
+        return names;
     }
 
     private String stat(int[] ports) {

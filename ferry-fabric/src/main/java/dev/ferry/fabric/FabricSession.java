@@ -28,6 +28,8 @@ public final class FabricSession implements AutoCloseable {
     private final AddressVector av;
     private final SharedReceiveContext srx;
     private final byte[] address;
+    /** This session's hold on its shm region (see {@link ShmRegions}); null on other providers. */
+    private final ShmRegions.Claim region;
     private final List<Connection> connections = new ArrayList<>();
 
     private FabricSession(InfoList infos, FabricInfo info, int cqSize, boolean listen) {
@@ -57,6 +59,7 @@ public final class FabricSession implements AutoCloseable {
                     this.listener = null;
                     this.address = new byte[0];
                 }
+                this.region = null;
             } else {
                 this.eq = null;
                 this.listener = null;
@@ -67,6 +70,7 @@ public final class FabricSession implements AutoCloseable {
                 shared.bind(av);
                 shared.enable();
                 this.address = shared.name();
+                this.region = info.provider().equals("shm") ? ShmRegions.claim(address) : null;
             }
         } catch (RuntimeException e) {
             f.close();
@@ -107,6 +111,7 @@ public final class FabricSession implements AutoCloseable {
         Objects.requireNonNull(host, "host");
         if (provider != null && provider.startsWith("shm")) {
             ShmRegions.removeOwnLeftovers();
+            ShmRegions.removeDeadRegions(ShmRegions.DIRECTORY);
         }
         Hints plain = Hints.of(provider, type);
         // On reliable datagrams, receivers should learn who sent each message (FI_SOURCE and
@@ -357,6 +362,9 @@ public final class FabricSession implements AutoCloseable {
             }
             fabric.close();
         } finally {
+            if (region != null) {
+                region.close(); // after the endpoint's close removed the region
+            }
             infos.close();
         }
     }

@@ -175,8 +175,17 @@ final class BenchDriver {
         static Cluster start(BenchOptions o, BenchTransport transport, boolean flowControl, boolean metrics,
                 String optimizer, int processes, int threads, Args workload) {
             Cluster cluster = new Cluster(o, transport, flowControl, metrics);
+            // In-process runs: the servers live in the one client process, with every client thread.
+            boolean inProcess = transport.inProcess();
+            if (inProcess) {
+                processes = 1;
+                workload = workload.with("servers", o.servers)
+                        .with("serverThreads", o.serverThreads)
+                        .with("optimizer", optimizer)
+                        .with("inlinePulls", o.inlinePulls());
+            }
             try {
-                for (int i = 0; i < o.servers; i++) {
+                for (int i = 0; i < (inProcess ? 0 : o.servers); i++) {
                     Args args = Args.of()
                             .with("transport", transport.label())
                             .with("dimension", o.dimension)
@@ -210,14 +219,17 @@ final class BenchDriver {
                 for (Child server : cluster.servers) {
                     cluster.addresses.add(server.expect("READY", START_TIMEOUT_MILLIS));
                 }
-                cluster.sendAll(cluster.workers, "SERVERS " + String.join(",", cluster.addresses));
+                cluster.sendAll(cluster.workers, "SERVERS " + (inProcess ? "in-process" : String.join(",", cluster.addresses)));
                 for (Child worker : cluster.workers) {
                     worker.expect("READY", START_TIMEOUT_MILLIS);
                 }
                 if (metrics) {
                     List<Integer> ports = new ArrayList<>();
-                    for (int i = 0; i < o.servers + processes; i++) {
+                    for (int i = 0; i < cluster.servers.size(); i++) {
                         ports.add(cluster.metricsPort(i));
+                    }
+                    for (int p = 0; p < cluster.workers.size(); p++) {
+                        ports.add(cluster.metricsPort(o.servers + p));
                     }
                     cluster.scraper = new BenchMetrics.Scraper(ports);
                 }

@@ -41,7 +41,7 @@ public record MethodNames(Map<Integer, String> names) {
         return new MethodNames(Map.of());
     }
 
-    /** The parameter server's methods: pull, push, dense_pull, dense_push, create_table, describe, ... */
+    /** The parameter server's methods: pull, push, dense_pull, dense_push, create_table, describe, routing, ... */
     public static MethodNames parameterServer() {
         Map<Integer, String> m = new LinkedHashMap<>();
         put(m, PsDescriptor.PULL, "pull");
@@ -52,6 +52,9 @@ public record MethodNames(Map<Integer, String> names) {
         put(m, PsDescriptor.DESCRIBE, "describe");
         put(m, PsDescriptor.SLOT_TABLE, "slot_table");
         put(m, PsDescriptor.CHECKPOINT, "checkpoint");
+        put(m, PsDescriptor.ROUTING, "routing");
+        put(m, PsDescriptor.MOVE_BEGIN, "move_begin");
+        put(m, PsDescriptor.MOVE_ROWS, "move_rows");
         return new MethodNames(m);
     }
 

@@ -24,7 +24,7 @@ class RpcAllocationTest {
     private static final com.sun.management.ThreadMXBean THREADS =
             (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
     private static final RpcMethod ECHO = RpcMethod.idempotent(0x5001).inline();
-    private static final int CALLS = 5_000;
+    private static final int CALLS = 2_000;
 
     @Test
     void timersAddNothingPerCall() throws Exception {

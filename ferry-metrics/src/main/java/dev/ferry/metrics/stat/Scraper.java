@@ -36,6 +36,10 @@ public final class Scraper implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IOException("interrupted", e);
+        } catch (java.net.ConnectException e) {
+            throw new IOException("connection refused (not started, or not serving metrics there)", e);
+        } catch (java.net.http.HttpTimeoutException e) {
+            throw new IOException("no answer within 2 s", e);
         } catch (IOException e) {
             String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
             throw new IOException(why, e);

@@ -12,7 +12,8 @@ import picocli.CommandLine.Spec;
         mixinStandardHelpOptions = true,
         version = "ferry 0.1.0-SNAPSHOT",
         description = "Ferry: a JVM communication layer over RDMA-class fabrics (libfabric), and a parameter server on it.",
-        subcommands = {BenchCommand.class, DemoCommand.class, ServerCommand.class, StatCommand.class,
+        subcommands = {BenchCommand.class, ClusterCommand.class, DemoCommand.class, ServerCommand.class,
+                StatCommand.class,
                 CommandLine.HelpCommand.class},
         footer = {"", "Examples:",
                 "  ferry demo",
@@ -32,7 +33,7 @@ public final class FerryCommand implements Runnable {
 
     @Override
     public void run() {
-        throw new ParameterException(spec.commandLine(), "missing command: bench, demo, server or stat");
+        throw new ParameterException(spec.commandLine(), "missing command: bench, cluster, demo, server or stat");
     }
 
     /** Runs the command line and exits with its status. */

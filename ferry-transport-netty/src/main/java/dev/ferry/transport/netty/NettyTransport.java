@@ -378,6 +378,11 @@ final class NettyTransport implements Transport {
         reposts.increment();
     }
 
+    @Override
+    public String provider() {
+        return "netty";
+    }
+
     /**
      * {@inheritDoc}
      *

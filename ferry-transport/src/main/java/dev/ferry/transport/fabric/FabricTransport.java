@@ -282,6 +282,16 @@ final class FabricTransport implements Transport {
     }
 
     @Override
+    public String provider() {
+        return config.provider();
+    }
+
+    @Override
+    public java.util.Optional<dev.ferry.memory.AllocatorStats> allocatorStats() {
+        return java.util.Optional.of(allocator.stats());
+    }
+
+    @Override
     public void close() {
         if (closed) {
             return;

@@ -20,6 +20,7 @@ import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.events.TransportEvents;
 import dev.ferry.transport.TransportException.Reason;
 
 /**
@@ -260,6 +261,7 @@ final class LinkTable {
     private void markReady(Link link) {
         link.ready = true;
         linksOpen++;
+        TransportEvents.linkOpened(config.provider(), link.peer.address(), link.id, linksOpen);
         link.peer.ready.complete(null);
         transport.sends.activate(link);
     }
@@ -453,6 +455,7 @@ final class LinkTable {
             return;
         }
         transport.counters.linkFailures.increment();
+        TransportEvents.linkFailed(config.provider(), link.peer.address(), link.id, reason);
         LOG.log(System.Logger.Level.WARNING, "closing " + link + ": " + reason);
         teardown(link.peer, new TransportException(Reason.PEER_FAILED, link + " closed: " + reason), true);
     }

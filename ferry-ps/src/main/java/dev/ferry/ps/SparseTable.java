@@ -38,6 +38,9 @@ public final class SparseTable {
     private final long payloadBytes;
     private final long rowBytes;
     private final AtomicLong rowCount = new AtomicLong();
+    /** What the lookup pass of a gather read from its rows; kept only so the reads stay (racy, unused). */
+    @SuppressWarnings("unused")
+    private long touched;
     private volatile boolean closed;
 
     SparseTable(TableConfig config, PsConfig limits, boolean readOnly) {
@@ -135,14 +138,20 @@ public final class SparseTable {
         long[] version = scratch.version;
         int[] rowOf = scratch.row;
         int mask = shards.length - 1;
+        long touched = 0;
         for (int i = 0; i < count; i++) {
             long h = Slots.mix(ids[offset + i]);
             Shard shard = shards[(int) (h >>> 40) & mask];
             long v = shard.readVersion();
             hash[i] = h;
             version[i] = v;
-            rowOf[i] = (v & 1) == 0 ? findQuietly(shard, ids[offset + i], h) : RETRY;
+            int row = (v & 1) == 0 ? findQuietly(shard, ids[offset + i], h) : RETRY;
+            rowOf[i] = row;
+            if (row >= 0) {
+                touched += shard.touchQuietly(row, RowLayout.WEIGHTS_OFFSET, payloadBytes);
+            }
         }
+        this.touched = touched;
         for (int i = 0; i < count; i++) {
             long h = hash[i];
             Shard shard = shards[(int) (h >>> 40) & mask];
@@ -395,7 +404,12 @@ public final class SparseTable {
                 } else if (shard.chunk(row).get(RowLayout.LONG, shard.offset(row) + RowLayout.STEPS_OFFSET) > steps) {
                     continue;
                 }
-                MemorySegment.copy(rows, at, shard.chunk(row), shard.offset(row), rowBytes);
+                shard.beginWrite();
+                try {
+                    MemorySegment.copy(rows, at, shard.chunk(row), shard.offset(row), rowBytes);
+                } finally {
+                    shard.endWrite();
+                }
                 written++;
             } finally {
                 shard.lock.unlock();
@@ -416,8 +430,13 @@ public final class SparseTable {
                     long at = shard.offset(row);
                     long id = chunk.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
                     if (reset.test(id)) {
-                        chunk.asSlice(at, rowBytes).fill((byte) 0);
-                        kernel.initRow(chunk, at, id, dimension());
+                        shard.beginWrite();
+                        try {
+                            chunk.asSlice(at, rowBytes).fill((byte) 0);
+                            kernel.initRow(chunk, at, id, dimension());
+                        } finally {
+                            shard.endWrite();
+                        }
                         n++;
                     }
                 }

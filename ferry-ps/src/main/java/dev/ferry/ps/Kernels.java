@@ -82,15 +82,6 @@ final class Kernels {
         }
     }
 
-    /** Copies {@code bytes} (a multiple of 4) from {@code in[from..]} to {@code out[to..]}, as {@code MemorySegment.copy}. */
-    static void copy(MemorySegment in, long from, MemorySegment out, long to, long bytes) {
-        if (vector(out, in)) {
-            VectorKernels.copy(in, from, out, to, bytes);
-        } else {
-            MemorySegment.copy(in, from, out, to, bytes);
-        }
-    }
-
     /** The index of the first NaN or infinite float of {@code in[from, from + bytes)}, or -1. */
     static long firstNonFinite(MemorySegment in, long from, long bytes) {
         if (VECTOR && in.isNative() && VectorKernels.allFinite(in, from, bytes)) {

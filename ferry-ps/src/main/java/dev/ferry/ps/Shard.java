@@ -146,35 +146,10 @@ final class Shard {
             return false;
         }
         try {
-            Kernels.copy(chunk, offset(row) + from, out, at, bytes);
+            MemorySegment.copy(chunk, offset(row) + from, out, at, bytes);
             return true;
         } catch (IllegalStateException closedMeanwhile) {
             return false;
-        }
-    }
-
-    /**
-     * Reads one long of each cache line of {@code bytes} of {@code row} from byte {@code from},
-     * without the lock, and returns them combined (for the caller to keep, so that the reads are
-     * not dropped): a lookup pass touches the rows it will copy, so their cache misses overlap
-     * with the next lookups instead of waiting for the copy pass. 0 if the row is not there.
-     */
-    long touchQuietly(int row, long from, long bytes) {
-        MemorySegment[] all = chunks;
-        int c = chunkIndex(row);
-        MemorySegment chunk = c < all.length ? all[c] : null;
-        if (chunk == null) {
-            return 0;
-        }
-        try {
-            long at = offset(row) + from;
-            long sum = 0;
-            for (long o = 0; o < bytes; o += 64) {
-                sum += chunk.get(ValueLayout.JAVA_LONG_UNALIGNED, at + o);
-            }
-            return sum;
-        } catch (IllegalStateException closedMeanwhile) {
-            return 0;
         }
     }
 

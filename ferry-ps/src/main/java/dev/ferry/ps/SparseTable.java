@@ -38,9 +38,6 @@ public final class SparseTable {
     private final long payloadBytes;
     private final long rowBytes;
     private final AtomicLong rowCount = new AtomicLong();
-    /** What the lookup pass of a gather read from its rows; kept only so the reads stay (racy, unused). */
-    @SuppressWarnings("unused")
-    private long touched;
     private volatile boolean closed;
 
     SparseTable(TableConfig config, PsConfig limits, boolean readOnly) {
@@ -138,20 +135,14 @@ public final class SparseTable {
         long[] version = scratch.version;
         int[] rowOf = scratch.row;
         int mask = shards.length - 1;
-        long touched = 0;
         for (int i = 0; i < count; i++) {
             long h = Slots.mix(ids[offset + i]);
             Shard shard = shards[(int) (h >>> 40) & mask];
             long v = shard.readVersion();
             hash[i] = h;
             version[i] = v;
-            int row = (v & 1) == 0 ? findQuietly(shard, ids[offset + i], h) : RETRY;
-            rowOf[i] = row;
-            if (row >= 0) {
-                touched += shard.touchQuietly(row, RowLayout.WEIGHTS_OFFSET, payloadBytes);
-            }
+            rowOf[i] = (v & 1) == 0 ? findQuietly(shard, ids[offset + i], h) : RETRY;
         }
-        this.touched = touched;
         for (int i = 0; i < count; i++) {
             long h = hash[i];
             Shard shard = shards[(int) (h >>> 40) & mask];

@@ -125,18 +125,6 @@ final class VectorKernels {
         }
     }
 
-    /** A copy in whole vectors (moves, no arithmetic: the bits stay), the rest by {@code MemorySegment.copy}. */
-    static void copy(MemorySegment in, long from, MemorySegment out, long to, long bytes) {
-        long step = 4L * LANES;
-        long o = 0;
-        for (; o <= bytes - step; o += step) {
-            FloatVector.fromMemorySegment(F, in, from + o, LE).intoMemorySegment(out, to + o, LE);
-        }
-        if (o < bytes) {
-            MemorySegment.copy(in, from + o, out, to + o, bytes - o);
-        }
-    }
-
     /** Whether every float of {@code in[from, from + bytes)} is finite: x * 0 is NaN exactly for NaN and infinities. */
     static boolean allFinite(MemorySegment in, long from, long bytes) {
         long n = bytes / Float.BYTES;

@@ -195,7 +195,7 @@ final class BenchDriver {
             int serverCount = inProcess ? 0 : netlab != null ? 1 : o.servers;
             if (netlab != null) {
                 // One receiver; a worker process per sender namespace, as many as the threads or the hosts.
-                processes = Math.min(threads, netlab.hosts());
+                processes = Math.min(threads, o.netlabHosts > 0 ? Math.min(o.netlabHosts, netlab.hosts()) : netlab.hosts());
             }
             try {
                 for (int i = 0; i < serverCount; i++) {
@@ -213,6 +213,10 @@ final class BenchDriver {
                     List<String> prefix = List.of();
                     if (netlab != null) {
                         args.with("servers", 1).with("bindHost", Netlab.RECEIVER_HOST);
+                        if (flowControl && transport.ferry()) {
+                            // Receiver-driven pacing of the pushes' rendezvous pulls, sized from the lab's link.
+                            args.with("pullBudget", netlab.pullBudget());
+                        }
                         prefix = Netlab.in(netlab.receiverNamespace());
                     }
                     cluster.servers.add(Child.start("server " + i, prefix, PsBenchServer.class, o.childJvmOptions,

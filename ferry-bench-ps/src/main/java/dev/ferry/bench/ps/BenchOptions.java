@@ -63,6 +63,11 @@ public class BenchOptions {
                     + "network's drops, TCP retransmissions and timeouts. Default: loopback.")
     public String network = "loopback";
 
+    @Option(names = "--netlab-hosts", paramLabel = "<n>",
+            description = "With --network netlab: sender namespaces to use, one worker process each, the worker "
+                    + "threads spread over them. Default: one per worker thread, at most the lab's senders.")
+    public int netlabHosts;
+
     @Option(names = "--seed", paramLabel = "<n>", description = "Seed of the id streams. Default: 1.")
     public long seed = 1;
 

@@ -147,7 +147,8 @@ final class HandshakeDescriptor {
      */
     static Hello readAnswer(String from, DataInputStream in, int links) throws IOException {
         readStatus(from, in, false);
-        Hello answer = readBody(in, null, Integer.MAX_VALUE);
+        // At most the links asked for: a count beyond them is refused before anything is allocated.
+        Hello answer = readBody(in, null, links);
         if (answer.links() != links) {
             throw new TransportException(Reason.UNREACHABLE, from + " answered with " + answer.links() + " links for " + links);
         }

@@ -47,6 +47,10 @@ import java.util.Objects;
  *     process serving requests a few hundred microseconds apart sleeps between them; raise it
  *     for streams of small messages (2,000 us gave tcp 64 B streams a third more messages a
  *     second here), lower it to save CPU. 0 sleeps after a short spin always
+ * @param handshakeTimeoutMillis how long a connection to a listening port (control channel,
+ *     Netty port) has to prove the shared secret, for the whole handshake and not per read: a
+ *     silent or trickling peer is closed when it passes. A good client needs a few round trips;
+ *     2 s covers a GC pause on either side while a flood of slow connections stays cheap
  */
 public record TransportConfig(
         String provider,
@@ -68,7 +72,8 @@ public record TransportConfig(
         long heartbeatIntervalMillis,
         long heartbeatTimeoutMillis,
         SharedSecret secret,
-        long idlePollMicros) {
+        long idlePollMicros,
+        long handshakeTimeoutMillis) {
 
     /** Checks the settings against each other. */
     public TransportConfig {
@@ -96,6 +101,7 @@ public record TransportConfig(
         if (idlePollMicros < 0) {
             throw new IllegalArgumentException("idlePollMicros must not be negative: " + idlePollMicros);
         }
+        positive("handshakeTimeoutMillis", handshakeTimeoutMillis);
         if (bindPort < 0 || bindPort > 65535) {
             throw new IllegalArgumentException("bindPort out of range: " + bindPort);
         }
@@ -103,7 +109,7 @@ public record TransportConfig(
 
     /**
      * The settings above with the default heartbeat (every second, failed after 5 s of silence),
-     * no secret and the default idle polling (200 us).
+     * no secret, the default idle polling (200 us) and handshake deadline (2 s).
      */
     public TransportConfig(String provider, String bindHost, int bindPort, int linksPerPeer, int maxLinks,
             int eagerThreshold, int receiveBuffersPerLink, long sendWindowBytesPerLink, long sendWindowBytesPerPeer,
@@ -112,7 +118,7 @@ public record TransportConfig(
         this(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold, receiveBuffersPerLink,
                 sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess, sendPoolBytes,
                 receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
-                1_000, 5_000, null, 200);
+                1_000, 5_000, null, 200, 2_000);
     }
 
     private static void positive(String name, long value) {
@@ -127,7 +133,7 @@ public record TransportConfig(
                 2, 4096, 16 * 1024, 64,
                 4L << 20, 8L << 20, 64L << 20,
                 64L << 20, 32L << 20, 256L << 20,
-                1 << 20, 256 << 20, 10_000, 1_000, 5_000, null, 200);
+                1 << 20, 256 << 20, 10_000, 1_000, 5_000, null, 200, 2_000);
     }
 
     /** This configuration with another provider. */
@@ -135,7 +141,8 @@ public record TransportConfig(
         return new TransportConfig(value, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration listening on another port. */
@@ -143,7 +150,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, value, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with other link counts. */
@@ -151,7 +159,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, perPeer, max, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with other flow-control settings. */
@@ -160,7 +169,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eager,
                 buffersPerLink, windowPerLink, windowPerPeer, windowPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with other pool sizes. */
@@ -168,7 +178,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 send, receive, rendezvous, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
-                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with another connect and allocate timeout. */
@@ -176,7 +187,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, value,
-                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with another heartbeat on the control channel. */
@@ -184,7 +196,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, intervalMillis, timeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, intervalMillis, timeoutMillis, secret, idlePollMicros,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with peers authenticated by {@code value} (null: no authentication). */
@@ -192,7 +205,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, value, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, value, idlePollMicros,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration listening on another host. */
@@ -200,7 +214,8 @@ public record TransportConfig(
         return new TransportConfig(provider, value, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with another idle polling time of the progress thread. */
@@ -208,6 +223,15 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, value);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, value,
+                handshakeTimeoutMillis);
+    }
+
+    /** This configuration with another deadline for the handshake of an incoming connection. */
+    public TransportConfig withHandshakeTimeoutMillis(long value) {
+        return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, value);
     }
 }

@@ -49,6 +49,8 @@ import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.UnauthenticatedException;
+import dev.ferry.transport.admission.DropLog;
+import dev.ferry.transport.admission.HandshakeGate;
 
 /**
  * The ByteExpress-style transport over libfabric.
@@ -84,6 +86,8 @@ final class FabricTransport implements Transport {
      * timing out together.
      */
     private static final int CONCURRENT_HANDSHAKES = 16;
+    /** Connections the provider's listener accepts per pass of the progress thread at most. */
+    private static final int MAX_ACCEPTS = 1024;
 
     // Operation kinds, per context slot.
     private static final byte RECV = 1;
@@ -143,7 +147,10 @@ final class FabricTransport implements Transport {
 
     private final ConcurrentHashMap<String, FabricPeer> peers = new ConcurrentHashMap<>();
     private final FramePool frames = new FramePool();
-    private final java.util.concurrent.Semaphore handshakes = new java.util.concurrent.Semaphore(CONCURRENT_HANDSHAKES);
+    /** Deadline, bounds and slots of the control channel's incoming handshakes. */
+    private final HandshakeGate gate;
+    /** Connection requests at the provider's own listener refused for naming no link. */
+    private final DropLog providerDrops = new DropLog(LOG, "fabric listener");
     /** Sends, releases and tasks for the progress thread; submitters wait while it is full. */
     private final ManyToOneArrayQueue<Object> commands = new ManyToOneArrayQueue<>(COMMANDS);
     /** Commands the progress thread gives itself while {@link #commands} is full: it never waits on itself. */
@@ -216,6 +223,8 @@ final class FabricTransport implements Transport {
     FabricTransport(TransportConfig config, MessageHandler handler) {
         this.config = config;
         this.handler = handler;
+        this.gate = new HandshakeGate(new DropLog(LOG, "control channel " + config.bindHost()),
+                config.handshakeTimeoutMillis(), CONCURRENT_HANDSHAKES, config.connectTimeoutMillis());
         this.window = new SendWindow(config.sendWindowBytesPerLink(), config.sendWindowBytesPerPeer(),
                 config.sendWindowBytesPerProcess(), config.eagerThreshold());
         this.receiveBytes = FrameDescriptor.HEADER + config.eagerThreshold();
@@ -444,29 +453,18 @@ final class FabricTransport implements Transport {
                 }
                 return;
             }
+            HandshakeGate.Ticket ticket = gate.admit(socket);
             Thread.ofVirtual().name("ferry-handshake").start(() -> {
-                boolean admitted = false;
                 try {
-                    admitted = handshakes.tryAcquire(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
-                    if (admitted) {
-                        handshake(socket);
-                    } else {
-                        LOG.log(System.Logger.Level.WARNING, "too many handshakes at once; dropped "
-                                + socket.getRemoteSocketAddress());
-                        closeQuietly(socket);
-                    }
-                } catch (InterruptedException e) {
-                    closeQuietly(socket);
+                    handshake(socket, ticket);
                 } finally {
-                    if (admitted) {
-                        handshakes.release();
-                    }
+                    ticket.finished();
                 }
             });
         }
     }
 
-    private void handshake(Socket socket) {
+    private void handshake(Socket socket, HandshakeGate.Ticket ticket) {
         FabricPeer peer = null;
         try {
             socket.setTcpNoDelay(true);
@@ -475,6 +473,9 @@ final class FabricTransport implements Transport {
             DataOutputStream out = new DataOutputStream(socket.getOutputStream());
             if (!authenticateDialer(socket, in, out)) {
                 closeQuietly(socket);
+                return;
+            }
+            if (!ticket.authenticated()) {
                 return;
             }
             String address = in.readUTF();
@@ -538,8 +539,7 @@ final class FabricTransport implements Transport {
                 LOG.log(System.Logger.Level.WARNING, "handshake with " + peer.address() + " failed", e);
                 peerLost(peer, new TransportException("handshake with " + peer.address() + " failed: " + e.getMessage(), e));
             } else if (!closed) {
-                LOG.log(System.Logger.Level.WARNING, "refused a control connection from "
-                        + socket.getRemoteSocketAddress() + ": " + e.getMessage());
+                ticket.failed(e);
             }
             closeQuietly(socket);
         }
@@ -592,7 +592,7 @@ final class FabricTransport implements Transport {
         out.flush();
         byte[] proof;
         try {
-            proof = readBytes(in);
+            proof = readBytes(in, SharedSecret.PROOF_BYTES);
         } catch (IOException e) {
             return refuse(socket, null, "no proof of the shared secret (" + e.getMessage() + ")");
         }
@@ -606,7 +606,7 @@ final class FabricTransport implements Transport {
         if (config.secret() != null) {
             authenticationFailures.increment();
         }
-        LOG.log(System.Logger.Level.WARNING, "refused " + socket.getRemoteSocketAddress() + ": " + reason);
+        gate.dropLog().drop("refused", socket.getRemoteSocketAddress() + ": " + reason);
         if (out != null) {
             try {
                 out.writeInt(MAGIC);
@@ -892,6 +892,17 @@ final class FabricTransport implements Transport {
         out.write(bytes);
     }
 
+    /** Bytes from a peer not yet authenticated: a claimed length above {@code max} is garbage. */
+    private static byte[] readBytes(DataInputStream in, int max) throws IOException {
+        int length = in.readUnsignedShort();
+        if (length > max) {
+            throw new IOException("a field of " + length + " bytes where " + max + " at most belong");
+        }
+        byte[] bytes = new byte[length];
+        in.readFully(bytes);
+        return bytes;
+    }
+
     private static byte[] readBytes(DataInputStream in) throws IOException {
         byte[] bytes = new byte[in.readUnsignedShort()];
         in.readFully(bytes);
@@ -1074,7 +1085,15 @@ final class FabricTransport implements Transport {
 
     private void pollEvents() {
         ConnectionEvent event;
-        while ((event = session.pollEvent(0)) != null) {
+        int idleReads = 0;
+        while (true) {
+            if ((event = session.pollEvent(0)) == null) {
+                // Each read accepts one connection of the provider's backlog: read while one waits.
+                if (++idleReads > MAX_ACCEPTS || !session.listenerBacklogged()) {
+                    return;
+                }
+                continue;
+            }
             try (ConnectionEvent e = event) {
                 switch (e.type()) {
                     case CONNREQ -> onConnectRequest(e);
@@ -1120,7 +1139,8 @@ final class FabricTransport implements Transport {
         int id = data.length >= 4 ? ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).getInt() : -1;
         Link link = linksById.get(id);
         if (link == null || link.endpoint != null || link.reserved == null || link.peer.failure() != null) {
-            LOG.log(System.Logger.Level.WARNING, "rejected a connection request for unknown link " + id);
+            providerDrops.drop("refused", "a connection request for unknown link " + id);
+            session.reject(request);
             return;
         }
         Endpoint ep = session.openConnectedEndpoint(request.info());

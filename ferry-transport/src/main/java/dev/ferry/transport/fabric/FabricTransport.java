@@ -640,6 +640,16 @@ final class FabricTransport implements Transport {
         return nonce;
     }
 
+    /** The provider's own address (on tcp, the sockaddr of its listener); for tests. */
+    byte[] fabricAddress() {
+        return session.address();
+    }
+
+    /** Incoming handshakes not yet authenticated; for tests. */
+    int handshakesPending() {
+        return gate.pending();
+    }
+
     /** Dialers refused for want of the shared secret; for tests. */
     long authenticationFailures() {
         return authenticationFailures.sum();

@@ -50,9 +50,27 @@ class ProviderListenerReapTest extends FabricTransportFixture {
         });
         byte[] sockaddr = ((FabricTransport) server).fabricAddress();
         int port = ((sockaddr[2] & 0xff) << 8) | (sockaddr[3] & 0xff);
+        // Traffic during the burst: the server's progress thread reads empty sockets (EAGAIN)
+        // between its event-queue reads, as a loaded server does.
+        Transport client = open(config, (from, m) -> m.release());
+        Peer peer = client.connect(server.localAddress());
+        peer.send(0, peer.allocate(64)).get(10, TimeUnit.SECONDS);
+        assertTrue(arrived.await(10, TimeUnit.SECONDS));
+        java.util.concurrent.atomic.AtomicBoolean bursting = new java.util.concurrent.atomic.AtomicBoolean(true);
+        Thread traffic = Thread.ofVirtual().start(() -> {
+            while (bursting.get()) {
+                try {
+                    peer.send(0, peer.allocate(64)).get(10, TimeUnit.SECONDS);
+                } catch (Exception e) {
+                    return;
+                }
+            }
+        });
         long before = descriptors();
 
-        for (int i = 0; i < 200; i++) {
+        // Before, the provider accepted one connection per event-queue read, a read per 10 ms
+        // while idle: these sat in the backlog, in CLOSE-WAIT, for 20 s.
+        for (int i = 0; i < 2_000; i++) {
             new Socket("127.0.0.1", port).close();
         }
         for (int i = 0; i < 50; i++) {
@@ -81,14 +99,16 @@ class ProviderListenerReapTest extends FabricTransportFixture {
                 s.close();
             }
         }
+        bursting.set(false);
+        traffic.join();
         assertTrue(waitFor(() -> closeWait(port) == 0 && descriptors() <= before + 2, 10_000),
                 () -> closeWait(port) + " sockets in CLOSE-WAIT on the provider's port, " + descriptors()
                         + " descriptors open against " + before + " before the burst");
 
-        Transport client = open(config, (from, m) -> m.release());
-        Peer peer = client.connect(server.localAddress());
-        peer.send(0, peer.allocate(64)).get(10, TimeUnit.SECONDS);
-        assertTrue(arrived.await(10, TimeUnit.SECONDS));
+        Transport another = open(config, (from, m) -> m.release());
+        Peer second = another.connect(server.localAddress());
+        second.send(0, second.allocate(64)).get(10, TimeUnit.SECONDS);
+        assertTrue(peer.isOpen());
     }
 
     /** A connection request as libfabric's tcp provider sends it, naming link {@code id}. */

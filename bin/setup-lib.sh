@@ -3,10 +3,14 @@
 
 ferry_log() { printf 'ferry-setup: %s\n' "$*" >&2; }
 
+# Pipelines here run under the callers' `set -o pipefail`: a reader that stops early (grep -q,
+# head) makes the writer die of SIGPIPE and the whole pipeline fail at random, so every filter
+# reads its input to the end (grep >/dev/null, sed -n 1p).
+
 ferry_java_version() { # prints the feature version of the JDK at $1, or nothing
   [ -x "$1/bin/java" ] && [ -x "$1/bin/javac" ] || return 0
   "$1/bin/java" -XshowSettings:properties -version 2>&1 \
-    | sed -n 's/^ *java\.specification\.version = \([0-9]*\).*/\1/p' | head -n 1
+    | sed -n 's/^ *java\.specification\.version = \([0-9]*\).*/\1/p' | sed -n 1p
 }
 
 ferry_find_jdk() {
@@ -22,9 +26,22 @@ ferry_find_jdk() {
   return 1
 }
 
+ferry_ldconfig_has_libfabric() { # whether the linker cache lists libfabric.so.1
+  local cache
+  cache=$(ldconfig -p 2>/dev/null) || return 1
+  case "$cache" in
+    *'libfabric.so.1 '*) return 0 ;;
+  esac
+  return 1
+}
+
 ferry_have_libfabric() {
-  ldconfig -p 2>/dev/null | grep -q 'libfabric\.so\.1 ' && return 0
-  ls /usr/lib/*/libfabric.so.1 /usr/lib/libfabric.so.1 /usr/local/lib/libfabric.so.1 >/dev/null 2>&1
+  ferry_ldconfig_has_libfabric && return 0
+  local lib
+  for lib in /usr/lib/*/libfabric.so.1 /lib/*/libfabric.so.1 /usr/lib/libfabric.so.1 /usr/local/lib/libfabric.so.1; do
+    [ -e "$lib" ] && return 0
+  done
+  return 1
 }
 
 ferry_apt_install() { # packages...

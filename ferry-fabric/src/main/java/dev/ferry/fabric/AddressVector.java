@@ -29,6 +29,7 @@ public final class AddressVector extends FabricObject {
             MemorySegment out = arena.allocate(JAVA_LONG);
             int inserted = (int) LibFabric.I_JJJJJJ.invokeExact(LibFabric.function(ops, AV_INSERT), fid,
                     addr.address(), 1L, out.address(), 0L, 0L);
+            SignalGuard.restore(); // shm maps the peer's region here
             LibFabric.check(inserted, "fi_av_insert");
             if (inserted != 1) {
                 throw new FabricException("fi_av_insert rejected the address (" + address.length + " bytes)");
@@ -45,8 +46,9 @@ public final class AddressVector extends FabricObject {
         long ops = LibFabric.word(fid, OBJ_OPS);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment in = arena.allocateFrom(JAVA_LONG, handle);
-            LibFabric.check((int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(ops, AV_REMOVE), fid, in.address(),
-                    1L, 0L), "fi_av_remove");
+            int rc = (int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(ops, AV_REMOVE), fid, in.address(), 1L, 0L);
+            SignalGuard.restore();
+            LibFabric.check(rc, "fi_av_remove");
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
         }

@@ -144,8 +144,10 @@ public final class Endpoint extends FabricObject {
 
     private void connectTo(long address, long param, long paramLength) {
         try {
-            LibFabric.check((int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(cm, CM_CONNECT), fid, address, param,
-                    paramLength), "fi_connect");
+            int rc = (int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(cm, CM_CONNECT), fid, address, param,
+                    paramLength);
+            SignalGuard.restore();
+            LibFabric.check(rc, "fi_connect");
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
         }
@@ -155,8 +157,9 @@ public final class Endpoint extends FabricObject {
     public void accept() {
         ensureOpen();
         try {
-            LibFabric.check((int) LibFabric.I_JJJ.invokeExact(LibFabric.function(cm, CM_ACCEPT), fid, 0L, 0L),
-                    "fi_accept");
+            int rc = (int) LibFabric.I_JJJ.invokeExact(LibFabric.function(cm, CM_ACCEPT), fid, 0L, 0L);
+            SignalGuard.restore();
+            LibFabric.check(rc, "fi_accept");
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
         }

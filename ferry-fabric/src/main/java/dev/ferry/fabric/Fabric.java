@@ -30,7 +30,6 @@ public final class Fabric extends FabricObject {
     public static Fabric open(FabricInfo info) {
         long attr = LibFabric.word(info.address, offset(INFO, "fabric_attr"));
         long fabric = openObject(a -> (int) LibFabric.FI_FABRIC.invokeExact(attr, a, 0L), "fi_fabric");
-        SignalGuard.restore();
         return new Fabric(fabric, info.provider());
     }
 
@@ -92,7 +91,9 @@ public final class Fabric extends FabricObject {
     static long openObject(Opener opener, String what) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment out = arena.allocate(JAVA_LONG);
-            LibFabric.check(opener.open(out.address()), what);
+            int rc = opener.open(out.address());
+            SignalGuard.restore(); // shm installs its handlers in fi_endpoint, psm2/opx in theirs
+            LibFabric.check(rc, what);
             return out.get(JAVA_LONG, 0);
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);

@@ -107,6 +107,7 @@ public abstract sealed class FabricObject implements AutoCloseable
             }
             long ops = LibFabric.word(fid, InfoDescriptor.FID_OPS);
             int rc = (int) LibFabric.I_J.invokeExact(LibFabric.function(ops, InfoDescriptor.OPS_CLOSE), fid);
+            SignalGuard.restore();
             LibFabric.check(rc, "fi_close(" + getClass().getSimpleName() + ")");
         } catch (Throwable t) {
             failure = failure == null ? LibFabric.rethrow(t) : failure;
@@ -161,6 +162,7 @@ public abstract sealed class FabricObject implements AutoCloseable
             long ops = LibFabric.word(fid, InfoDescriptor.FID_OPS);
             int rc = (int) LibFabric.I_JIJ.invokeExact(LibFabric.function(ops, InfoDescriptor.OPS_CONTROL), fid,
                     command, arg);
+            SignalGuard.restore(); // fi_enable creates shm's region
             LibFabric.check(rc, what);
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
@@ -173,6 +175,7 @@ public abstract sealed class FabricObject implements AutoCloseable
             long ops = LibFabric.word(fid, InfoDescriptor.FID_OPS);
             int rc = (int) LibFabric.I_JJJ.invokeExact(LibFabric.function(ops, InfoDescriptor.OPS_BIND), fid,
                     other.fid, flags);
+            SignalGuard.restore();
             LibFabric.check(rc, what);
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);

@@ -28,6 +28,8 @@ public final class FabricSession implements AutoCloseable {
     private final AddressVector av;
     private final SharedReceiveContext srx;
     private final byte[] address;
+    /** This session's hold on its shm region (see {@link ShmRegions}); null on other providers. */
+    private final ShmRegions.Claim region;
     private final List<Connection> connections = new ArrayList<>();
     /** The provider's listening socket, where it can be found; else null. */
     private final ListenerSocket listenerSocket;
@@ -61,6 +63,7 @@ public final class FabricSession implements AutoCloseable {
                     this.address = new byte[0];
                     this.listenerSocket = null;
                 }
+                this.region = null;
             } else {
                 this.eq = null;
                 this.listener = null;
@@ -72,6 +75,7 @@ public final class FabricSession implements AutoCloseable {
                 shared.bind(av);
                 shared.enable();
                 this.address = shared.name();
+                this.region = info.provider().equals("shm") ? ShmRegions.claim(address) : null;
             }
         } catch (RuntimeException e) {
             f.close();
@@ -112,6 +116,7 @@ public final class FabricSession implements AutoCloseable {
         Objects.requireNonNull(host, "host");
         if (provider != null && provider.startsWith("shm")) {
             ShmRegions.removeOwnLeftovers();
+            ShmRegions.removeDeadRegions(ShmRegions.DIRECTORY);
         }
         Hints plain = Hints.of(provider, type);
         // On reliable datagrams, receivers should learn who sent each message (FI_SOURCE and
@@ -384,6 +389,9 @@ public final class FabricSession implements AutoCloseable {
             }
             fabric.close();
         } finally {
+            if (region != null) {
+                region.close(); // after the endpoint's close removed the region
+            }
             infos.close();
         }
     }

@@ -33,7 +33,7 @@ final class LibFabric {
 
     private static SymbolLookup load() {
         defaultEnvironment();
-        SignalGuard.save();
+        SignalGuard.init();
         try {
             return open();
         } finally {

@@ -27,7 +27,9 @@ public final class PassiveEndpoint extends FabricObject {
     public void listen() {
         ensureOpen();
         try {
-            LibFabric.check((int) LibFabric.I_J.invokeExact(LibFabric.function(cm, CM_LISTEN), fid), "fi_listen");
+            int rc = (int) LibFabric.I_J.invokeExact(LibFabric.function(cm, CM_LISTEN), fid);
+            SignalGuard.restore();
+            LibFabric.check(rc, "fi_listen");
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
         }

@@ -205,7 +205,13 @@ public final class ParameterServer implements AutoCloseable {
         if (table != null) {
             return table.stats();
         }
-        return dense(name).stats();
+        DenseTensor tensor = tensors.get(name);
+        if (tensor == null) {
+            throw new PsException(PsException.Code.UNKNOWN_TABLE, "no sparse table or dense tensor named '" + name
+                    + "'; sparse tables: " + tables.keySet().stream().sorted().toList() + ", dense tensors: "
+                    + tensors.keySet().stream().sorted().toList());
+        }
+        return tensor.stats();
     }
 
     /** Every table and tensor, by name. */

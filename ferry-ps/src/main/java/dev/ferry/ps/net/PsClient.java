@@ -419,6 +419,7 @@ public final class PsClient implements AutoCloseable {
                         + "' (dimension " + dimension + ") need " + (long) ids.length * dimension
                         + " gradient floats, not " + gradients.length);
             }
+            FiniteGradients.check(table, ids, gradients, dimension);
             byte[] name = PsDescriptor.nameBytes(table);
             BatchPlan plan = BatchPlan.of(ids, 0, ids.length, slots);
             MemorySegment grads = MemorySegment.ofArray(gradients);

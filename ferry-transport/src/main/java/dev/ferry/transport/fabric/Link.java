@@ -59,6 +59,8 @@ final class Link {
     boolean creditStalled;
     boolean windowStalled;
     boolean active;
+    /** The first of this link's operations in flight, chained by the {@link OperationTable}; -1 for none. */
+    int firstOperation = -1;
     /** Per stream, inbound messages held back behind an unfinished rendezvous of that stream. */
     final Map<Integer, ArrayDeque<InboundFrame>> heldBack = new HashMap<>();
 

@@ -56,6 +56,6 @@ final class ReceivedMessage implements InboundMessage {
         if (f == null) {
             throw new IllegalStateException("message on stream " + stream + " released twice");
         }
-        f.link.peer.transport.released(f);
+        f.link.peer.transport.receives.released(f);
     }
 }

@@ -1,0 +1,27 @@
+package dev.ferry.transport.fabric;
+
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * The fabric transport's running totals: written by the progress thread (and, for
+ * {@link #held}, by the threads that release messages), read by any thread through
+ * {@link FabricTransport#counters()}.
+ */
+final class FabricCounters {
+
+    final LongAdder messagesSent = new LongAdder();
+    final LongAdder messagesReceived = new LongAdder();
+    final LongAdder bytesSent = new LongAdder();
+    final LongAdder bytesReceived = new LongAdder();
+    final LongAdder eagerSent = new LongAdder();
+    final LongAdder rendezvousSent = new LongAdder();
+    final LongAdder creditStalls = new LongAdder();
+    final LongAdder windowStalls = new LongAdder();
+    final LongAdder reposts = new LongAdder();
+    /** Receive buffers the application holds now. */
+    final AtomicLong held = new AtomicLong();
+    final LongAdder linkFailures = new LongAdder();
+    final LongAdder creditsGranted = new LongAdder();
+    final LongAdder creditsReclaimed = new LongAdder();
+}

@@ -1,0 +1,186 @@
+package dev.ferry.transport.fabric;
+
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+
+import dev.ferry.transport.SharedSecret;
+import dev.ferry.transport.TransportException;
+import dev.ferry.transport.UnauthenticatedException;
+
+/**
+ * The handshake on a new control connection: the challenge that proves both sides hold the
+ * shared secret, then the hello that exchanges fabric addresses, link ids and abilities. All
+ * fields are big-endian ({@link DataOutputStream}); {@code bytes} is an unsigned 16-bit length
+ * and then that many bytes; {@code UTF} is {@link DataOutputStream#writeUTF}.
+ *
+ * <pre>
+ *  dialer                                              acceptor
+ *    | MAGIC int | has secret bool | nonce (16)          |
+ *    |---------------------------------------------------->|
+ *    |  MAGIC int | status 0 | nonce (16) | proof bytes    |   (proof empty without a secret)
+ *    |<----------------------------------------------------|   or MAGIC | status 1 | UTF reason
+ *    | proof bytes                                         |
+ *    |---------------------------------------------------->|   refused: MAGIC | 1 | UTF reason
+ *    | hello: UTF listen address | fabric address bytes    |
+ *    |        int n | n x (int link id | int grant)        |
+ *    |        int eager threshold | UTF doorbell path      |
+ *    |---------------------------------------------------->|
+ *    |  MAGIC int | status 0 | fabric address bytes        |
+ *    |  int n | n x (int link id | int grant)              |   or MAGIC | status 1 | UTF reason
+ *    |  int eager threshold | UTF doorbell path            |   ("already connected")
+ *    |<----------------------------------------------------|
+ *    |          control channel: see ControlChannel        |
+ * </pre>
+ *
+ * A proof is {@link SharedSecret#proof} over both nonces, labelled {@code ferry-server} for the
+ * acceptor's and {@code ferry-client} for the dialer's, so neither can be replayed as the other.
+ * The dialer says nothing about its fabric before the acceptor has proved the secret; the
+ * acceptor says nothing before the dialer has. An empty doorbell path means none.
+ */
+final class HandshakeDescriptor {
+
+    /** "FRY3": the first word of the dialer's greeting and of each of the acceptor's answers. */
+    static final int MAGIC = 0x46525933;
+    static final byte ACCEPTED = 0;
+    static final byte REFUSED = 1;
+    static final String SERVER_LABEL = "ferry-server";
+    static final String CLIENT_LABEL = "ferry-client";
+
+    private HandshakeDescriptor() {
+    }
+
+    /**
+     * The hello (dialer, with {@code address}) or its answer (acceptor, {@code address} null):
+     * the sender's fabric address, its links (its id of each and the credits it grants on it),
+     * its eager threshold and its doorbell path ("" for none).
+     */
+    record Hello(String address, byte[] fabricAddress, int[] linkIds, int[] grants, int eagerThreshold,
+            String doorbellPath) {
+
+        int links() {
+            return linkIds.length;
+        }
+    }
+
+    static void writeGreeting(DataOutputStream out, boolean hasSecret, byte[] nonce) throws IOException {
+        out.writeInt(MAGIC);
+        out.writeBoolean(hasSecret);
+        out.write(nonce);
+        out.flush();
+    }
+
+    /** The acceptor's challenge answer: its nonce and its proof. */
+    static void writeChallenge(DataOutputStream out, byte[] nonce, byte[] proof) throws IOException {
+        out.writeInt(MAGIC);
+        out.writeByte(ACCEPTED);
+        out.write(nonce);
+        writeBytes(out, proof);
+        out.flush();
+    }
+
+    static void writeRefusal(DataOutputStream out, String reason) throws IOException {
+        out.writeInt(MAGIC);
+        out.writeByte(REFUSED);
+        out.writeUTF(reason);
+        out.flush();
+    }
+
+    /** The dialer's hello; {@link #writeAnswer} is the acceptor's. */
+    static void writeHello(DataOutputStream out, Hello hello) throws IOException {
+        out.writeUTF(hello.address());
+        writeBody(out, hello);
+    }
+
+    static void writeAnswer(DataOutputStream out, Hello hello) throws IOException {
+        out.writeInt(MAGIC);
+        out.writeByte(ACCEPTED);
+        writeBody(out, hello);
+    }
+
+    private static void writeBody(DataOutputStream out, Hello hello) throws IOException {
+        writeBytes(out, hello.fabricAddress());
+        out.writeInt(hello.links());
+        for (int i = 0; i < hello.links(); i++) {
+            out.writeInt(hello.linkIds()[i]);
+            out.writeInt(hello.grants()[i]);
+        }
+        out.writeInt(hello.eagerThreshold());
+        out.writeUTF(hello.doorbellPath());
+        out.flush();
+    }
+
+    /** Reads a dialer's hello; at most {@code maxLinks} links. */
+    static Hello readHello(DataInputStream in, int maxLinks) throws IOException {
+        String address = in.readUTF();
+        return readBody(in, address, maxLinks);
+    }
+
+    /**
+     * Reads the acceptor's answer to a hello of {@code links} links (the status first: see
+     * {@link #readStatus}).
+     */
+    static Hello readAnswer(String from, DataInputStream in, int links) throws IOException {
+        readStatus(from, in, false);
+        Hello answer = readBody(in, null, Integer.MAX_VALUE);
+        if (answer.links() != links) {
+            throw new TransportException(from + " answered with " + answer.links() + " links for " + links);
+        }
+        return answer;
+    }
+
+    private static Hello readBody(DataInputStream in, String address, int maxLinks) throws IOException {
+        byte[] fabricAddress = readBytes(in);
+        int n = in.readInt();
+        if (n <= 0 || n > maxLinks) {
+            throw new IOException("bad link count " + n);
+        }
+        int[] ids = new int[n];
+        int[] grants = new int[n];
+        for (int i = 0; i < n; i++) {
+            ids[i] = in.readInt();
+            grants[i] = in.readInt();
+        }
+        int eager = in.readInt();
+        if (eager < 0) {
+            throw new IOException("bad eager threshold " + eager);
+        }
+        return new Hello(address, fabricAddress, ids, grants, eager, in.readUTF());
+    }
+
+    /**
+     * Reads the acceptor's status: throws with its reason if it refused, an
+     * {@link UnauthenticatedException} if it refused at the challenge.
+     */
+    static void readStatus(String from, DataInputStream in, boolean challenge) throws IOException {
+        if (in.readInt() != MAGIC) {
+            throw new TransportException(from + " is not a Ferry transport");
+        }
+        if (in.readByte() != ACCEPTED) {
+            String reason = from + " refused the connection: " + in.readUTF();
+            throw challenge ? new UnauthenticatedException(reason) : new TransportException(reason);
+        }
+    }
+
+    static void writeBytes(DataOutputStream out, byte[] bytes) throws IOException {
+        out.writeShort(bytes.length);
+        out.write(bytes);
+    }
+
+    /** Bytes from a peer not yet authenticated: a claimed length above {@code max} is garbage. */
+    static byte[] readBytes(DataInputStream in, int max) throws IOException {
+        int length = in.readUnsignedShort();
+        if (length > max) {
+            throw new IOException("a field of " + length + " bytes where " + max + " at most belong");
+        }
+        byte[] bytes = new byte[length];
+        in.readFully(bytes);
+        return bytes;
+    }
+
+    static byte[] readBytes(DataInputStream in) throws IOException {
+        byte[] bytes = new byte[in.readUnsignedShort()];
+        in.readFully(bytes);
+        return bytes;
+    }
+}

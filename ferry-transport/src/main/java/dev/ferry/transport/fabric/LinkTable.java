@@ -1,0 +1,545 @@
+package dev.ferry.transport.fabric;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+
+import dev.ferry.fabric.ConnectionEvent;
+import dev.ferry.fabric.Endpoint;
+import dev.ferry.fabric.EndpointType;
+import dev.ferry.fabric.Errno;
+import dev.ferry.fabric.FabricSession;
+import dev.ferry.fabric.Fi;
+import dev.ferry.memory.PoolKind;
+import dev.ferry.memory.RegisteredBuffer;
+import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.TransportException;
+import dev.ferry.transport.admission.DropLog;
+
+/**
+ * Every link of the transport: creates them (with their receive buffers and first grant),
+ * connects and accepts their endpoints, follows the fabric's connection events, finds the link
+ * of an arriving frame, and tears a peer's links down when it fails. Progress thread only, but
+ * for {@link #openRoute}, {@link #all} and the counts.
+ */
+final class LinkTable {
+
+    private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
+    private static final SecureRandom IDS = new SecureRandom();
+    /** Links whose ids a frame's lookup finds without the map: a power of two. */
+    private static final int RECENT_LINKS = 256;
+    /** Connections the provider's listener accepts per pass of the progress thread at most. */
+    private static final int MAX_ACCEPTS = 1024;
+
+    private final FabricTransport transport;
+    private final TransportConfig config;
+    private final FabricSession session;
+    /** Connection requests at the provider's own listener refused for naming no link. */
+    private final DropLog providerDrops = new DropLog(LOG, "fabric listener");
+    private final EndpointType type;
+    private final boolean sharedQueue;
+    /** Every link made, in order; read by other threads for counters (it only grows). */
+    private final List<Link> links = new CopyOnWriteArrayList<>();
+    /**
+     * Links by id. Ids are random, so that a frame naming a link is also the link's token: on a
+     * shared receive context nothing else says which connection a frame came on.
+     */
+    private final Map<Integer, Link> byId = new HashMap<>();
+    /**
+     * Links recently named by frames, at their id's low bits: spares boxing the id of each frame
+     * for {@link #byId}, which never drops a link, so a hit is what the map would return.
+     */
+    private final Link[] recent = new Link[RECENT_LINKS];
+    /** Connected endpoints waiting for the fabric's CONNREQ or CONNECTED event. */
+    private int connecting;
+    private volatile int linksOpen;
+
+    LinkTable(FabricTransport transport) {
+        this.transport = transport;
+        this.config = transport.config;
+        this.session = transport.session;
+        this.type = transport.type;
+        this.sharedQueue = transport.sharedQueue;
+    }
+
+    /** Every link made so far; a snapshot for other threads. */
+    List<Link> all() {
+        return links;
+    }
+
+    /** Any link, to name the shared endpoint; null before the first. */
+    Link any() {
+        return links.isEmpty() ? null : links.getFirst();
+    }
+
+    int linksOpen() {
+        return linksOpen;
+    }
+
+    /** Whether connection events are due: endpoints wait for a peer's request or answer. */
+    boolean connecting() {
+        return connecting > 0;
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Making links
+
+    /**
+     * Creates links and sets aside their receive buffers, as many as the receive pool and the
+     * endpoint's receive queue allow. A connected endpoint has a queue of its own per link, unless
+     * the links share a receive context. On a shared queue (a reliable-datagram endpoint, or the
+     * shared receive context) all links share one queue of {@code rx_size} entries:
+     * each new link is granted a share of what is left (at least a few credits), and the buffers
+     * of links that went away are granted again rather than posted twice.
+     */
+    Link[] create(FabricPeer peer, int count) {
+        assert transport.inProgressThread();
+        if (linksOpenNow() + count > config.maxLinks()) {
+            throw new TransportException("maxLinks (" + config.maxLinks() + ") reached");
+        }
+        CreditBalancer credits = transport.credits;
+        int minimum = ReceiveCredits.RESERVE + 2;
+        int want = config.receiveBuffersPerLink() + ReceiveCredits.RESERVE;
+        long queue = Math.max(minimum, receiveQueueEntries());
+        Link[] made = new Link[count];
+        for (int i = 0; i < count; i++) {
+            long posted = credits.sharedPosted();
+            long granted = credits.sharedGranted();
+            int grant;
+            if (sharedQueue) {
+                long left = queue - granted;
+                grant = (int) Math.min(want, Math.max(minimum, left / 32));
+                if (left < minimum) {
+                    throw new TransportException("the shared receive queue (" + queue + " entries) is fully granted to "
+                            + linksOpenNow() + " links");
+                }
+            } else {
+                grant = (int) Math.min(want, queue);
+            }
+            List<RegisteredBuffer> got = new ArrayList<>();
+            int toPost = sharedQueue ? (int) Math.max(0, granted + grant - posted) : grant;
+            while (got.size() < toPost) {
+                RegisteredBuffer b = transport.allocator.tryAllocate(PoolKind.RECEIVE, transport.receiveBytes);
+                if (b == null) {
+                    break;
+                }
+                got.add(b);
+            }
+            if (got.size() < toPost && (!sharedQueue ? got.size() : posted + got.size() - granted) < minimum) {
+                got.forEach(RegisteredBuffer::release);
+                for (int j = 0; j < i; j++) {
+                    if (made[j].reserved != null) {
+                        for (RegisteredBuffer b : made[j].reserved) {
+                            b.release();
+                        }
+                    }
+                }
+                throw new TransportException("receive pool exhausted (" + config.receivePoolBytes()
+                        + " bytes): raise receivePoolBytes or lower receiveBuffersPerLink");
+            }
+            if (got.size() < toPost) {
+                grant = !sharedQueue ? got.size() : (int) (posted + got.size() - granted);
+            }
+            int id;
+            do {
+                id = IDS.nextInt() & Integer.MAX_VALUE;
+            } while (byId.containsKey(id));
+            Link link = new Link(peer, id, new ReceiveCredits(grant, 0));
+            byId.put(id, link);
+            link.granted = grant;
+            link.firstGrant = grant;
+            link.reserved = got.toArray(RegisteredBuffer[]::new);
+            links.add(link);
+            made[i] = link;
+            if (sharedQueue) {
+                // Shared receives are posted before the peer learns of the grant.
+                link.endpoint = session.sharedEndpoint();
+                for (RegisteredBuffer b : link.reserved) {
+                    transport.receives.postReceive(b, link);
+                }
+                credits.shared(link.reserved.length, grant);
+                // A connected link still needs its endpoint: nothing is left to post on it.
+                link.reserved = transport.srx != null ? new RegisteredBuffer[0] : null;
+            }
+        }
+        Link[] all = Arrays.copyOf(peer.links, peer.links.length + count);
+        System.arraycopy(made, 0, all, peer.links.length, count);
+        peer.links = all;
+        return made;
+    }
+
+    /**
+     * Entries of a link's receive queue, or of the queue all links share: a shared receive
+     * context holds more (65,536 on tcp) than the receive pool fills, so the pool bounds it
+     * (buffers come from the allocator's power-of-two size class).
+     */
+    long receiveQueueEntries() {
+        long entries = session.info().rxSize();
+        long buffer = Long.highestOneBit(transport.receiveBytes - 1L) << 1;
+        return transport.srx == null ? entries : Math.min(entries, config.receivePoolBytes() / buffer);
+    }
+
+    private int linksOpenNow() {
+        int n = 0;
+        for (Link link : links) {
+            if (link.peer.failure() == null && link.retiredTo == null) {
+                n++;
+            }
+        }
+        return n;
+    }
+
+    /** The dialer's links, once the acceptor answered with its ids and grants. */
+    void completeConnector(FabricPeer peer, byte[] fabricAddress, int[] remoteIds, int[] grants) {
+        assert transport.inProgressThread();
+        Link[] made = peer.links;
+        peer.remoteFabricAddress = fabricAddress;
+        for (int i = 0; i < made.length; i++) {
+            Link link = made[i];
+            link.remoteId = remoteIds[i];
+            link.route = i;
+            peer.routes.set(i, link);
+            link.credits.returned(grants[i]);
+        }
+        if (type == EndpointType.RDM) {
+            addressPeer(peer, fabricAddress, made);
+            return;
+        }
+        for (Link link : made) {
+            connectLink(link, fabricAddress);
+        }
+    }
+
+    /** The acceptor's links for a dialer's hello: its connected endpoints come with the dialer's requests. */
+    Link[] accept(FabricPeer peer, HandshakeDescriptor.Hello hello) {
+        assert transport.inProgressThread();
+        int n = hello.links();
+        peer.remoteFabricAddress = hello.fabricAddress();
+        Link[] made = create(peer, n);
+        for (int i = 0; i < n; i++) {
+            made[i].remoteId = hello.linkIds()[i];
+            made[i].route = i;
+            peer.routes.set(i, made[i]);
+            made[i].credits.returned(hello.grants()[i]);
+        }
+        if (type == EndpointType.RDM) {
+            addressPeer(peer, hello.fabricAddress(), made);
+        } else {
+            connecting += made.length;
+        }
+        return made;
+    }
+
+    /** Reliable datagrams: the peer's address goes into the address vector, and its links are up. */
+    private void addressPeer(FabricPeer peer, byte[] fabricAddress, Link[] made) {
+        FabricSession.Connection connection = session.connect(fabricAddress, 0);
+        peer.fabricConnection = connection;
+        long handle = connection.peer();
+        peer.fabricAddress = handle;
+        for (Link link : made) {
+            link.address = handle;
+            markReady(link);
+        }
+    }
+
+    /** Opens a connected endpoint for {@code link}, posts its receives, and asks the peer to accept. */
+    private void connectLink(Link link, byte[] fabricAddress) {
+        Endpoint ep = session.openEndpointTo(fabricAddress);
+        link.endpoint = ep;
+        link.address = Fi.ADDR_UNSPEC;
+        for (RegisteredBuffer b : link.reserved) {
+            transport.receives.postReceive(b, link);
+        }
+        link.reserved = null;
+        ep.connect(fabricAddress, ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(link.remoteId).array());
+        connecting++;
+    }
+
+    private void markReady(Link link) {
+        link.ready = true;
+        linksOpen++;
+        link.peer.ready.complete(null);
+        transport.sends.activate(link);
+    }
+
+    /**
+     * Opens the link of {@code route} to {@code peer}: any thread, on a stream's first use of
+     * the route. Blocks for the progress thread's answer (not for the peer's): frames queue on
+     * the new link until it is up. Where no further link may open, the route shares route 0.
+     */
+    Link openRoute(FabricPeer peer, int route) {
+        return transport.proxy.call(() -> {
+            Link existing = peer.routes.get(route);
+            if (existing != null) {
+                return existing;
+            }
+            Link first = peer.routes.get(0);
+            Link made;
+            try {
+                made = create(peer, 1)[0];
+            } catch (TransportException e) {
+                LOG.log(System.Logger.Level.DEBUG, "route " + route + " to " + peer.address() + " shares "
+                        + first + ": " + e.getMessage());
+                peer.routes.set(route, first);
+                return first;
+            }
+            made.route = route;
+            peer.routes.set(route, made);
+            transport.control.requestLink(peer, route, made.id, made.granted);
+            return made;
+        });
+    }
+
+    /** The peer asks for a link of {@code route} (checked by the caller). */
+    Link openRequested(FabricPeer peer, int route, int remoteId, int grant) {
+        assert transport.inProgressThread();
+        if (peer.failure() != null) {
+            throw new TransportException("no route " + route);
+        }
+        Link link = create(peer, 1)[0];
+        link.remoteId = remoteId;
+        link.route = route;
+        link.credits.returned(grant);
+        // A route this side has not opened itself sends on the peer's link.
+        peer.routes.compareAndSet(route, null, link);
+        connecting++; // the peer's connection request comes next
+        return link;
+    }
+
+    /** The peer accepted a link this side asked for. */
+    void onLinkOpened(FabricPeer peer, int id, int remoteId, int grant) {
+        assert transport.inProgressThread();
+        Link link = byId.get(id);
+        if (link == null || link.peer != peer || link.endpoint != null || link.retiredTo != null) {
+            linkFailure(peer.links[0], "the peer opened unknown link " + id);
+            return;
+        }
+        if (peer.failure() != null) {
+            return;
+        }
+        link.remoteId = remoteId;
+        link.credits.returned(grant);
+        connectLink(link, peer.remoteFabricAddress);
+    }
+
+    /**
+     * The peer refused a link this side asked for (its {@code maxLinks} or receive pool). The
+     * route shares the first link, and what queued on the refused one moves there, in order.
+     */
+    void onLinkRefused(FabricPeer peer, int id, String reason) {
+        assert transport.inProgressThread();
+        Link link = byId.get(id);
+        if (link == null || link.peer != peer || link.endpoint != null || peer.failure() != null) {
+            return;
+        }
+        LOG.log(System.Logger.Level.DEBUG, peer.address() + " refused " + link + ": " + reason);
+        Link first = peer.routes.get(0);
+        link.retiredTo = first;
+        peer.routes.set(link.route, first);
+        peer.links = Arrays.stream(peer.links).filter(l -> l != link).toArray(Link[]::new);
+        transport.credits.withdraw(link);
+        if (link.reserved != null) {
+            for (RegisteredBuffer b : link.reserved) {
+                b.release();
+            }
+            link.reserved = null;
+        }
+        while (!link.queue.isEmpty()) {
+            OutboundFrame frame = link.queue.poll();
+            link.waiting.decrementAndGet();
+            frame.link = first;
+            first.waiting.incrementAndGet();
+            first.queue.add(frame);
+        }
+        transport.sends.activate(first);
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Connection events and lookups
+
+    /** Handles the fabric's connection events (connected endpoints). */
+    void pollEvents() {
+        assert transport.inProgressThread();
+        ConnectionEvent event;
+        int idleReads = 0;
+        while (true) {
+            if ((event = session.pollEvent(0)) == null) {
+                // Each read accepts one connection of the provider's backlog: read while one waits.
+                if (++idleReads > MAX_ACCEPTS || !session.listenerBacklogged()) {
+                    return;
+                }
+                continue;
+            }
+            try (ConnectionEvent e = event) {
+                switch (e.type()) {
+                    case CONNREQ -> onConnectRequest(e);
+                    case CONNECTED -> {
+                        Link link = linkOf(e);
+                        if (link != null && !link.ready) {
+                            connecting--;
+                            markReady(link);
+                        }
+                    }
+                    case SHUTDOWN -> {
+                        Link link = linkOf(e);
+                        if (link != null) {
+                            teardown(link.peer, new TransportException("peer " + link.peer.address()
+                                    + " shut the connection down"), true);
+                        }
+                    }
+                    case ERROR -> {
+                        Link link = linkOf(e);
+                        if (link != null) {
+                            teardown(link.peer, new TransportException("connection to " + link.peer.address()
+                                    + " failed: " + Errno.name(e.errno()) + " " + e.message()), true);
+                        }
+                    }
+                    default -> { }
+                }
+            }
+        }
+    }
+
+    private Link linkOf(ConnectionEvent event) {
+        for (Link link : links) {
+            // Only live endpoints: a new endpoint may reuse the native address of a closed one.
+            if (link.endpoint != null && !link.endpoint.isClosed() && event.concerns(link.endpoint)) {
+                return link;
+            }
+        }
+        return null;
+    }
+
+    private void onConnectRequest(ConnectionEvent request) {
+        byte[] data = request.data();
+        int id = data.length >= 4 ? ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).getInt() : -1;
+        Link link = byId.get(id);
+        if (link == null || link.endpoint != null || link.reserved == null || link.peer.failure() != null) {
+            providerDrops.drop("refused", "a connection request for unknown link " + id);
+            session.reject(request);
+            return;
+        }
+        Endpoint ep = session.openConnectedEndpoint(request.info());
+        link.endpoint = ep;
+        link.address = Fi.ADDR_UNSPEC;
+        for (RegisteredBuffer b : link.reserved) {
+            transport.receives.postReceive(b, link);
+        }
+        link.reserved = null;
+        ep.accept();
+    }
+
+    /** The link a frame names, or null. */
+    Link byId(int id) {
+        Link link = recent[id & (RECENT_LINKS - 1)];
+        if (link == null || link.id != id) {
+            link = byId.get(id);
+            if (link != null) {
+                recent[id & (RECENT_LINKS - 1)] = link;
+            }
+        }
+        return link;
+    }
+
+    /** The live link of a shared endpoint's sender, or null. */
+    Link from(long source) {
+        for (Link link : links) {
+            if (link.address == source && link.peer.failure() == null) {
+                return link;
+            }
+        }
+        return null;
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Failure
+
+    /** {@code link} broke (a bad frame, a failed operation): its peer goes with it. */
+    void linkFailure(Link link, String reason) {
+        if (link.peer.failure() != null) {
+            return;
+        }
+        transport.counters.linkFailures.increment();
+        LOG.log(System.Logger.Level.WARNING, "closing " + link + ": " + reason);
+        teardown(link.peer, new TransportException(link + " closed: " + reason), true);
+    }
+
+    /** Fails a peer, its sends and its links; tells the application if {@code notify}. */
+    void teardown(FabricPeer peer, Throwable cause, boolean notify) {
+        assert transport.inProgressThread();
+        boolean first = peer.fail(cause);
+        for (Link link : peer.links) {
+            if (link.ready) {
+                link.ready = false;
+                linksOpen--;
+            }
+            transport.credits.withdraw(link);
+            transport.sends.failQueued(link, cause);
+            transport.receives.dropHeld(link);
+            if (link.reserved != null) {
+                for (RegisteredBuffer b : link.reserved) {
+                    if (b != null) {
+                        b.release();
+                    }
+                }
+                link.reserved = null;
+            }
+            if (type == EndpointType.MSG && link.endpoint != null && !link.endpoint.isClosed()) {
+                link.endpoint.close();
+                // Nothing completes on a closed endpoint: free what it still held.
+                transport.ops.dropAll(link, (kind, target, of, bytes) -> dropped(kind, target, of, bytes, cause));
+            }
+        }
+        transport.sends.failRendezvous(peer, cause);
+        if (peer.fabricConnection != null) {
+            // Each incarnation of a peer inserts its address again: without the removal a peer
+            // that reconnects fills the address vector (256 entries) and is refused from then on.
+            peer.fabricConnection.close();
+            peer.fabricConnection = null;
+        }
+        if (peer.doorbell != null) {
+            peer.doorbell.close();
+            peer.doorbell = null;
+        }
+        transport.peers.remove(peer.address(), peer);
+        peer.control.close();
+        if (first && notify && !transport.isClosed()) {
+            try {
+                transport.handler.onPeerClosed(peer, cause);
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.WARNING, "onPeerClosed threw", e);
+            }
+        }
+    }
+
+    private void dropped(byte kind, Object target, Link link, long bytes, Throwable cause) {
+        switch (kind) {
+            case OperationTable.RECV -> ((RegisteredBuffer) target).release();
+            case OperationTable.SEND_MESSAGE -> transport.sends.onMessageDropped((OutboundFrame) target, link, cause);
+            case OperationTable.SEND_CONTROL -> transport.sends.onControlSent((RegisteredBuffer) target);
+            case OperationTable.READ -> transport.pulls.abandon((InboundFrame) target, bytes);
+            default -> { }
+        }
+    }
+
+    /** One line per link: its state, credits and queues; for diagnostics. */
+    String describe() {
+        StringBuilder b = new StringBuilder();
+        for (Link link : links) {
+            b.append(link).append(link.ready ? " ready" : " down").append(link.peer.failure() != null ? " failed" : "")
+                    .append(" granted=").append(link.granted).append(" window=").append(link.credits.window())
+                    .append(" peerHeld=").append(link.credits.peerHeld()).append(" owed=").append(link.credits.owed())
+                    .append(" available=").append(link.credits.available()).append(" queued=").append(link.queue.size())
+                    .append(" control=").append(link.control.size()).append(" reclaimPending=").append(link.reclaimPending)
+                    .append(" quietMs=").append((System.nanoTime() - link.lastArrivalNanos) / 1_000_000).append('\n');
+        }
+        return b.append("shared posted=").append(transport.credits.sharedPosted()).append(" granted=")
+                .append(transport.credits.sharedGranted()).toString();
+    }
+}

@@ -1,0 +1,294 @@
+package dev.ferry.transport.fabric;
+
+import dev.ferry.fabric.CompletionBatch;
+import dev.ferry.fabric.CompletionError;
+import dev.ferry.fabric.CompletionQueue;
+import dev.ferry.fabric.EndpointType;
+import dev.ferry.fabric.Fi;
+import dev.ferry.memory.RegisteredBuffer;
+import dev.ferry.transport.TransportException;
+
+/**
+ * The progress thread's duty cycle, the only caller of libfabric. Each turn it takes what other
+ * threads handed over ({@link ProgressProxy}), drains the completion queue in batches and
+ * dispatches each completion by its operation's kind, runs the timers (credit review,
+ * connection events, quarantine), pumps the links with something to send and starts the
+ * rendezvous pulls there is room for. With nothing to do it spins briefly, then polls while work
+ * comes in dense bursts, then sleeps on its {@link Idler}, so an idle transport uses no CPU.
+ */
+final class ProgressLoop {
+
+    private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
+    /** Completions read at once. */
+    private static final int BATCH = 64;
+    /** Hand-overs taken per turn, so that completions are not starved by a flood of sends. */
+    private static final int COMMANDS_PER_TURN = 256;
+    /** Idle progress: busy-polls this long after the last work before sleeping. */
+    private static final long SPIN_NANOS = 20_000L;
+    /** Idle stretches count at most this much in {@link #idleGap}, so one long pause fades fast. */
+    private static final long MAX_GAP_SAMPLE_NANOS = 1_000_000L;
+    /** Sleep slice while traffic is recent or this side's own operations are in flight. */
+    private static final long PARK_NANOS = 50_000L;
+    /** Sleep slices grow up to this once the transport is truly idle. */
+    private static final long MAX_SLICE_NANOS = 1_000_000L;
+    /** Traffic this recent keeps the sleep slice short. */
+    private static final long RECENT_NANOS = 50_000_000L;
+
+    private final FabricTransport transport;
+    private final CompletionQueue cq;
+    private final boolean sources;
+    private final boolean connected;
+    private final Thread thread;
+    private final Idler idler;
+    /** Idle progress while work comes in dense bursts: keeps polling this long before sleeping. */
+    private final long pollBudgetNanos;
+    private volatile boolean parked;
+    private long loops;
+    private long lastReview;
+    private long lastWork = System.nanoTime();
+    /** Moving average (1/8) of the idle stretches between pieces of work. */
+    private long idleGap = MAX_GAP_SAMPLE_NANOS;
+
+    ProgressLoop(FabricTransport transport, Doorbell doorbell) {
+        this.transport = transport;
+        this.cq = transport.cq;
+        this.sources = transport.sources;
+        this.connected = transport.type == EndpointType.MSG;
+        this.pollBudgetNanos = transport.config.idlePollMicros() * 1_000L;
+        this.thread = Thread.ofPlatform().daemon().unstarted(this::run);
+        this.idler = cq.waitable() ? new CompletionQueueIdler(transport, this)
+                : doorbell != null ? new DoorbellIdler(transport, this, doorbell) : new ParkIdler(thread);
+    }
+
+    Thread thread() {
+        return thread;
+    }
+
+    void start(String name) {
+        thread.setName(name);
+        thread.start();
+    }
+
+    /** Whether the caller is the progress thread. */
+    boolean inProgressThread() {
+        return Thread.currentThread() == thread;
+    }
+
+    private void run() {
+        CompletionBatch batch = new CompletionBatch(BATCH);
+        int idle = 0;
+        try {
+            while (!transport.isClosed()) {
+                int work = drainCommands();
+                work += poll(batch);
+                loops++;
+                boolean timer = false;
+                if ((loops & 63) == 0 || idle > 0) {
+                    long now = System.nanoTime();
+                    if (now - lastReview >= CreditBalancer.REVIEW_NANOS) {
+                        timer = true;
+                        lastReview = now;
+                        work += transport.credits.review(now);
+                    }
+                }
+                if (connected && (transport.links.connecting() || timer)) {
+                    transport.links.pollEvents();
+                }
+                if (timer && transport.ops.hasQuarantined()) {
+                    transport.ops.releaseQuarantined(System.nanoTime());
+                }
+                work += transport.sends.pump();
+                work += transport.pulls.pull();
+                if (work > 0) {
+                    long now = System.nanoTime();
+                    if (idle > 0) {
+                        idleGap += (Math.min(now - lastWork, MAX_GAP_SAMPLE_NANOS) - idleGap) >> 3;
+                    }
+                    idle = 0;
+                    lastWork = now;
+                } else {
+                    idle = idle(idle, batch);
+                }
+            }
+        } catch (Throwable t) {
+            LOG.log(System.Logger.Level.ERROR, "progress thread failed; the transport stops", t);
+            for (FabricPeer peer : transport.peers.values()) {
+                peer.fail(new TransportException("transport progress failed: " + t, t));
+            }
+        } finally {
+            transport.shutdown(batch);
+        }
+    }
+
+    private int drainCommands() {
+        int n = 0;
+        Object command;
+        while (n < COMMANDS_PER_TURN && (command = transport.proxy.poll()) != null) {
+            n++;
+            if (command instanceof OutboundFrame frame) {
+                transport.sends.enqueue(frame);
+            } else if (command instanceof InboundFrame frame) {
+                transport.receives.repost(frame);
+            } else {
+                ((Runnable) command).run();
+            }
+        }
+        transport.receives.retryReposts();
+        return n;
+    }
+
+    /**
+     * The idle strategy, by time since the last work. It spins for {@link #SPIN_NANOS}, so that
+     * a reply that follows at once costs no wake-up. While work comes in dense bursts (the
+     * average idle stretch, {@link #idleGap}, is under {@link #pollBudgetNanos}), it keeps
+     * polling, yielding the core between polls, up to that budget: a request-response exchange
+     * then never waits for a wake-up. Past that, and at once where work arrives sparsely, it
+     * sleeps on its {@link Idler}: one {@link #PARK_NANOS} slice while its own operations are in
+     * flight or traffic is recent, growing slices up to 1 ms once the transport is truly idle.
+     */
+    private int idle(int idle, CompletionBatch batch) {
+        long idleNanos = System.nanoTime() - lastWork;
+        if (idleNanos < SPIN_NANOS) {
+            Thread.onSpinWait();
+            return idle + 1;
+        }
+        if (idleNanos < pollBudgetNanos && idleGap < pollBudgetNanos) {
+            Thread.yield();
+            return idle + 1;
+        }
+        boolean busy = transport.window.inFlight() > 0 || transport.pulls.busy() || transport.links.connecting()
+                || transport.receives.retrying();
+        long slice = busy || idleNanos < RECENT_NANOS ? PARK_NANOS
+                : Math.min(MAX_SLICE_NANOS, PARK_NANOS << Math.min(5, idle / 64));
+        parked = true;
+        try {
+            if (!transport.proxy.isEmpty()) {
+                return idle + 1;
+            }
+            if (idler.sleep(batch, busy, slice) > 0) {
+                // Work arrived while the thread slept: the idle stretch counts toward idleGap.
+                long now = System.nanoTime();
+                idleGap += (Math.min(now - lastWork, MAX_GAP_SAMPLE_NANOS) - idleGap) >> 3;
+                lastWork = now;
+                return 0;
+            }
+        } finally {
+            parked = false;
+        }
+        return idle + 1;
+    }
+
+    /** Wakes the progress thread if it sleeps: any thread, after handing something over. */
+    void wake() {
+        if (parked) {
+            idler.wake();
+        }
+    }
+
+    /** Wakes the progress thread whether or not it sleeps: the transport is closing. */
+    void wakeToClose() {
+        java.util.concurrent.locks.LockSupport.unpark(thread);
+        idler.wake();
+    }
+
+    /** No wake touches the wait object from now on: it is about to be closed. */
+    void closeIdler() {
+        idler.close();
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Completions
+
+    /** Reads and handles a batch of completions; their number. */
+    int poll(CompletionBatch batch) {
+        return dispatch(batch, sources ? cq.readFrom(batch) : cq.read(batch));
+    }
+
+    /** Handles the {@code n} completions just read into {@code batch}, or the error waiting. */
+    int dispatch(CompletionBatch batch, int n) {
+        assert inProgressThread();
+        if (n > 0) {
+            transport.receives.batchAt(System.nanoTime());
+        }
+        if (n == CompletionQueue.ERROR_AVAILABLE) {
+            CompletionError error = cq.readError();
+            if (error != null) {
+                onError(error);
+            }
+            return 1;
+        }
+        OperationTable ops = transport.ops;
+        for (int i = 0; i < n; i++) {
+            int slot = ops.slot(batch.context(i));
+            if (slot < 0) {
+                continue;
+            }
+            byte kind = ops.kind(slot);
+            Object target = ops.target(slot);
+            switch (kind) {
+                case OperationTable.RECV -> {
+                    Link link = ops.link(slot);
+                    ops.release(slot);
+                    transport.receives.onReceive((RegisteredBuffer) target, link, batch.length(i),
+                            sources ? batch.source(i) : Fi.ADDR_UNSPEC);
+                }
+                case OperationTable.SEND_MESSAGE -> {
+                    ops.release(slot);
+                    transport.sends.onMessageSent((OutboundFrame) target);
+                }
+                case OperationTable.SEND_CONTROL -> {
+                    ops.release(slot);
+                    transport.sends.onControlSent((RegisteredBuffer) target);
+                }
+                case OperationTable.READ -> {
+                    long chunk = ops.bytes(slot);
+                    ops.release(slot);
+                    transport.pulls.onRead((InboundFrame) target, chunk);
+                }
+                case OperationTable.DEAD -> { }
+                default -> LOG.log(System.Logger.Level.WARNING, "completion for an idle context slot " + slot);
+            }
+        }
+        return n;
+    }
+
+    private void onError(CompletionError error) {
+        OperationTable ops = transport.ops;
+        int slot = ops.slot(error.context());
+        if (slot < 0) {
+            LOG.log(System.Logger.Level.WARNING, "error completion with an unknown context: " + error);
+            return;
+        }
+        byte kind = ops.kind(slot);
+        if (kind == OperationTable.DEAD) {
+            return;
+        }
+        if (kind == OperationTable.FREE) {
+            LOG.log(System.Logger.Level.WARNING, "error completion for an idle slot: " + error);
+            return;
+        }
+        Object target = ops.target(slot);
+        Link link = ops.link(slot);
+        long bytes = ops.bytes(slot);
+        ops.release(slot);
+        String what = error.errnoName() + " " + error.message();
+        LinkTable links = transport.links;
+        switch (kind) {
+            case OperationTable.RECV -> transport.receives.onReceiveFailed((RegisteredBuffer) target, link, what);
+            case OperationTable.SEND_MESSAGE -> {
+                transport.sends.onMessageFailed((OutboundFrame) target, link,
+                        new TransportException("send to " + link.peer.address() + " failed: " + what));
+                links.linkFailure(link, "send failed: " + what);
+            }
+            case OperationTable.SEND_CONTROL -> {
+                transport.sends.onControlSent((RegisteredBuffer) target);
+                links.linkFailure(link, "control send failed: " + what);
+            }
+            case OperationTable.READ -> {
+                transport.pulls.abandon((InboundFrame) target, bytes);
+                links.linkFailure(link, "rendezvous read failed: " + what);
+            }
+            default -> LOG.log(System.Logger.Level.WARNING, "error completion for an idle slot: " + error);
+        }
+    }
+}

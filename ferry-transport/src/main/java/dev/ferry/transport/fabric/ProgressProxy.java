@@ -1,0 +1,128 @@
+package dev.ferry.transport.fabric;
+
+import java.util.ArrayDeque;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.Supplier;
+
+import dev.ferry.transport.TransportException;
+
+/**
+ * The only door from other threads to the progress thread, which alone calls libfabric. A
+ * thread hands over a send ({@link OutboundFrame}), a released receive ({@link InboundFrame})
+ * or a task; the progress thread takes them in order with {@link #poll}.
+ *
+ * <p>Many threads offer, one polls ({@link ManyToOneArrayQueue}): allocation-free for frames.
+ * While the queue is full a caller waits (back-pressure) and wakes the progress thread; the
+ * progress thread itself never waits on its own queue, it puts what does not fit in an overflow
+ * that only it reads.
+ */
+final class ProgressProxy {
+
+    /**
+     * Capacity of the command queue: far above what the progress thread drains in a turn, so
+     * that only a flood of sends from many threads ever waits for room.
+     */
+    private static final int COMMANDS = 1 << 16;
+    /** How long a caller waits for room in a full queue before it tries again. */
+    private static final long FULL_PARK_NANOS = 50_000L;
+
+    private final ManyToOneArrayQueue<Object> commands = new ManyToOneArrayQueue<>(COMMANDS);
+    /** Commands the progress thread gives itself while {@link #commands} is full. */
+    private final ArrayDeque<Object> overflow = new ArrayDeque<>();
+    private final Thread progress;
+    /** Wakes the progress thread if it sleeps. */
+    private final Runnable wake;
+    /** How long {@link #call} waits for the progress thread's answer. */
+    private final long answerMillis;
+
+    ProgressProxy(Thread progress, Runnable wake, long answerMillis) {
+        this.progress = progress;
+        this.wake = wake;
+        this.answerMillis = answerMillis;
+    }
+
+    /** Whether the caller is the progress thread. */
+    boolean inProgressThread() {
+        return Thread.currentThread() == progress;
+    }
+
+    /**
+     * Hands {@code frame} to the progress thread to post; false (the caller fails it) if the
+     * progress thread is gone and nothing would ever post it.
+     */
+    boolean send(OutboundFrame frame) {
+        return offer(frame);
+    }
+
+    /** Hands back an eager message the application released: its buffer is reposted. */
+    void release(InboundFrame message) {
+        offer(message);
+    }
+
+    /** Runs {@code task} on the progress thread, later (in order with everything handed over). */
+    void run(Runnable task) {
+        offer(task);
+    }
+
+    /**
+     * Runs {@code task} on the progress thread and returns its result, or throws what it threw.
+     * On the progress thread it runs at once.
+     */
+    <T> T call(Supplier<T> task) {
+        if (inProgressThread()) {
+            return task.get();
+        }
+        CompletableFuture<T> result = new CompletableFuture<>();
+        run(() -> {
+            try {
+                result.complete(task.get());
+            } catch (Throwable t) {
+                result.completeExceptionally(t);
+            }
+        });
+        try {
+            return result.get(answerMillis, TimeUnit.MILLISECONDS);
+        } catch (ExecutionException e) {
+            if (e.getCause() instanceof RuntimeException r) {
+                throw r;
+            }
+            throw new TransportException(e.getCause().toString(), e.getCause());
+        } catch (TimeoutException | InterruptedException e) {
+            throw new TransportException("the progress thread did not answer", e);
+        }
+    }
+
+    private boolean offer(Object command) {
+        if (inProgressThread()) {
+            if (!overflow.isEmpty() || !commands.offer(command)) {
+                overflow.add(command);
+            }
+            return true;
+        }
+        while (!commands.offer(command)) {
+            if (!progress.isAlive()) {
+                return false;
+            }
+            wake.run();
+            LockSupport.parkNanos(FULL_PARK_NANOS);
+        }
+        wake.run();
+        return true;
+    }
+
+    /** The next command, in the order handed over, or null: progress thread. */
+    Object poll() {
+        assert inProgressThread();
+        Object command = commands.poll();
+        return command != null ? command : overflow.poll();
+    }
+
+    /** Whether nothing waits for the progress thread. */
+    boolean isEmpty() {
+        return commands.isEmpty() && overflow.isEmpty();
+    }
+}

@@ -1,0 +1,304 @@
+package dev.ferry.transport.fabric;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
+
+import dev.ferry.fabric.EndpointType;
+import dev.ferry.fabric.Endpoint;
+import dev.ferry.fabric.Fi;
+import dev.ferry.fabric.SharedReceiveContext;
+import dev.ferry.memory.RegisteredBuffer;
+import dev.ferry.transport.MessageHandler;
+import dev.ferry.transport.TransportConfig;
+
+/**
+ * Posts receive buffers and dispatches what arrives in them: checks each frame (who sent it,
+ * on which link, whether it is well formed), takes its piggybacked credits, and hands an eager
+ * message to the application, a rendezvous request to the {@link RendezvousPuller}, a release to
+ * the {@link SendPump}, a reclaim or yield to the credits. A receive buffer is reposted once the
+ * application released its message; an eager message waits behind an unfinished rendezvous of
+ * its stream. Progress thread only, but for {@link #released}.
+ */
+final class ReceiveDispatcher {
+
+    private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
+    /** The per-buffer message table: a power of two above the receive buffers usually posted. */
+    private static final int EAGER_FRAMES = 1 << 14;
+
+    private final FabricTransport transport;
+    private final OperationTable ops;
+    private final TransportConfig config;
+    private final MessageHandler handler;
+    private final FabricCounters counters;
+    private final SharedReceiveContext srx;
+    private final boolean sharedQueue;
+    private final EndpointType type;
+    private final int receiveBytes;
+    /** Receives that found no free slot or a full queue: posted again on the next turn. */
+    private final ArrayDeque<Object[]> repostRetry = new ArrayDeque<>();
+    /**
+     * The message of each receive buffer, at the buffer's identity hash, reused each time the
+     * buffer brings an eager message: the buffer is reposted only once its last message was
+     * released. A collision costs a new frame, not a wrong one.
+     */
+    private final InboundFrame[] eagerFrames = new InboundFrame[EAGER_FRAMES];
+    /** The progress thread's clock, read once per batch of completions. */
+    private long batchNanos;
+
+    ReceiveDispatcher(FabricTransport transport) {
+        this.transport = transport;
+        this.ops = transport.ops;
+        this.config = transport.config;
+        this.handler = transport.handler;
+        this.counters = transport.counters;
+        this.srx = transport.srx;
+        this.sharedQueue = transport.sharedQueue;
+        this.type = transport.type;
+        this.receiveBytes = transport.receiveBytes;
+    }
+
+    /** A new batch of completions: its receives are stamped with this time. */
+    void batchAt(long nanos) {
+        batchNanos = nanos;
+    }
+
+    /** Whether receives wait to be posted again. */
+    boolean retrying() {
+        return !repostRetry.isEmpty();
+    }
+
+    /** Posts again the receives that found no room last time. */
+    void retryReposts() {
+        for (int i = repostRetry.size(); i > 0; i--) {
+            Object[] pending = repostRetry.poll();
+            postReceive((RegisteredBuffer) pending[0], (Link) pending[1]);
+        }
+    }
+
+    /** Posts {@code buffer} for {@code link}, or to the shared receive context (any link, or null). */
+    void postReceive(RegisteredBuffer buffer, Link link) {
+        assert transport.inProgressThread();
+        int slot = ops.take();
+        Endpoint ep = link == null ? null : link.endpoint;
+        if (slot < 0 || (srx == null && (ep == null || ep.isClosed()))) {
+            if (slot >= 0) {
+                ops.release(slot);
+            }
+            if (slot < 0) {
+                repostRetry.add(new Object[] {buffer, link});
+            } else {
+                buffer.release();
+            }
+            return;
+        }
+        boolean posted = srx != null
+                ? srx.recv(buffer.segment().address(), receiveBytes, buffer.descriptor(), ops.context(slot))
+                : ep.recv(buffer.segment().address(), receiveBytes, buffer.descriptor(), Fi.ADDR_UNSPEC,
+                        ops.context(slot));
+        if (!posted) {
+            ops.release(slot);
+            repostRetry.add(new Object[] {buffer, link});
+            return;
+        }
+        ops.posted(slot, OperationTable.RECV, buffer, sharedQueue ? null : link, 0);
+    }
+
+    /** {@code received} bytes arrived in {@code buffer} (on {@code known}, or the shared queue, from {@code source}). */
+    void onReceive(RegisteredBuffer buffer, Link known, long received, long source) {
+        MemorySegment frame = buffer.segment();
+        String problem = FrameDescriptor.validate(frame, received, config.eagerThreshold(), config.maxMessageSize());
+        int id = received >= FrameDescriptor.HEADER ? FrameDescriptor.link(frame) : -1;
+        LinkTable links = transport.links;
+        Link link = known != null ? known : links.byId(id);
+        if (source != Fi.ADDR_UNSPEC && (link == null || link.address != source)) {
+            // A shared endpoint: the sender is who the provider says, whatever the frame claims.
+            Link sender = links.from(source);
+            if (problem == null) {
+                problem = "frame names link " + id + " but came from " + (sender == null ? "an unknown peer" : sender);
+            }
+            link = sender;
+        }
+        if (problem == null && (link == null || id != link.id)) {
+            problem = "frame names link " + id;
+        }
+        if (link == null) {
+            LOG.log(System.Logger.Level.WARNING, "dropped a frame for no link: " + problem);
+            postShared(buffer);
+            return;
+        }
+        if (link.peer.failure() != null) {
+            recycle(buffer, link);
+            return;
+        }
+        if (problem != null) {
+            links.linkFailure(link, "bad frame: " + problem);
+            recycle(buffer, link);
+            return;
+        }
+        link.credits.arrived();
+        link.credits.returned(FrameDescriptor.credits(frame));
+        transport.sends.activate(link);
+        byte kind = FrameDescriptor.type(frame);
+        int stream = FrameDescriptor.stream(frame);
+        if (kind == FrameDescriptor.EAGER || kind == FrameDescriptor.RNDV_REQ) {
+            link.lastArrivalNanos = batchNanos; // messages, not control frames, make a link busy
+            link.heard = true;
+        }
+        switch (kind) {
+            case FrameDescriptor.EAGER -> {
+                InboundFrame message = eagerFrame(buffer).eager(link, stream, FrameDescriptor.length(frame));
+                ArrayDeque<InboundFrame> queue = link.heldBack.isEmpty() ? null : link.heldBack.get(stream);
+                if (queue != null) {
+                    queue.add(message);
+                } else {
+                    deliver(message);
+                }
+            }
+            case FrameDescriptor.RNDV_REQ -> {
+                InboundFrame message = new InboundFrame(link, stream, null, false, FrameDescriptor.length(frame), null);
+                message.remoteAddress = FrameDescriptor.remoteAddress(frame);
+                message.remoteKey = FrameDescriptor.remoteKey(frame);
+                message.cookie = FrameDescriptor.cookie(frame);
+                link.heldBack.computeIfAbsent(stream, s -> new ArrayDeque<>()).add(message);
+                transport.pulls.add(message);
+                recycle(buffer, link);
+            }
+            case FrameDescriptor.RNDV_DONE -> {
+                long cookie = FrameDescriptor.cookie(frame);
+                recycle(buffer, link);
+                if (!transport.sends.onRendezvousDone(link, cookie)) {
+                    links.linkFailure(link, "rendezvous release for unknown cookie " + cookie);
+                }
+            }
+            case FrameDescriptor.RECLAIM -> {
+                int given = link.credits.yieldUpTo((int) FrameDescriptor.cookie(frame), CreditBalancer.CREDIT_FLOOR);
+                recycle(buffer, link);
+                if (!transport.sends.queueControl(link, FrameDescriptor.YIELD, given)) {
+                    links.linkFailure(link, "out of control buffers");
+                }
+            }
+            case FrameDescriptor.YIELD -> {
+                int given = (int) FrameDescriptor.cookie(frame);
+                recycle(buffer, link);
+                if (!transport.credits.onYield(link, given)) {
+                    links.linkFailure(link, "gave back " + given + " credits unasked or beyond its grant");
+                }
+            }
+            default -> recycle(buffer, link); // CREDIT: the header did the work
+        }
+    }
+
+    /** A receive completed in error (its link closed under it, or the provider failed it). */
+    void onReceiveFailed(RegisteredBuffer buffer, Link link, String error) {
+        if (srx != null && !transport.isClosed()) {
+            // A link closed in the middle of a message: the buffer is the context's again.
+            postShared(buffer);
+            return;
+        }
+        buffer.release();
+        if (link != null && link.peer.failure() == null && !transport.isClosed()) {
+            transport.links.linkFailure(link, "receive failed: " + error);
+        }
+    }
+
+    /** Reposts a buffer the transport consumed itself, returning its credit. */
+    void recycle(RegisteredBuffer buffer, Link link) {
+        if (sharedQueue) {
+            postShared(buffer);
+            if (link.peer.failure() == null) {
+                link.credits.reposted();
+            }
+            return;
+        }
+        if (link.peer.failure() != null) {
+            buffer.release();
+            return;
+        }
+        postReceive(buffer, link);
+        link.credits.reposted();
+    }
+
+    /** Posts {@code buffer} to the queue all links share, or frees it where there is none. */
+    void postShared(RegisteredBuffer buffer) {
+        if (srx != null) {
+            postReceive(buffer, null);
+            return;
+        }
+        if (type != EndpointType.RDM) {
+            buffer.release();
+            return;
+        }
+        // Any link object serves to name the shared endpoint.
+        Link any = transport.links.any();
+        if (any == null || any.endpoint == null) {
+            buffer.release();
+            return;
+        }
+        postReceive(buffer, any);
+    }
+
+    private InboundFrame eagerFrame(RegisteredBuffer buffer) {
+        int i = System.identityHashCode(buffer) & (EAGER_FRAMES - 1);
+        InboundFrame frame = eagerFrames[i];
+        if (frame == null || frame.buffer != buffer) {
+            frame = new InboundFrame(buffer);
+            eagerFrames[i] = frame;
+        }
+        return frame;
+    }
+
+    /** Hands {@code message} to the application. */
+    void deliver(InboundFrame message) {
+        counters.messagesReceived.increment();
+        counters.bytesReceived.add(message.length);
+        counters.held.incrementAndGet();
+        try {
+            handler.onMessage(message.link.peer, new ReceivedMessage(message));
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.WARNING, "message handler threw", e);
+        }
+    }
+
+    /** An application released {@code message}: any thread. */
+    void released(InboundFrame message) {
+        counters.held.decrementAndGet();
+        if (transport.isClosed()) {
+            return; // the memory went with the transport
+        }
+        if (message.eager) {
+            counters.reposts.increment();
+            if (transport.inProgressThread()) {
+                repost(message); // released inside the handler: the credit goes back at once
+            } else {
+                transport.proxy.release(message);
+            }
+        } else {
+            message.target.release();
+        }
+    }
+
+    /** The application released an eager message: its buffer goes back, and with it a credit. */
+    void repost(InboundFrame message) {
+        recycle(message.buffer, message.link);
+        transport.sends.activate(message.link);
+    }
+
+    /** Teardown: frees what {@code link} held back behind an unfinished rendezvous. */
+    void dropHeld(Link link) {
+        for (var queue : link.heldBack.values()) {
+            for (InboundFrame message : queue) {
+                if (message.eager) {
+                    if (sharedQueue) {
+                        postShared(message.buffer); // the shared queue counts it as posted
+                    } else {
+                        message.buffer.release();
+                    }
+                } else if (message.target != null && message.pulled == message.requested) {
+                    message.target.release();
+                    message.target = null;
+                }
+            }
+        }
+        link.heldBack.clear();
+    }
+}

@@ -1,0 +1,341 @@
+package dev.ferry.transport.fabric;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
+import java.util.HashMap;
+import java.util.Map;
+
+import dev.ferry.fabric.FabricException;
+import dev.ferry.memory.PoolKind;
+import dev.ferry.memory.RegisteredAllocator;
+import dev.ferry.memory.RegisteredBuffer;
+import dev.ferry.transport.TransportException;
+
+/**
+ * Posts what links have to send, in order, as credits and the send window allow: control
+ * frames first (rendezvous releases, credit reclaims and yields), then messages (eager, or the
+ * request of a rendezvous), then a credit return where one is due and nothing carried it.
+ * Completes sends, and owns the small buffers of control frames and the rendezvous sends whose
+ * payload the peer has not released yet. Progress thread only.
+ */
+final class SendPump {
+
+    /** Buffers for control frames (credit returns, releases, reclaims): far above what is ever in flight. */
+    private static final int CONTROL_BUFFERS = 2048;
+
+    private final FabricTransport transport;
+    private final OperationTable ops;
+    private final SendWindow window;
+    private final RendezvousKeys rendezvousKeys;
+    private final FabricCounters counters;
+    /** Links with something to post, each at most once. */
+    private final ArrayDeque<Link> active = new ArrayDeque<>();
+    private final ArrayDeque<RegisteredBuffer> controlBuffers = new ArrayDeque<>();
+    /** Rendezvous sends by cookie, until the peer releases (or fails). */
+    private final Map<Long, OutboundFrame> rendezvousOut = new HashMap<>();
+    private long nextCookie = 1;
+
+    SendPump(FabricTransport transport, RegisteredAllocator allocator) {
+        this.transport = transport;
+        this.ops = transport.ops;
+        this.window = transport.window;
+        this.rendezvousKeys = transport.rendezvousKeys;
+        this.counters = transport.counters;
+        for (int i = 0; i < CONTROL_BUFFERS; i++) {
+            controlBuffers.add(allocator.tryAllocate(PoolKind.SEND, FrameDescriptor.HEADER));
+        }
+    }
+
+    /** A send handed over by the application: queued on its link (or the link it retired to). */
+    void enqueue(OutboundFrame frame) {
+        assert transport.inProgressThread();
+        Link link = frame.link;
+        while (link.retiredTo != null) {
+            link.waiting.decrementAndGet();
+            link = link.retiredTo;
+            link.waiting.incrementAndGet();
+            frame.link = link;
+        }
+        if (link.peer.failure() != null) {
+            link.waiting.decrementAndGet();
+            failSend(frame, link.peer.failure());
+            return;
+        }
+        link.queue.add(frame);
+        activate(link);
+    }
+
+    /** {@code link} may have something to post: it is pumped on the next turn. */
+    void activate(Link link) {
+        if (!link.active) {
+            link.active = true;
+            active.add(link);
+        }
+    }
+
+    /**
+     * Queues a control frame on {@code link}; false if no control buffer is left (the caller
+     * fails the link: that many frames in flight means the peer stopped returning credits).
+     */
+    boolean queueControl(Link link, byte type, long cookie) {
+        RegisteredBuffer b = controlBuffers.poll();
+        if (b == null) {
+            return false;
+        }
+        link.control.add(OutboundFrame.control(link.peer, b, type, cookie));
+        activate(link);
+        return true;
+    }
+
+    /** Pumps every active link once; the operations posted. */
+    int pump() {
+        assert transport.inProgressThread();
+        int work = 0;
+        for (int i = active.size(); i > 0; i--) {
+            Link link = active.poll();
+            link.active = false;
+            work += pump(link);
+            if (!link.queue.isEmpty() || !link.control.isEmpty() || link.credits.shouldReturn()) {
+                activate(link);
+            }
+        }
+        return work;
+    }
+
+    private int pump(Link link) {
+        if (!link.ready || link.peer.failure() != null) {
+            return 0;
+        }
+        int posted = 0;
+        // Rendezvous releases count as messages: they may not take the reserve kept for credit returns.
+        while (!link.control.isEmpty() && link.credits.canSendMessage()) {
+            OutboundFrame frame = link.control.peek();
+            if (!postControl(link, frame.buffer, frame.type, frame.cookie)) {
+                return posted;
+            }
+            link.control.poll();
+            posted++;
+        }
+        while (!link.queue.isEmpty()) {
+            OutboundFrame frame = link.queue.peek();
+            if (!link.credits.canSendMessage()) {
+                if (!link.creditStalled) {
+                    link.creditStalled = true;
+                    counters.creditStalls.increment();
+                }
+                break;
+            }
+            link.creditStalled = false;
+            if (!frame.admitted) {
+                if (!window.tryAcquire(link, frame.length)) {
+                    if (!link.windowStalled) {
+                        link.windowStalled = true;
+                        counters.windowStalls.increment();
+                    }
+                    break;
+                }
+                frame.admitted = true;
+            }
+            link.windowStalled = false;
+            if (!postMessage(link, frame)) {
+                break;
+            }
+            link.queue.poll();
+            link.waiting.decrementAndGet();
+            posted++;
+        }
+        if (link.credits.shouldReturn() && link.credits.canSendControl()) {
+            RegisteredBuffer b = controlBuffers.poll();
+            if (b != null) {
+                if (postControl(link, b, FrameDescriptor.CREDIT, 0)) {
+                    posted++;
+                } else {
+                    controlBuffers.add(b);
+                }
+            }
+        }
+        if (posted > 0 && link.peer.doorbell != null) {
+            link.peer.doorbell.ring();
+        }
+        return posted;
+    }
+
+    private boolean postMessage(Link link, OutboundFrame frame) {
+        int slot = ops.take();
+        if (slot < 0) {
+            return false;
+        }
+        boolean eager = frame.eager(link.peer.eagerLimit);
+        int credits = link.credits.toReturn();
+        MemorySegment whole = frame.buffer.segment();
+        boolean ok;
+        if (eager) {
+            MemorySegment header = whole.asSlice(FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER);
+            FrameDescriptor.header(header, FrameDescriptor.EAGER, credits, link.remoteId, frame.stream, frame.length, 0);
+            ok = link.endpoint.send(whole.address() + FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER + frame.length,
+                    frame.buffer.descriptor(), link.address, ops.context(slot));
+        } else {
+            if (frame.cookie == 0) {
+                frame.cookie = nextCookie++; // once: a send retried after EAGAIN keeps its key
+            }
+            FrameDescriptor.header(whole, FrameDescriptor.RNDV_REQ, credits, link.remoteId, frame.stream, frame.length,
+                    frame.cookie);
+            try {
+                rendezvousKeys.advertise(frame.cookie, whole, frame.length);
+            } catch (FabricException e) {
+                ops.release(slot);
+                window.release(link, frame.length);
+                failSend(frame, new TransportException("cannot register a rendezvous payload: " + e.getMessage(), e));
+                return true; // consumed: this message failed, the ones behind it may go
+            }
+            ok = link.endpoint.send(whole.address(), FrameDescriptor.RNDV_REQ_BYTES, frame.buffer.descriptor(),
+                    link.address, ops.context(slot));
+        }
+        if (!ok) {
+            ops.release(slot);
+            return false;
+        }
+        link.credits.spent(credits);
+        frame.type = eager ? FrameDescriptor.EAGER : FrameDescriptor.RNDV_REQ;
+        ops.posted(slot, OperationTable.SEND_MESSAGE, frame, link, 0);
+        if (eager) {
+            counters.eagerSent.increment();
+        } else {
+            counters.rendezvousSent.increment();
+            rendezvousOut.put(frame.cookie, frame);
+        }
+        return true;
+    }
+
+    private boolean postControl(Link link, RegisteredBuffer buffer, byte frameType, long cookie) {
+        int slot = ops.take();
+        if (slot < 0) {
+            return false;
+        }
+        int credits = link.credits.toReturn();
+        MemorySegment header = buffer.segment();
+        FrameDescriptor.header(header, frameType, credits, link.remoteId, 0, 0, cookie);
+        if (!link.endpoint.send(header.address(), FrameDescriptor.HEADER, buffer.descriptor(), link.address,
+                ops.context(slot))) {
+            ops.release(slot);
+            return false;
+        }
+        link.credits.spent(credits);
+        ops.posted(slot, OperationTable.SEND_CONTROL, buffer, link, 0);
+        return true;
+    }
+
+    /**
+     * Fault injection: posts {@code length} raw bytes of {@code buffer} on {@code link} as a
+     * frame; false if the endpoint is busy (the caller retries).
+     */
+    boolean postRaw(Link link, RegisteredBuffer buffer, int length) {
+        int slot = ops.take();
+        if (slot >= 0 && link.endpoint.send(buffer.segment().address(), length, buffer.descriptor(), link.address,
+                ops.context(slot))) {
+            link.credits.spent(0);
+            ops.posted(slot, OperationTable.SEND_CONTROL, buffer, link, 0);
+            return true;
+        }
+        if (slot >= 0) {
+            ops.release(slot);
+        }
+        return false;
+    }
+
+    /** The send of a message completed: an eager one is done; a rendezvous waits for the release. */
+    void onMessageSent(OutboundFrame frame) {
+        if (frame.type == FrameDescriptor.EAGER) {
+            completeSend(frame);
+        }
+    }
+
+    void onControlSent(RegisteredBuffer buffer) {
+        controlBuffers.add(buffer);
+    }
+
+    /**
+     * The peer released the payload of rendezvous {@code cookie} on {@code link}: the send is
+     * done. False if no such send was made on that link (the caller fails the link).
+     */
+    boolean onRendezvousDone(Link link, long cookie) {
+        OutboundFrame sent = rendezvousOut.get(cookie);
+        if (sent == null || sent.link != link) {
+            // Another link's transfer stays: its own peer may still be pulling it.
+            return false;
+        }
+        rendezvousOut.remove(cookie);
+        rendezvousKeys.revoke(cookie);
+        completeSend(sent);
+        return true;
+    }
+
+    /**
+     * The send completed: the message is in the peer's receive buffer (eager) or was pulled
+     * (rendezvous). It stays a success even if the peer failed since: it was delivered.
+     */
+    private void completeSend(OutboundFrame frame) {
+        window.release(frame.link, frame.length);
+        activate(frame.link);
+        counters.messagesSent.increment();
+        counters.bytesSent.add(frame.length);
+        frame.finish(null);
+    }
+
+    /** A message's send completed in error. */
+    void onMessageFailed(OutboundFrame frame, Link link, TransportException cause) {
+        rendezvousOut.remove(frame.cookie);
+        rendezvousKeys.revoke(frame.cookie);
+        window.release(link, frame.length);
+        frame.free();
+        failFuture(frame, cause);
+    }
+
+    /** A message's send was dropped with its endpoint: an eager one fails (a rendezvous with its peer). */
+    void onMessageDropped(OutboundFrame frame, Link link, Throwable cause) {
+        if (frame.type == FrameDescriptor.EAGER) {
+            window.release(link, frame.length);
+            frame.free();
+            failFuture(frame, cause);
+        }
+    }
+
+    /** Teardown: fails what waits on {@code link} and takes back its control frames' buffers. */
+    void failQueued(Link link, Throwable cause) {
+        while (!link.queue.isEmpty()) {
+            OutboundFrame frame = link.queue.poll();
+            link.waiting.decrementAndGet();
+            if (frame.admitted) {
+                window.release(link, frame.length);
+            }
+            failSend(frame, cause);
+        }
+        while (!link.control.isEmpty()) {
+            controlBuffers.add(link.control.poll().buffer);
+        }
+    }
+
+    /** Teardown: fails the rendezvous sends to {@code peer} that it had not released. */
+    void failRendezvous(FabricPeer peer, Throwable cause) {
+        for (var it = rendezvousOut.values().iterator(); it.hasNext(); ) {
+            OutboundFrame frame = it.next();
+            if (frame.peer == peer) {
+                it.remove();
+                rendezvousKeys.revoke(frame.cookie);
+                window.release(frame.link, frame.length);
+                frame.free();
+                failFuture(frame, cause);
+            }
+        }
+    }
+
+    void failSend(OutboundFrame frame, Throwable cause) {
+        rendezvousKeys.revoke(frame.cookie);
+        frame.free();
+        failFuture(frame, cause);
+    }
+
+    static void failFuture(OutboundFrame frame, Throwable cause) {
+        frame.finish(cause instanceof TransportException t ? t : new TransportException(cause.getMessage(), cause));
+    }
+}

@@ -34,8 +34,12 @@ final class LinkTable {
     private static final SecureRandom IDS = new SecureRandom();
     /** Links whose ids a frame's lookup finds without the map: a power of two. */
     private static final int RECENT_LINKS = 256;
-    /** Connections the provider's listener accepts per pass of the progress thread at most. */
-    private static final int MAX_ACCEPTS = 1024;
+    /**
+     * Connections the provider's listener accepts per pass of the progress thread at most (one
+     * per event-queue read): 64 per 10 ms timer is 6,400 a second while idle, and a flood at
+     * the listener delays the data path by 64 reads at most.
+     */
+    private static final int MAX_ACCEPTS = 64;
 
     private final FabricTransport transport;
     private final TransportConfig config;

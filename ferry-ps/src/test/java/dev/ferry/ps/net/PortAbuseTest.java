@@ -73,6 +73,12 @@ class PortAbuseTest {
             for (int i = 0; i < 3; i++) {
                 probe(cluster, ids, gradients); // warm up: what the server opens lazily is open now
             }
+            // The baseline of the same run: good clients without abuse.
+            List<Long> baseline = new ArrayList<>();
+            for (int i = 0; i < (FULL ? 20 : 3); i++) {
+                baseline.add(probe(cluster, ids, gradients));
+                Thread.sleep(200);
+            }
             Thread.sleep(500);
             long before = HostilePorts.openFiles(pid);
             List<Integer> ports = HostilePorts.listening(pid);
@@ -102,7 +108,7 @@ class PortAbuseTest {
             // And a good client still gets in.
             latencies.add(probe(cluster, ids, gradients));
 
-            String report = report(transport, ports, latencies, before, peak, after, settleMillis, abuse);
+            String report = report(transport, ports, baseline, latencies, before, peak, after, settleMillis, abuse);
             System.out.println(report);
             Files.writeString(Path.of("target", "port-abuse-" + transport + ".txt"), report);
             assertTrue(abuse.connections.get() > SILENT, "the abuse never got going: " + report);
@@ -121,9 +127,10 @@ class PortAbuseTest {
         return System.nanoTime() - start;
     }
 
-    private static String report(String transport, List<Integer> ports, List<Long> latencies, long before, long peak,
-            long after, long settleMillis, Abuse abuse) {
+    private static String report(String transport, List<Integer> ports, List<Long> baseline, List<Long> latencies,
+            long before, long peak, long after, long settleMillis, Abuse abuse) {
         long[] sorted = latencies.stream().mapToLong(Long::longValue).sorted().toArray();
+        long[] quiet = baseline.stream().mapToLong(Long::longValue).sorted().toArray();
         StringBuilder b = new StringBuilder();
         b.append(String.format(Locale.ROOT, "port abuse on %s: %d s, ports %s, %d silent + %d trickling per port, "
                         + "flood %d/s per port; %d abusive connections made, %d trickles answered (a challenge after a whole opening)%n",
@@ -132,6 +139,9 @@ class PortAbuseTest {
         b.append(String.format(Locale.ROOT, "good clients (connect + push + pull + close): %d, p50 %.1f ms, max %.1f ms, "
                         + "over 1 s: %d%n", sorted.length, sorted[sorted.length / 2] / 1e6, sorted[sorted.length - 1] / 1e6,
                 Arrays.stream(sorted).filter(n -> n > 1_000_000_000L).count()));
+        b.append(String.format(Locale.ROOT, "baseline without abuse (same run): %d, p50 %.1f ms, max %.1f ms; "
+                        + "p50 under abuse / baseline p50: %.2f%n", quiet.length, quiet[quiet.length / 2] / 1e6,
+                quiet[quiet.length - 1] / 1e6, (double) sorted[sorted.length / 2] / quiet[quiet.length / 2]));
         b.append(String.format(Locale.ROOT, "server open files: before %d, peak during %d, after %d (%d ms after the abuse)%n",
                 before, peak, after, settleMillis));
         b.append("each good client, ms:");

@@ -16,108 +16,187 @@ import java.util.Objects;
  * duplicates included. For a push, {@link #sumGradients} adds the caller's gradient rows of each
  * distinct id into one, so a server applies one optimizer step per id per batch.
  *
- * <p>Immutable once built; safe to share between threads.
+ * <p>Two ways to hold one: {@link #of} builds a new plan, which nobody re-plans, so it is
+ * immutable and safe to share between threads. A caller on the data path instead keeps a plan
+ * per thread, made by {@link #BatchPlan()}, and re-plans it with {@link #plan} for each batch:
+ * its arrays are reused (they grow to the largest batch seen), so planning allocates nothing in
+ * steady state. A re-planned plan belongs to the thread that plans it, and its previous batch's
+ * answers are gone.
  */
 public final class BatchPlan {
 
-    private final int count;
-    private final int[] servers;
-    private final long[][] partIds;
-    /** Caller positions grouped by part, ascending within a part; part p is [start[p], start[p+1]). */
-    private final int[] positions;
-    private final int[] start;
-    /** For each entry of {@code positions}: the row of that id within its part. */
-    private final int[] rowInPart;
+    private static final int[] NO_INTS = new int[0];
+    private static final long[] NO_LONGS = new long[0];
 
-    private BatchPlan(int count, int[] servers, long[][] partIds, int[] positions, int[] start, int[] rowInPart) {
-        this.count = count;
-        this.servers = servers;
-        this.partIds = partIds;
-        this.positions = positions;
-        this.start = start;
-        this.rowInPart = rowInPart;
+    private int count;
+    private int uniques;
+    private int parts;
+    /** Per part: its server, ascending. */
+    private int[] servers = NO_INTS;
+    /** Per part + 1: where its ids start in {@link #partIds}. */
+    private int[] partStart = new int[1];
+    /** The distinct ids, grouped by part, in order of first appearance within a part. */
+    private long[] partIds = NO_LONGS;
+    /** Caller positions grouped by part, ascending within a part; part p is [start[p], start[p+1]). */
+    private int[] positions = NO_INTS;
+    private int[] start = new int[1];
+    /** For each entry of {@code positions}: the row of that id within its part. */
+    private int[] rowInPart = NO_INTS;
+
+    // Working arrays, kept between batches.
+    /** Open addressing, id to unique index + 1 (0 empty); all zero between plans. */
+    private long[] keys = NO_LONGS;
+    private int[] values = NO_INTS;
+    private int[] entryOfUnique = NO_INTS;
+    private int[] uniqueOfPosition = NO_INTS;
+    private long[] uniqueIds = NO_LONGS;
+    private int[] uniqueServer = NO_INTS;
+    private int[] rowOfUnique = NO_INTS;
+    private int[] perServer = NO_INTS;
+    private int[] partOfServer = NO_INTS;
+    private int[] cursor = NO_INTS;
+
+    /** An empty plan (no ids, no parts) to be {@linkplain #plan re-planned}. */
+    public BatchPlan() {
     }
 
     /**
-     * Plans the batch {@code ids[offset, offset + count)}.
+     * Plans the batch {@code ids[offset, offset + count)} in a new plan.
      *
      * @throws PsException {@code INVALID_ARGUMENT} if the range is outside the array
      */
     public static BatchPlan of(long[] ids, int offset, int count, SlotTable slots) {
+        return new BatchPlan().plan(ids, offset, count, slots);
+    }
+
+    /**
+     * Re-plans this plan for the batch {@code ids[offset, offset + count)}, reusing its arrays;
+     * the same answers as {@link #of}. Returns this plan.
+     *
+     * @throws PsException {@code INVALID_ARGUMENT} if the range is outside the array; the plan is
+     *                     then empty
+     */
+    public BatchPlan plan(long[] ids, int offset, int count, SlotTable slots) {
         Objects.requireNonNull(ids, "ids");
         Objects.requireNonNull(slots, "slots");
+        this.count = 0;
+        this.uniques = 0;
+        this.parts = 0;
         if (offset < 0 || count < 0 || offset > ids.length - count) {
             throw new PsException(PsException.Code.INVALID_ARGUMENT, "ids range [" + offset + ", +" + count
                     + ") is outside an array of " + ids.length);
         }
-        // Dedupe with an open-addressing map id -> unique index (+1, so that 0 is empty).
+        int serverCount = slots.serverCount();
         int capacity = Integer.highestOneBit(Math.max(4, count) * 2 - 1) << 1;
+        reserve(count, capacity, serverCount);
+        // Dedupe: each distinct id gets the next unique index, in order of first appearance.
         int mask = capacity - 1;
-        long[] keys = new long[capacity];
-        int[] values = new int[capacity];
-        int[] uniqueOfPosition = new int[count];
-        long[] uniqueIds = new long[count];
-        int[] uniqueServer = new int[count];
-        int uniques = 0;
+        long[] keys = this.keys;
+        int[] values = this.values;
+        int[] uniqueOfPosition = this.uniqueOfPosition;
+        int u = 0;
         for (int i = 0; i < count; i++) {
             long id = ids[offset + i];
             long hash = Slots.mix(id);
             int at = (int) hash & mask;
-            while (values[at] != 0 && keys[at] != id) {
+            int value;
+            while ((value = values[at]) != 0 && keys[at] != id) {
                 at = (at + 1) & mask;
             }
-            if (values[at] == 0) {
+            if (value == 0) {
                 keys[at] = id;
-                values[at] = uniques + 1;
-                uniqueIds[uniques] = id;
-                uniqueServer[uniques] = slots.serverOfSlot(Slots.slotOfHash(hash));
-                uniques++;
+                value = ++u;
+                values[at] = value;
+                entryOfUnique[u - 1] = at;
+                uniqueIds[u - 1] = id;
+                uniqueServer[u - 1] = slots.serverOfSlot(Slots.slotOfHash(hash));
             }
-            uniqueOfPosition[i] = values[at] - 1;
+            uniqueOfPosition[i] = value - 1;
+        }
+        for (int k = 0; k < u; k++) {
+            values[entryOfUnique[k]] = 0;
         }
         // Parts: the servers present, ascending.
-        int[] perServer = new int[slots.serverCount()];
-        for (int u = 0; u < uniques; u++) {
-            perServer[uniqueServer[u]]++;
+        int[] perServer = this.perServer;
+        Arrays.fill(perServer, 0, serverCount, 0);
+        for (int k = 0; k < u; k++) {
+            perServer[uniqueServer[k]]++;
         }
         int parts = 0;
-        int[] partOfServer = new int[slots.serverCount()];
-        for (int s = 0; s < perServer.length; s++) {
-            partOfServer[s] = perServer[s] > 0 ? parts++ : -1;
-        }
-        int[] servers = new int[parts];
-        long[][] partIds = new long[parts][];
-        for (int s = 0; s < perServer.length; s++) {
-            if (partOfServer[s] >= 0) {
-                servers[partOfServer[s]] = s;
-                partIds[partOfServer[s]] = new long[perServer[s]];
+        for (int s = 0; s < serverCount; s++) {
+            if (perServer[s] > 0) {
+                partOfServer[s] = parts;
+                servers = ensure(servers, parts + 1);
+                partStart = ensure(partStart, parts + 2);
+                servers[parts] = s;
+                partStart[parts + 1] = partStart[parts] + perServer[s];
+                parts++;
             }
         }
-        int[] filled = new int[parts];
-        int[] rowOfUnique = new int[uniques];
-        for (int u = 0; u < uniques; u++) {
-            int p = partOfServer[uniqueServer[u]];
-            rowOfUnique[u] = filled[p];
-            partIds[p][filled[p]++] = uniqueIds[u];
+        partStart[0] = 0;
+        // The distinct ids by part; each id's row within its part.
+        int[] cursor = this.cursor = ensure(this.cursor, parts + 1);
+        System.arraycopy(partStart, 0, cursor, 0, parts);
+        for (int k = 0; k < u; k++) {
+            int p = partOfServer[uniqueServer[k]];
+            int at = cursor[p]++;
+            partIds[at] = uniqueIds[k];
+            rowOfUnique[k] = at - partStart[p];
         }
         // Positions grouped by part (a stable counting sort).
-        int[] start = new int[parts + 1];
-        for (int i = 0; i < count; i++) {
-            start[partOfServer[uniqueServer[uniqueOfPosition[i]]] + 1]++;
+        start = ensure(start, parts + 1);
+        if (parts == 1) {
+            start[0] = 0;
+            start[1] = count;
+            for (int i = 0; i < count; i++) {
+                positions[i] = i;
+                rowInPart[i] = uniqueOfPosition[i];
+            }
+        } else {
+            Arrays.fill(start, 0, parts + 1, 0);
+            for (int i = 0; i < count; i++) {
+                start[partOfServer[uniqueServer[uniqueOfPosition[i]]] + 1]++;
+            }
+            for (int p = 0; p < parts; p++) {
+                start[p + 1] += start[p];
+            }
+            System.arraycopy(start, 0, cursor, 0, parts);
+            for (int i = 0; i < count; i++) {
+                int k = uniqueOfPosition[i];
+                int at = cursor[partOfServer[uniqueServer[k]]]++;
+                positions[at] = i;
+                rowInPart[at] = rowOfUnique[k];
+            }
         }
-        for (int p = 0; p < parts; p++) {
-            start[p + 1] += start[p];
+        this.count = count;
+        this.uniques = u;
+        this.parts = parts;
+        return this;
+    }
+
+    private void reserve(int count, int capacity, int serverCount) {
+        if (keys.length < capacity) {
+            keys = new long[capacity];
+            values = new int[capacity];
         }
-        int[] cursor = Arrays.copyOf(start, parts);
-        int[] positions = new int[count];
-        int[] rowInPart = new int[count];
-        for (int i = 0; i < count; i++) {
-            int u = uniqueOfPosition[i];
-            int at = cursor[partOfServer[uniqueServer[u]]]++;
-            positions[at] = i;
-            rowInPart[at] = rowOfUnique[u];
+        if (uniqueOfPosition.length < count) {
+            entryOfUnique = new int[count];
+            uniqueOfPosition = new int[count];
+            uniqueIds = new long[count];
+            uniqueServer = new int[count];
+            rowOfUnique = new int[count];
+            partIds = new long[count];
+            positions = new int[count];
+            rowInPart = new int[count];
         }
-        return new BatchPlan(count, servers, partIds, positions, start, rowInPart);
+        if (perServer.length < serverCount) {
+            perServer = new int[serverCount];
+            partOfServer = new int[serverCount];
+        }
+    }
+
+    private static int[] ensure(int[] array, int length) {
+        return array.length >= length ? array : Arrays.copyOf(array, Math.max(length, array.length * 2));
     }
 
     /** The number of ids in the caller's batch, duplicates included. */
@@ -127,31 +206,29 @@ public final class BatchPlan {
 
     /** The number of distinct ids. */
     public int uniqueCount() {
-        int n = 0;
-        for (long[] part : partIds) {
-            n += part.length;
-        }
-        return n;
+        return uniques;
     }
 
     /** The number of parts (servers this batch goes to). */
     public int parts() {
-        return servers.length;
+        return parts;
     }
 
     /** The server index of a part. */
     public int server(int part) {
-        return servers[part];
+        return servers[checkPart(part)];
     }
 
     /** The number of distinct ids in a part (rows in its request and response). */
     public int partSize(int part) {
-        return partIds[part].length;
+        checkPart(part);
+        return partStart[part + 1] - partStart[part];
     }
 
     /** A copy of the distinct ids of a part, in order of first appearance in the batch. */
     public long[] ids(int part) {
-        return partIds[part].clone();
+        checkPart(part);
+        return Arrays.copyOfRange(partIds, partStart[part], partStart[part + 1]);
     }
 
     /**
@@ -167,7 +244,7 @@ public final class BatchPlan {
         if (partOf.length < count || rowOf.length < count) {
             throw new PsException(PsException.Code.LENGTH_MISMATCH, "locate needs arrays of " + count + " positions");
         }
-        for (int p = 0; p < servers.length; p++) {
+        for (int p = 0; p < parts; p++) {
             for (int at = start[p]; at < start[p + 1]; at++) {
                 partOf[positions[at]] = p;
                 rowOf[positions[at]] = rowInPart[at];
@@ -177,11 +254,9 @@ public final class BatchPlan {
 
     /** Writes the distinct ids of a part as little-endian i64 at the start of {@code out} (a request buffer). */
     public void writeIds(int part, MemorySegment out) {
-        long[] ids = partIds[part];
-        checkBytes("out", out, (long) ids.length * Long.BYTES);
-        for (int i = 0; i < ids.length; i++) {
-            out.set(RowLayout.LONG, (long) i * Long.BYTES, ids[i]);
-        }
+        int n = partSize(part);
+        checkBytes("out", out, (long) n * Long.BYTES);
+        MemorySegment.copy(partIds, partStart[part], out, RowLayout.LONG, 0, n);
     }
 
     /**
@@ -193,7 +268,7 @@ public final class BatchPlan {
      */
     public void scatterRows(int part, MemorySegment rows, int dimension, MemorySegment out) {
         long rowBytes = rowBytes(dimension);
-        checkBytes("rows", rows, partIds[part].length * rowBytes);
+        checkBytes("rows", rows, partSize(part) * rowBytes);
         checkBytes("out", out, count * rowBytes);
         for (int at = start[part]; at < start[part + 1]; at++) {
             MemorySegment.copy(rows, rowInPart[at] * rowBytes, out, positions[at] * rowBytes, rowBytes);
@@ -202,7 +277,8 @@ public final class BatchPlan {
 
     /**
      * Sums the caller's gradient rows of each distinct id of a part into {@code out}, in
-     * {@link #ids(int)} order. Rows are added in the caller's order, in f32.
+     * {@link #ids(int)} order. Rows are added in the caller's order, in f32, starting from zero
+     * (vectorised where the JVM allows, see {@code Kernels}).
      *
      * @param gradients {@link #count()} rows of {@code dimension} f32 in the caller's order
      * @param out       {@code partSize(part)} rows of {@code dimension} f32 (a request buffer)
@@ -210,16 +286,26 @@ public final class BatchPlan {
     public void sumGradients(int part, MemorySegment gradients, int dimension, MemorySegment out) {
         long rowBytes = rowBytes(dimension);
         checkBytes("gradients", gradients, count * rowBytes);
-        checkBytes("out", out, partIds[part].length * rowBytes);
-        out.asSlice(0, partIds[part].length * rowBytes).fill((byte) 0);
+        checkBytes("out", out, partSize(part) * rowBytes);
+        // Rows are numbered by first appearance, so row r's first position comes before row r + 1's.
+        int fresh = 0;
         for (int at = start[part]; at < start[part + 1]; at++) {
             long from = positions[at] * rowBytes;
-            long to = rowInPart[at] * rowBytes;
-            for (int j = 0; j < dimension; j++) {
-                long o = (long) j * Float.BYTES;
-                out.set(RowLayout.FLOAT, to + o, out.get(RowLayout.FLOAT, to + o) + gradients.get(RowLayout.FLOAT, from + o));
+            int row = rowInPart[at];
+            if (row == fresh) {
+                Kernels.set(out, row * rowBytes, gradients, from, dimension);
+                fresh++;
+            } else {
+                Kernels.add(out, row * rowBytes, gradients, from, dimension);
             }
         }
+    }
+
+    private int checkPart(int part) {
+        if (part < 0 || part >= parts) {
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "part " + part + " of a plan of " + parts);
+        }
+        return part;
     }
 
     private static long rowBytes(int dimension) {

@@ -109,12 +109,11 @@ public final class DenseTensor {
                     + " weights and takes " + bytes + " bytes of gradients, not " + gradients.byteSize());
         }
         checkSize(bytes);
-        for (long i = 0; i < bytes; i += Float.BYTES) {
-            float g = gradients.get(RowLayout.FLOAT, i);
-            if (!Float.isFinite(g)) {
-                throw new PsException(PsException.Code.INVALID_ARGUMENT, "gradient " + g + " (element "
-                        + i / Float.BYTES + ") of tensor '" + name() + "' is not finite");
-            }
+        long bad = Kernels.firstNonFinite(gradients, 0, bytes);
+        if (bad >= 0) {
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "gradient "
+                    + gradients.get(RowLayout.FLOAT, bad * Float.BYTES) + " (element " + bad + ") of tensor '"
+                    + name() + "' is not finite");
         }
         lock.lock();
         try {

@@ -6,20 +6,85 @@ import static dev.ferry.ps.RowLayout.LONG;
 import java.lang.foreign.MemorySegment;
 
 /**
- * Creates rows and applies one optimizer step to a row in place ({@link RowLayout}). Each
- * element is read from f32, updated in double and stored back in f32. Callers hold the row's
- * lock.
+ * Creates rows and applies one optimizer step to a row in place ({@link RowLayout}): one pass
+ * over the row's weights and state, in f32, vectorised where the JVM allows ({@link Kernels}).
+ * The hyper-parameters are rounded to f32 once; what only depends on the row's step count
+ * (Adam's bias correction) is computed once per row, in double. Callers hold the row's lock.
+ *
+ * <p>Against the double-precision reference, 1,000 pushes of random batches stay within 1e-4
+ * relative ({@code OptimizerReferenceTest}).
  */
 final class OptimizerKernel {
+
+    /** Adam's corrections {@code beta^t} below this are taken as 0: f32 cannot tell them from it. */
+    private static final double NEGLIGIBLE = 1e-10;
 
     private final Optimizer optimizer;
     private final Initializer initializer;
     private final int slots;
+    private final float lr;
+    private final float eps;
+    private final float b1;
+    private final float oneMinusB1;
+    private final float b2;
+    private final float oneMinusB2;
+    private final double logB1;
+    private final double logB2;
+    private final long adamSaturated;
+    private final float invAlpha;
+    private final float beta;
+    private final float l1;
+    private final float l2;
 
     OptimizerKernel(Optimizer optimizer, Initializer initializer) {
         this.optimizer = optimizer;
         this.initializer = initializer;
         this.slots = optimizer.stateSlots();
+        float rate = 0;
+        float epsilon = 0;
+        double beta1 = 0;
+        double beta2 = 0;
+        double alpha = 1;
+        double ftrlBeta = 0;
+        double ftrlL1 = 0;
+        double ftrlL2 = 0;
+        switch (optimizer) {
+            case Optimizer.Sgd o -> rate = (float) o.learningRate();
+            case Optimizer.Adagrad o -> {
+                rate = (float) o.learningRate();
+                epsilon = (float) o.epsilon();
+            }
+            case Optimizer.Adam o -> {
+                rate = (float) o.learningRate();
+                epsilon = (float) o.epsilon();
+                beta1 = o.beta1();
+                beta2 = o.beta2();
+            }
+            case Optimizer.Ftrl o -> {
+                alpha = o.alpha();
+                ftrlBeta = o.beta();
+                ftrlL1 = o.l1();
+                ftrlL2 = o.l2();
+            }
+        }
+        this.lr = rate;
+        this.eps = epsilon;
+        this.b1 = (float) beta1;
+        this.oneMinusB1 = (float) (1 - beta1);
+        this.b2 = (float) beta2;
+        this.oneMinusB2 = (float) (1 - beta2);
+        this.logB1 = Math.log(beta1);
+        this.logB2 = Math.log(beta2);
+        this.adamSaturated = (long) Math.ceil(Math.max(saturation(beta1), saturation(beta2)));
+        this.invAlpha = (float) (1 / alpha);
+        this.beta = (float) ftrlBeta;
+        this.l1 = (float) ftrlL1;
+        this.l2 = (float) ftrlL2;
+    }
+
+    /** The step count from which {@code beta^t} is negligible. */
+    private static double saturation(double beta) {
+        return beta <= 0 ? 0 : Math.min(Long.MAX_VALUE / 2.0, Math.log(NEGLIGIBLE) / Math.log(beta));
     }
 
     /** Writes a new row: header, initial weights, initial optimizer state (the segment is zeroed). */
@@ -47,69 +112,28 @@ final class OptimizerKernel {
     }
 
     /** One step on the row at {@code row} of {@code s} with the gradient row at {@code g} of {@code grads}. */
-    void step(MemorySegment s, long row, long dimension, MemorySegment grads, long g) {
+    void step(MemorySegment s, long row, int dimension, MemorySegment grads, long g) {
         long steps = s.get(LONG, row + RowLayout.STEPS_OFFSET) + 1;
         s.set(LONG, row + RowLayout.STEPS_OFFSET, steps);
+        long w = row + RowLayout.WEIGHTS_OFFSET;
+        long s0 = w + (long) Float.BYTES * dimension;
+        long s1 = s0 + (long) Float.BYTES * dimension;
         switch (optimizer) {
-            case Optimizer.Sgd sgd -> {
-                double lr = sgd.learningRate();
-                for (long j = 0; j < dimension; j++) {
-                    long w = row + RowLayout.weight(j);
-                    s.set(FLOAT, w, (float) (s.get(FLOAT, w) - lr * grads.get(FLOAT, g + 4 * j)));
+            case Optimizer.Sgd o -> Kernels.sgd(s, w, grads, g, dimension, lr);
+            case Optimizer.Adagrad o -> Kernels.adagrad(s, w, s0, grads, g, dimension, lr, eps);
+            case Optimizer.Adam o -> {
+                // lr * (m / c1) / (sqrt(v / c2) + eps) == (lr sqrt(c2) / c1) * m / (sqrt(v) + eps sqrt(c2)).
+                float scale = lr;
+                float epsHat = eps;
+                if (steps < adamSaturated) {
+                    double c1 = 1 - Math.exp(steps * logB1);
+                    double root = Math.sqrt(1 - Math.exp(steps * logB2));
+                    scale = (float) (o.learningRate() * root / c1);
+                    epsHat = (float) (o.epsilon() * root);
                 }
+                Kernels.adam(s, w, s0, s1, grads, g, dimension, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);
             }
-            case Optimizer.Adagrad ada -> {
-                double lr = ada.learningRate();
-                double eps = ada.epsilon();
-                for (long j = 0; j < dimension; j++) {
-                    long w = row + RowLayout.weight(j);
-                    long a = row + RowLayout.state(dimension, 0, j);
-                    double grad = grads.get(FLOAT, g + 4 * j);
-                    double acc = s.get(FLOAT, a) + grad * grad;
-                    s.set(FLOAT, a, (float) acc);
-                    s.set(FLOAT, w, (float) (s.get(FLOAT, w) - lr * grad / (Math.sqrt(acc) + eps)));
-                }
-            }
-            case Optimizer.Adam adam -> {
-                double lr = adam.learningRate();
-                double b1 = adam.beta1();
-                double b2 = adam.beta2();
-                double eps = adam.epsilon();
-                double correction1 = 1 - Math.pow(b1, steps);
-                double correction2 = 1 - Math.pow(b2, steps);
-                for (long j = 0; j < dimension; j++) {
-                    long w = row + RowLayout.weight(j);
-                    long mAt = row + RowLayout.state(dimension, 0, j);
-                    long vAt = row + RowLayout.state(dimension, 1, j);
-                    double grad = grads.get(FLOAT, g + 4 * j);
-                    double m = b1 * s.get(FLOAT, mAt) + (1 - b1) * grad;
-                    double v = b2 * s.get(FLOAT, vAt) + (1 - b2) * grad * grad;
-                    s.set(FLOAT, mAt, (float) m);
-                    s.set(FLOAT, vAt, (float) v);
-                    s.set(FLOAT, w, (float) (s.get(FLOAT, w) - lr * (m / correction1) / (Math.sqrt(v / correction2) + eps)));
-                }
-            }
-            case Optimizer.Ftrl ftrl -> {
-                double alpha = ftrl.alpha();
-                double beta = ftrl.beta();
-                double l1 = ftrl.l1();
-                double l2 = ftrl.l2();
-                for (long j = 0; j < dimension; j++) {
-                    long w = row + RowLayout.weight(j);
-                    long zAt = row + RowLayout.state(dimension, 0, j);
-                    long nAt = row + RowLayout.state(dimension, 1, j);
-                    double grad = grads.get(FLOAT, g + 4 * j);
-                    double n = s.get(FLOAT, nAt);
-                    double nNext = n + grad * grad;
-                    double sigma = (Math.sqrt(nNext) - Math.sqrt(n)) / alpha;
-                    double z = s.get(FLOAT, zAt) + grad - sigma * s.get(FLOAT, w);
-                    s.set(FLOAT, zAt, (float) z);
-                    s.set(FLOAT, nAt, (float) nNext);
-                    double weight = Math.abs(z) <= l1 ? 0.0
-                            : -(z - Math.signum(z) * l1) / ((beta + Math.sqrt(nNext)) / alpha + l2);
-                    s.set(FLOAT, w, (float) weight);
-                }
-            }
+            case Optimizer.Ftrl o -> Kernels.ftrl(s, w, s0, s1, grads, g, dimension, invAlpha, beta, l1, l2);
         }
     }
 

@@ -4,11 +4,12 @@ package dev.ferry.ps;
  * The tunables of a {@link ParameterServer}, each with its default and the reason for it.
  *
  * @param maxIdsPerRequest largest pull or push, in ids. Default 1,048,576: a training batch of
- *                         8,192 examples with 128 features each; bigger batches are split by the
- *                         client so that one request does not hold the shard locks for long
+ *                         8,192 examples with 128 features each. {@code PsClient} learns the
+ *                         limits with the routing table and splits a bigger batch into several
+ *                         requests, so that one request does not hold the shard locks for long
  * @param maxRequestBytes  largest pull response or push payload, in bytes of f32 values.
- *                         Default 64 MiB: a large rendezvous message; beyond it, splitting costs
- *                         little next to moving the bytes
+ *                         Default 64 MiB: a large rendezvous message; beyond it, splitting (done
+ *                         by the client, as for ids) costs little next to moving the bytes
  * @param checkpointsKept  complete checkpoints kept in a checkpoint directory, newest first; at
  *                         least 2, so that a checkpoint found corrupt still has a good one
  *                         before it. Default 3

@@ -3,6 +3,8 @@ package dev.ferry.ps;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.Arrays;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -20,10 +22,31 @@ import java.util.concurrent.locks.ReentrantLock;
  * index rehashes only the 16-byte entries (the ids are read back from the rows). Rows of a
  * chunk are contiguous, so a snapshot is one copy per chunk.
  *
- * <p>Not thread-safe: every method is called with {@link #lock} held. The row chunks and each
- * generation of the index come from shared arenas that this shard owns and closes.
+ * <p>Writers hold {@link #lock}; every method but the optimistic readers is called with it held.
+ * Readers may instead read without the lock, as a seqlock: {@link #readVersion}, then
+ * {@link #find} and the row's bytes, then {@link #validate}. Writers make the version odd
+ * ({@link #beginWrite}) before they touch a row or the index and even again after
+ * ({@link #endWrite}), so a reader that sees the same even version before and after read a whole
+ * row between two writes, never a torn one. An unvalidated read never touches freed memory: row
+ * chunks never move, and the index generation that a rehash replaces is freed by closing its
+ * shared arena, after which a reader still on it fails with {@link IllegalStateException}
+ * (the Foreign Memory API's guarantee for shared arenas) and reads again. After {@link #close}
+ * reads fail the same way or find no chunk.
+ *
+ * <p>The row chunks and each generation of the index come from shared arenas that this shard
+ * owns and closes.
  */
 final class Shard {
+
+    private static final VarHandle VERSION;
+
+    static {
+        try {
+            VERSION = MethodHandles.lookup().findVarHandle(Shard.class, "version", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
 
     static final long INDEX_ENTRY_BYTES = 16;
     private static final long MIN_INDEX_ENTRIES = 64;
@@ -39,8 +62,10 @@ final class Shard {
     private int rows;
     private Arena indexArena;
     private MemorySegment index;
-    private long indexMask;
     private boolean closed;
+    /** Odd while a writer changes a row or the index; accessed through {@link #VERSION}. */
+    @SuppressWarnings("unused")
+    private long version;
 
     Shard(long rowBytes) {
         this.rowBytes = rowBytes;
@@ -48,24 +73,72 @@ final class Shard {
         newIndex(MIN_INDEX_ENTRIES);
     }
 
-    /** The row of {@code id}, or -1. */
+    /**
+     * The row of {@code id}, or -1. Also without the lock, between {@link #readVersion} and
+     * {@link #validate}: the index generation is read once, and each entry's row reference is
+     * written after its id, so a racing read terminates (the index is never more than 5/8 full)
+     * and returns a row number of this shard or -1, which the validation then confirms or not.
+     */
     int find(long id, long hash) {
-        long mask = indexMask;
+        MemorySegment entries = index;
+        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
         for (long i = hash & mask;; i = (i + 1) & mask) {
             long at = i * INDEX_ENTRY_BYTES;
-            long ref = index.get(ValueLayout.JAVA_LONG, at + 8);
+            long ref = entries.get(ValueLayout.JAVA_LONG, at + 8);
             if (ref == 0) {
                 return -1;
             }
-            if (index.get(ValueLayout.JAVA_LONG, at) == id) {
+            if (entries.get(ValueLayout.JAVA_LONG, at) == id) {
                 return (int) (ref - 1);
             }
         }
     }
 
-    /** Adds a zeroed row for {@code id}, which must be absent, and returns its number. */
+    /** A version to validate an optimistic read with; odd while a write is under way. */
+    long readVersion() {
+        return (long) VERSION.getAcquire(this);
+    }
+
+    /** Whether no write began or was under way since {@code observed} was read: the reads between are whole. */
+    boolean validate(long observed) {
+        VarHandle.acquireFence();
+        return (observed & 1) == 0 && (long) VERSION.getOpaque(this) == observed;
+    }
+
+    /** Before a writer (holding the lock) changes a row or the index. */
+    void beginWrite() {
+        assert lock.isHeldByCurrentThread();
+        VERSION.setOpaque(this, (long) VERSION.getOpaque(this) + 1);
+        VarHandle.releaseFence();
+    }
+
+    /** After the change. */
+    void endWrite() {
+        VERSION.setRelease(this, (long) VERSION.getOpaque(this) + 1);
+    }
+
+    /**
+     * Copies {@code bytes} of {@code row} from byte {@code from} of the row without the lock;
+     * false if the row's chunk is not (or no longer) there. Validate after.
+     */
+    boolean copyQuietly(int row, long from, MemorySegment out, long at, long bytes) {
+        MemorySegment[] all = chunks;
+        int c = row >>> chunkShift;
+        MemorySegment chunk = c < all.length ? all[c] : null;
+        if (chunk == null) {
+            return false;
+        }
+        try {
+            MemorySegment.copy(chunk, offset(row) + from, out, at, bytes);
+            return true;
+        } catch (IllegalStateException closedMeanwhile) {
+            return false;
+        }
+    }
+
+    /** Adds a zeroed row for {@code id}, which must be absent, and returns its number (inside a write). */
     int append(long id, long hash) {
-        long entries = indexMask + 1;
+        long entries = index.byteSize() / INDEX_ENTRY_BYTES;
         if ((rows + 1L) * 8 > entries * 5) {
             rehash(entries * 2);
         }
@@ -97,7 +170,7 @@ final class Shard {
     }
 
     long reservedBytes() {
-        return closed ? 0 : chunkCount * (rowBytes << chunkShift) + (indexMask + 1) * INDEX_ENTRY_BYTES;
+        return closed ? 0 : chunkCount * (rowBytes << chunkShift) + index.byteSize();
     }
 
     /** A copy of all rows, in row order, allocated from {@code arena}. */
@@ -118,35 +191,42 @@ final class Shard {
     void close() {
         if (!closed) {
             closed = true;
+            chunks = new MemorySegment[0];
             rowArena.close();
             indexArena.close();
-            chunks = new MemorySegment[0];
         }
     }
 
-    private void insert(long id, long hash, int row) {
-        long mask = indexMask;
+    private static void insert(MemorySegment entries, long id, long hash, int row) {
+        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
         long i = hash & mask;
-        while (index.get(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8) != 0) {
+        while (entries.get(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8) != 0) {
             i = (i + 1) & mask;
         }
-        index.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, id);
-        index.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, row + 1L);
+        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, id);
+        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, row + 1L);
+    }
+
+    private void insert(long id, long hash, int row) {
+        insert(index, id, hash, row);
     }
 
     private void newIndex(long entries) {
         indexArena = Arena.ofShared();
         index = indexArena.allocate(entries * INDEX_ENTRY_BYTES, Long.BYTES);
-        indexMask = entries - 1;
     }
 
+    /** A new generation, filled before readers can see it; the old one is freed. */
     private void rehash(long entries) {
-        Arena old = indexArena;
-        newIndex(entries);
+        Arena fresh = Arena.ofShared();
+        MemorySegment next = fresh.allocate(entries * INDEX_ENTRY_BYTES, Long.BYTES);
         for (int row = 0; row < rows; row++) {
             long id = chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.ID_OFFSET);
-            insert(id, Slots.mix(id), row);
+            insert(next, id, Slots.mix(id), row);
         }
+        Arena old = indexArena;
+        indexArena = fresh;
+        index = next;
         old.close();
     }
 }

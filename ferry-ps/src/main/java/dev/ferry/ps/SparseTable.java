@@ -3,6 +3,7 @@ package dev.ferry.ps;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.util.Arrays;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -11,13 +12,18 @@ import java.util.concurrent.atomic.AtomicLong;
  * optimizer state inline, in {@link TableConfig#shards()} lock stripes. Rows live off-heap and
  * are created by their first pull or push with the table's {@link Initializer}.
  *
+ * <p>Neither method allocates in steady state: their working arrays are per thread
+ * ({@link Scratch}).
+ *
  * <p>Buffers: {@link #gather} writes rows into a caller's segment (the registered response
  * buffer) and {@link #apply} reads gradients from one (the registered request buffer); both hold
  * rows of {@code dimension} little-endian f32 values, back to back, in the order of the ids.
  *
  * <p>Thread safety and what readers see: any number of threads may gather and apply at once.
- * Each row is read and updated under the lock of its shard, so a gather sees every row whole,
- * between two optimizer steps, never a torn row. A batch is not atomic across rows: a gather
+ * Each row is updated under the lock of its shard. A gather reads rows without the locks, as a
+ * seqlock ({@link Shard}): it reads a row again when a write to its shard raced with the read,
+ * and takes the lock for a row it must create or that keeps changing; so a gather sees every
+ * row whole, between two optimizer steps, never a torn row. A batch is not atomic across rows: a gather
  * concurrent with an apply may see some rows of that apply updated and others not yet. Updates
  * to one row are serialised, so concurrent pushes give the state of some serial order of their
  * per-row steps (for SGD, the same sums in any order, to rounding).
@@ -111,33 +117,94 @@ public final class SparseTable {
                     + " bytes; " + count + " rows of table '" + name() + "' (dimension " + dimension()
                     + ") need " + bytes);
         }
-        Groups groups = group(ids, offset, count);
-        for (int s = 0; s < shards.length; s++) {
-            if (groups.start[s] == groups.start[s + 1]) {
-                continue;
-            }
-            Shard shard = shards[s];
-            shard.lock.lock();
-            try {
-                checkOpen(shard);
-                for (int k = groups.start[s]; k < groups.start[s + 1]; k++) {
-                    int pos = groups.order[k];
-                    long id = ids[offset + pos];
-                    long at = pos * payloadBytes;
-                    int row = shard.find(id, groups.hash[pos]);
-                    if (row < 0) {
-                        if (readOnly) {
-                            kernel.initWeights(id, dimension(), out, at);
-                            continue;
-                        }
-                        row = create(shard, id, groups.hash[pos]);
+        Scratch scratch = Scratch.of(Math.min(count, Scratch.GATHER_CHUNK));
+        for (int from = 0; from < count; from += Scratch.GATHER_CHUNK) {
+            gatherChunk(ids, offset + from, Math.min(Scratch.GATHER_CHUNK, count - from), out,
+                    from * payloadBytes, scratch);
+        }
+    }
+
+    /**
+     * Gathers without the shard locks: first the row of every id (so that the index lookups'
+     * cache misses overlap), then each row's copy, validated against its shard's version
+     * ({@link Shard}); a row written meanwhile is read again, and a row that is absent (to be
+     * created) or keeps changing is read under its shard's lock.
+     */
+    private void gatherChunk(long[] ids, int offset, int count, MemorySegment out, long outAt, Scratch scratch) {
+        long[] hash = scratch.hash;
+        long[] version = scratch.version;
+        int[] rowOf = scratch.row;
+        int mask = shards.length - 1;
+        for (int i = 0; i < count; i++) {
+            long h = Slots.mix(ids[offset + i]);
+            Shard shard = shards[(int) (h >>> 40) & mask];
+            long v = shard.readVersion();
+            hash[i] = h;
+            version[i] = v;
+            rowOf[i] = (v & 1) == 0 ? findQuietly(shard, ids[offset + i], h) : RETRY;
+        }
+        for (int i = 0; i < count; i++) {
+            long h = hash[i];
+            Shard shard = shards[(int) (h >>> 40) & mask];
+            long at = outAt + i * payloadBytes;
+            int row = rowOf[i];
+            long v = version[i];
+            boolean done = false;
+            for (int attempt = 1;; attempt++) {
+                if (row >= 0) {
+                    if (shard.copyQuietly(row, RowLayout.WEIGHTS_OFFSET, out, at, payloadBytes) && shard.validate(v)) {
+                        done = true;
+                        break;
                     }
-                    MemorySegment.copy(shard.chunk(row), shard.offset(row) + RowLayout.WEIGHTS_OFFSET, out, at,
-                            payloadBytes);
+                } else if (row == ABSENT && shard.validate(v)) {
+                    if (readOnly) {
+                        kernel.initWeights(ids[offset + i], dimension(), out, at);
+                        done = true;
+                    }
+                    break; // else it is created under the lock
                 }
-            } finally {
-                shard.lock.unlock();
+                if (attempt == OPTIMISTIC_ATTEMPTS) {
+                    break;
+                }
+                v = shard.readVersion();
+                row = (v & 1) == 0 ? findQuietly(shard, ids[offset + i], h) : RETRY;
             }
+            if (!done) {
+                gatherLocked(shard, ids[offset + i], h, out, at);
+            }
+        }
+    }
+
+    /** Optimistic reads of one row before a gather takes its shard's lock instead. */
+    private static final int OPTIMISTIC_ATTEMPTS = 3;
+    /** {@link Shard#find}'s answer for an absent id. */
+    private static final int ABSENT = -1;
+    /** Not looked up: a write was under way. */
+    private static final int RETRY = -2;
+
+    private static int findQuietly(Shard shard, long id, long hash) {
+        try {
+            return shard.find(id, hash);
+        } catch (IllegalStateException | IndexOutOfBoundsException closedMeanwhile) {
+            return RETRY;
+        }
+    }
+
+    private void gatherLocked(Shard shard, long id, long hash, MemorySegment out, long at) {
+        shard.lock.lock();
+        try {
+            checkOpen(shard);
+            int row = shard.find(id, hash);
+            if (row < 0) {
+                if (readOnly) {
+                    kernel.initWeights(id, dimension(), out, at);
+                    return;
+                }
+                row = create(shard, id, hash);
+            }
+            MemorySegment.copy(shard.chunk(row), shard.offset(row) + RowLayout.WEIGHTS_OFFSET, out, at, payloadBytes);
+        } finally {
+            shard.lock.unlock();
         }
     }
 
@@ -174,49 +241,58 @@ public final class SparseTable {
                     + "' (dimension " + dimension() + ") need " + bytes + " bytes of gradients, not "
                     + gradients.byteSize());
         }
-        for (long i = 0; i < bytes; i += Float.BYTES) {
-            float g = gradients.get(RowLayout.FLOAT, i);
-            if (!Float.isFinite(g)) {
-                long pos = i / payloadBytes;
-                throw new PsException(PsException.Code.INVALID_ARGUMENT, "gradient " + g + " for id "
-                        + ids[offset + (int) pos] + " (element " + (i % payloadBytes) / Float.BYTES
-                        + ") of table '" + name() + "' is not finite");
-            }
+        long bad = Kernels.firstNonFinite(gradients, 0, bytes);
+        if (bad >= 0) {
+            float g = gradients.get(RowLayout.FLOAT, bad * Float.BYTES);
+            long pos = bad / dimension();
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "gradient " + g + " for id "
+                    + ids[offset + (int) pos] + " (element " + bad % dimension() + ") of table '" + name()
+                    + "' is not finite");
         }
-        Groups groups = group(ids, offset, count);
-        int[] rowOf = new int[count];
+        Scratch scratch = Scratch.of(count);
+        int[] start = group(ids, offset, count, scratch);
+        int[] order = scratch.order;
+        long[] hash = scratch.hash;
+        int[] rowOf = scratch.row;
         // Phase 1: find or create every row, so that a full table fails before any step.
         for (int s = 0; s < shards.length; s++) {
-            if (groups.start[s] == groups.start[s + 1]) {
+            if (start[s] == start[s + 1]) {
                 continue;
             }
             Shard shard = shards[s];
             shard.lock.lock();
             try {
                 checkOpen(shard);
-                for (int k = groups.start[s]; k < groups.start[s + 1]; k++) {
-                    int pos = groups.order[k];
+                for (int k = start[s]; k < start[s + 1]; k++) {
+                    int pos = order[k];
                     long id = ids[offset + pos];
-                    int row = shard.find(id, groups.hash[pos]);
-                    rowOf[pos] = row >= 0 ? row : create(shard, id, groups.hash[pos]);
+                    int row = shard.find(id, hash[pos]);
+                    rowOf[pos] = row >= 0 ? row : create(shard, id, hash[pos]);
                 }
             } finally {
                 shard.lock.unlock();
             }
         }
-        // Phase 2: the steps, in batch order within each shard (so duplicates apply in order).
+        // Phase 2: the steps, in batch order within each shard (so duplicates apply in order),
+        // each one write for the optimistic readers.
+        int dimension = dimension();
         for (int s = 0; s < shards.length; s++) {
-            if (groups.start[s] == groups.start[s + 1]) {
+            if (start[s] == start[s + 1]) {
                 continue;
             }
             Shard shard = shards[s];
             shard.lock.lock();
             try {
                 checkOpen(shard);
-                for (int k = groups.start[s]; k < groups.start[s + 1]; k++) {
-                    int pos = groups.order[k];
+                for (int k = start[s]; k < start[s + 1]; k++) {
+                    int pos = order[k];
                     int row = rowOf[pos];
-                    kernel.step(shard.chunk(row), shard.offset(row), dimension(), gradients, pos * payloadBytes);
+                    shard.beginWrite();
+                    try {
+                        kernel.step(shard.chunk(row), shard.offset(row), dimension, gradients, pos * payloadBytes);
+                    } finally {
+                        shard.endWrite();
+                    }
                 }
             } finally {
                 shard.lock.unlock();
@@ -271,6 +347,7 @@ public final class SparseTable {
         }
         Shard shard = shards[s];
         shard.lock.lock();
+        shard.beginWrite();
         try {
             for (long at = 0; at < data.byteSize(); at += rowBytes) {
                 long id = data.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
@@ -289,7 +366,84 @@ public final class SparseTable {
                 MemorySegment.copy(data, at, shard.chunk(row), shard.offset(row), rowBytes);
             }
         } finally {
+            shard.endWrite();
             shard.lock.unlock();
+        }
+    }
+
+    /**
+     * Puts whole rows ({@link RowLayout}, as {@link #snapshotShard} copies them) where they are
+     * not older: a row replaces the table's copy of its id if its step count is at least the
+     * table's, and is added if the id is absent. Rows moved between servers merge this way in any
+     * order ({@link RowTransfer}). Returns the rows written.
+     *
+     * @throws TableFullException if a new row was needed beyond the capacity
+     */
+    int mergeRows(MemorySegment rows) {
+        int written = 0;
+        for (long at = 0; at + rowBytes <= rows.byteSize(); at += rowBytes) {
+            long id = rows.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
+            long steps = rows.get(RowLayout.LONG, at + RowLayout.STEPS_OFFSET);
+            long hash = Slots.mix(id);
+            Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
+            shard.lock.lock();
+            try {
+                checkOpen(shard);
+                int row = shard.find(id, hash);
+                if (row < 0) {
+                    row = create(shard, id, hash);
+                } else if (shard.chunk(row).get(RowLayout.LONG, shard.offset(row) + RowLayout.STEPS_OFFSET) > steps) {
+                    continue;
+                }
+                MemorySegment.copy(rows, at, shard.chunk(row), shard.offset(row), rowBytes);
+                written++;
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+        return written;
+    }
+
+    /** Resets the rows whose id {@code reset} accepts to their initial values, step count 0; returns how many. */
+    int resetRows(java.util.function.LongPredicate reset) {
+        int n = 0;
+        for (Shard shard : shards) {
+            shard.lock.lock();
+            try {
+                checkOpen(shard);
+                for (int row = 0; row < shard.rows(); row++) {
+                    MemorySegment chunk = shard.chunk(row);
+                    long at = shard.offset(row);
+                    long id = chunk.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
+                    if (reset.test(id)) {
+                        chunk.asSlice(at, rowBytes).fill((byte) 0);
+                        kernel.initRow(chunk, at, id, dimension());
+                        n++;
+                    }
+                }
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+        return n;
+    }
+
+    /** Copies the whole rows of {@code ids[0, count)} to {@code out}, back to back; absent ids are created. */
+    void copyRows(long[] ids, int count, MemorySegment out) {
+        for (int i = 0; i < count; i++) {
+            long hash = Slots.mix(ids[i]);
+            Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
+            shard.lock.lock();
+            try {
+                checkOpen(shard);
+                int row = shard.find(ids[i], hash);
+                if (row < 0) {
+                    row = create(shard, ids[i], hash);
+                }
+                MemorySegment.copy(shard.chunk(row), shard.offset(row), out, i * rowBytes, rowBytes);
+            } finally {
+                shard.lock.unlock();
+            }
         }
     }
 
@@ -299,6 +453,7 @@ public final class SparseTable {
         for (Shard shard : shards) {
             shard.lock.lock();
             try {
+                shard.beginWrite();
                 shard.close();
             } finally {
                 shard.lock.unlock();
@@ -318,9 +473,14 @@ public final class SparseTable {
                 throw new TableFullException(name(), config.maxRows(), id);
             }
         } while (!rowCount.compareAndSet(n, n + 1));
-        int row = shard.append(id, hash);
-        kernel.initRow(shard.chunk(row), shard.offset(row), id, dimension());
-        return row;
+        shard.beginWrite();
+        try {
+            int row = shard.append(id, hash);
+            kernel.initRow(shard.chunk(row), shard.offset(row), id, dimension());
+            return row;
+        } finally {
+            shard.endWrite();
+        }
     }
 
     /** Validates a request's range and size; returns its payload bytes. */
@@ -348,29 +508,33 @@ public final class SparseTable {
         }
     }
 
-    /** The positions of a batch grouped by shard, in batch order within a shard. */
-    private record Groups(long[] hash, int[] order, int[] start) {
-    }
-
-    private Groups group(long[] ids, int offset, int count) {
-        long[] hash = new long[count];
-        int[] shardOf = new int[count];
-        int[] start = new int[shards.length + 1];
+    /**
+     * Groups the positions of a batch by shard, in batch order within a shard, into
+     * {@code scratch.order}, with each position's hash in {@code scratch.hash}; returns where each
+     * shard's positions start ({@code shards + 1} entries).
+     */
+    private int[] group(long[] ids, int offset, int count, Scratch scratch) {
+        long[] hash = scratch.hash;
+        int[] shardOf = scratch.row;
+        int[] order = scratch.order;
+        int[] start = scratch.shardStart;
+        Arrays.fill(start, 0, shards.length + 1, 0);
+        int mask = shards.length - 1;
         for (int i = 0; i < count; i++) {
             long h = Slots.mix(ids[offset + i]);
             hash[i] = h;
-            int s = Slots.shardOfHash(h, shards.length);
+            int s = (int) (h >>> 40) & mask;
             shardOf[i] = s;
             start[s + 1]++;
         }
         for (int s = 0; s < shards.length; s++) {
             start[s + 1] += start[s];
         }
-        int[] cursor = java.util.Arrays.copyOf(start, shards.length);
-        int[] order = new int[count];
+        int[] cursor = scratch.shardCursor;
+        System.arraycopy(start, 0, cursor, 0, shards.length);
         for (int i = 0; i < count; i++) {
             order[cursor[shardOf[i]]++] = i;
         }
-        return new Groups(hash, order, start);
+        return start;
     }
 }

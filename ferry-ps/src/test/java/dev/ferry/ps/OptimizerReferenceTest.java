@@ -11,12 +11,11 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class OptimizerReferenceTest {
-
-    private static final int DIMENSION = 8;
 
     static Stream<Optimizer> optimizers() {
         return Stream.of(
@@ -26,26 +25,33 @@ class OptimizerReferenceTest {
                 new Optimizer.Ftrl(0.1, 1.0, 0.01, 0.1));
     }
 
+    /** Dimension 8 is shorter than a vector (scalar kernels only); 37 is two 16-lane vectors and a tail. */
+    static Stream<Arguments> optimizersAndDimensions() {
+        return optimizers().flatMap(o -> Stream.of(Arguments.of(o, 8), Arguments.of(o, 37)));
+    }
+
     /**
      * 1,000 pushes of random batches (with duplicate ids, applied one step each in batch order)
-     * against the double-precision reference.
+     * against the double-precision reference. The kernels compute in f32; the tolerance is 1e-4
+     * relative (to max(1, |expected|)) for weights, and 1e-4 * max(1, steps / 500) for the first
+     * state slot, which sums f32-rounded terms.
      */
     @ParameterizedTest
-    @MethodSource("optimizers")
-    void sparseTableMatchesTheReference(Optimizer optimizer) {
+    @MethodSource("optimizersAndDimensions")
+    void sparseTableMatchesTheReference(Optimizer optimizer, int dimension) {
         int steps = TestScale.pick(1_000, 10_000);
         Initializer init = Initializer.normal(0, 0.1, 42);
-        Reference reference = new Reference(optimizer, init, DIMENSION);
+        Reference reference = new Reference(optimizer, init, dimension);
         SplittableRandom random = new SplittableRandom(7);
         long[] pool = random.longs(64).toArray();
         try (ParameterServer server = ParameterServer.create(PsConfig.defaults());
                 Arena arena = Arena.ofConfined()) {
-            SparseTable table = server.createTable(TableConfig.of("t", DIMENSION, optimizer).withInitializer(init)
+            SparseTable table = server.createTable(TableConfig.of("t", dimension, optimizer).withInitializer(init)
                     .withShards(4));
             int batch = 32;
             long[] ids = new long[batch];
-            float[] gradients = new float[batch * DIMENSION];
-            MemorySegment request = arena.allocate((long) batch * DIMENSION * Float.BYTES);
+            float[] gradients = new float[batch * dimension];
+            MemorySegment request = arena.allocate((long) batch * dimension * Float.BYTES);
             for (int step = 0; step < steps; step++) {
                 for (int i = 0; i < batch; i++) {
                     ids[i] = pool[random.nextInt(pool.length)];
@@ -56,10 +62,10 @@ class OptimizerReferenceTest {
                 MemorySegment.copy(gradients, 0, request, RowLayout.FLOAT, 0, gradients.length);
                 table.apply(ids, 0, batch, request);
                 for (int i = 0; i < batch; i++) {
-                    reference.step(ids[i], gradients, i * DIMENSION);
+                    reference.step(ids[i], gradients, i * dimension);
                 }
             }
-            MemorySegment out = arena.allocate((long) pool.length * DIMENSION * Float.BYTES);
+            MemorySegment out = arena.allocate((long) pool.length * dimension * Float.BYTES);
             table.gather(pool, 0, pool.length, out);
             double worst = 0;
             for (int i = 0; i < pool.length; i++) {
@@ -67,8 +73,8 @@ class OptimizerReferenceTest {
                 byte[] raw = table.rawRow(pool[i]);
                 MemorySegment row = MemorySegment.ofArray(raw);
                 assertEquals(expected.steps, row.get(RowLayout.LONG, RowLayout.STEPS_OFFSET));
-                for (int j = 0; j < DIMENSION; j++) {
-                    float actual = out.get(RowLayout.FLOAT, ((long) i * DIMENSION + j) * Float.BYTES);
+                for (int j = 0; j < dimension; j++) {
+                    float actual = out.get(RowLayout.FLOAT, ((long) i * dimension + j) * Float.BYTES);
                     assertEquals(actual, row.get(RowLayout.FLOAT, RowLayout.weight(j)), "gather = stored row");
                     double error = Math.abs(actual - expected.w[j]) / Math.max(1, Math.abs(expected.w[j]));
                     worst = Math.max(worst, error);
@@ -78,13 +84,14 @@ class OptimizerReferenceTest {
                         // Accumulators (Adagrad's sum, FTRL's z) are sums of f32-rounded terms: their
                         // error grows with the steps a row took (about 500 per row at ci scale).
                         double tolerance = 1e-4 * Math.max(1, expected.steps / 500.0);
-                        float state = row.get(RowLayout.FLOAT, RowLayout.state(DIMENSION, 0, j));
+                        float state = row.get(RowLayout.FLOAT, RowLayout.state(dimension, 0, j));
                         assertTrue(Math.abs(state - expected.s0[j]) <= tolerance * Math.max(1, Math.abs(expected.s0[j])),
                                 "state " + state + " vs " + expected.s0[j]);
                     }
                 }
             }
-            System.out.printf("%s: %d steps, worst relative error %.2e%n", optimizer, steps, worst);
+            System.out.printf("%s, dimension %d (%s): %d steps, worst relative error %.2e%n", optimizer, dimension,
+                    Kernels.describe(), steps, worst);
         }
     }
 

@@ -24,9 +24,9 @@ abstract class RpcTestBase {
     private final List<AutoCloseable> opened = new CopyOnWriteArrayList<>();
     private final List<Transport> watched = new CopyOnWriteArrayList<>();
 
-    /** The providers every test runs on: {@code -Dferry.rpc.providers} or shm, tcp and netty. */
+    /** The providers every test runs on: {@code -Dferry.rpc.providers} or shm, tcp, netty and local (in-JVM). */
     static Stream<String> providers() {
-        return Arrays.stream(System.getProperty("ferry.rpc.providers", "shm,tcp,netty").split(","));
+        return Arrays.stream(System.getProperty("ferry.rpc.providers", "shm,tcp,netty,local").split(","));
     }
 
     /** The fabric providers (those with a Netty fallback in the breaker tests). */

@@ -161,8 +161,17 @@ final class BenchDriver {
         static Cluster start(BenchOptions o, BenchTransport transport, boolean flowControl, String optimizer,
                 int processes, int threads, Args workload) {
             Cluster cluster = new Cluster(o, transport, flowControl);
+            // In-process runs: the servers live in the one client process, with every client thread.
+            boolean inProcess = transport.inProcess();
+            if (inProcess) {
+                processes = 1;
+                workload = workload.with("servers", o.servers)
+                        .with("serverThreads", o.serverThreads)
+                        .with("optimizer", optimizer)
+                        .with("inlinePulls", o.inlinePulls());
+            }
             try {
-                for (int i = 0; i < o.servers; i++) {
+                for (int i = 0; i < (inProcess ? 0 : o.servers); i++) {
                     Args args = Args.of()
                             .with("transport", transport.label())
                             .with("dimension", o.dimension)
@@ -194,7 +203,7 @@ final class BenchDriver {
                 for (Child server : cluster.servers) {
                     cluster.addresses.add(server.expect("READY", START_TIMEOUT_MILLIS));
                 }
-                cluster.sendAll(cluster.workers, "SERVERS " + String.join(",", cluster.addresses));
+                cluster.sendAll(cluster.workers, "SERVERS " + (inProcess ? "in-process" : String.join(",", cluster.addresses)));
                 for (Child worker : cluster.workers) {
                     worker.expect("READY", START_TIMEOUT_MILLIS);
                 }

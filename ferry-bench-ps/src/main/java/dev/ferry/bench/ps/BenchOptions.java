@@ -12,9 +12,11 @@ import picocli.CommandLine.Option;
 public class BenchOptions {
 
     @Option(names = "--transports", split = ",", paramLabel = "<t>",
-            description = "Transports to run in turn: shm, tcp (Ferry RPC over libfabric), netty (Ferry RPC over "
-                    + "kernel TCP, the baseline of the ratios), grpc (gRPC-java). Default: shm,tcp,netty,grpc.")
-    public List<String> transports = List.of("shm", "tcp", "netty", "grpc");
+            description = "Transports to run in turn: direct (the floor: clients call the servers' parameter "
+                    + "servers in their own process, no RPC), local (Ferry RPC over the in-JVM transport, one "
+                    + "process), shm, tcp (Ferry RPC over libfabric), netty (Ferry RPC over kernel TCP, the baseline "
+                    + "of the ratios), grpc (gRPC-java). Default: direct,local,shm,tcp,netty,grpc.")
+    public List<String> transports = List.of("direct", "local", "shm", "tcp", "netty", "grpc");
 
     @Option(names = "--servers", paramLabel = "<n>", description = "Server processes. Default: 2.")
     public int servers = 2;

@@ -10,13 +10,20 @@ import dev.ferry.transport.TransportConfig;
 /**
  * The transports a benchmark compares: Ferry's RPC over the libfabric providers {@code shm}
  * (same-host shared memory, kernel bypass) and {@code tcp}, over {@code netty} (Ferry's
- * kernel-TCP transport, the baseline of the ratios), and gRPC-java ({@code grpc}).
+ * kernel-TCP transport, the baseline of the ratios), and gRPC-java ({@code grpc}); and two
+ * in one process: {@code direct}, the floor (each client thread calls the servers'
+ * {@link dev.ferry.ps.ParameterServer}s itself: plan, gather or apply, scatter; no RPC, no
+ * transport), and {@code local}, the whole PsClient, RPC and PsServer path over the in-JVM
+ * transport.
  */
 enum BenchTransport {
-    SHM, TCP, NETTY, GRPC;
+    DIRECT, LOCAL, SHM, TCP, NETTY, GRPC;
 
     /** Every transport, in the order of a default run. */
-    static final List<BenchTransport> ALL = List.of(SHM, TCP, NETTY, GRPC);
+    static final List<BenchTransport> ALL = List.of(DIRECT, LOCAL, SHM, TCP, NETTY, GRPC);
+
+    /** The floor that every row's layer cost is measured above. */
+    static final String FLOOR = "direct";
 
     /** The send windows and credits with flow control off: large enough never to bind here. */
     static final long HUGE_WINDOW = 1L << 32;
@@ -26,15 +33,22 @@ enum BenchTransport {
         return name().toLowerCase(Locale.ROOT);
     }
 
+    /** Whether Ferry's RPC (PsClient, PsServer) carries the calls. */
     boolean ferry() {
-        return this != GRPC;
+        return this != GRPC && this != DIRECT;
+    }
+
+    /** Whether servers and clients share one process (no server processes). */
+    boolean inProcess() {
+        return this == DIRECT || this == LOCAL;
     }
 
     static BenchTransport parse(String name) {
         try {
             return valueOf(name.trim().toUpperCase(Locale.ROOT));
         } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("unknown transport '" + name + "': shm, tcp, netty or grpc");
+            throw new IllegalArgumentException("unknown transport '" + name
+                    + "': direct, local, shm, tcp, netty or grpc");
         }
     }
 
@@ -53,7 +67,7 @@ enum BenchTransport {
      */
     TransportConfig config(boolean flowControl, String bindHost, boolean psTuning) {
         if (!ferry()) {
-            throw new IllegalStateException("gRPC has no Ferry transport configuration");
+            throw new IllegalStateException(label() + " has no Ferry transport configuration");
         }
         TransportConfig d = TransportConfig.defaults(label());
         if (psTuning) {

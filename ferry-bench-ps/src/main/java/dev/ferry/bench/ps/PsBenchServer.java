@@ -66,11 +66,8 @@ public final class PsBenchServer {
         int index = args.integer("index");
         int servers = args.integer("servers");
         int threads = args.integer("threads");
-        Optimizer optimizer = args.string("optimizer").equals("sgd") ? Optimizer.sgd(0.01) : Optimizer.adagrad(0.01);
         QueueGauge gauge = new QueueGauge();
-        try (ParameterServer ps = ParameterServer.create(PsConfig.defaults())) {
-            ps.createTable(table(dimension, optimizer, idSpace, servers));
-            prefill(ps, dimension, idSpace, index, servers);
+        try (ParameterServer ps = create(dimension, args.string("optimizer"), idSpace, index, servers)) {
             AutoCloseable serving;
             String address;
             RpcServer rpc = null;
@@ -127,6 +124,23 @@ public final class PsBenchServer {
             } catch (Exception e) {
                 // exiting anyway
             }
+        }
+    }
+
+    /**
+     * Server {@code index} of {@code servers}: the benchmark's table with {@code optimizer}
+     * ({@code sgd} or {@code adagrad}), every row of its share of [0, idSpace) created.
+     */
+    static ParameterServer create(int dimension, String optimizer, long idSpace, int index, int servers) {
+        Optimizer o = optimizer.equals("sgd") ? Optimizer.sgd(0.01) : Optimizer.adagrad(0.01);
+        ParameterServer ps = ParameterServer.create(PsConfig.defaults());
+        try {
+            ps.createTable(table(dimension, o, idSpace, servers));
+            prefill(ps, dimension, idSpace, index, servers);
+            return ps;
+        } catch (RuntimeException e) {
+            ps.close();
+            throw e;
         }
     }
 

@@ -46,6 +46,8 @@ public final class PsBenchWorker {
 
     private final Args args;
     private final PsBenchClient client;
+    /** The servers of an in-process run (direct, local), else null. */
+    private final InProcessServers servers;
     private final int dimension;
     private final int threads;
     private final BlockingQueue<String> commands = new LinkedBlockingQueue<>();
@@ -62,16 +64,19 @@ public final class PsBenchWorker {
     private static final int MEASURE = 1;
     private static final int STOP = 2;
 
-    private PsBenchWorker(Args args, PsBenchClient client) {
+    private PsBenchWorker(Args args, PsBenchClient client, InProcessServers servers) {
         this.args = args;
         this.client = client;
+        this.servers = servers;
         this.dimension = args.integer("dimension");
         this.threads = args.integer("threads");
     }
 
     /**
      * Arguments {@code key=value}: workload ({@code fetch} or {@code push}), transport, dimension, threads, ids, alpha (0: uniform), batchMin,
-     * batchMax, concurrency, rate (0: closed loop), seed, flowControl, psTuning.
+     * batchMax, concurrency, rate (0: closed loop), seed, flowControl, psTuning; for the in-process
+     * transports ({@code direct}, {@code local}, whose servers run in this JVM) also servers,
+     * serverThreads, optimizer and inlinePulls.
      */
     public static void main(String[] argv) {
         try {
@@ -84,12 +89,25 @@ public final class PsBenchWorker {
                 throw new IllegalStateException("expected SERVERS <addresses>, got " + first);
             }
             List<String> servers = Arrays.asList(first.substring("SERVERS ".length()).trim().split(","));
-            PsBenchClient client = transport.ferry()
-                    ? new FerryPsClient(BenchTransport.rpc(2),
-                            transport.config(args.bool("flowControl"), args.string("bindHost"), args.bool("psTuning")), servers)
-                    : new GrpcPsClient(servers);
-            try (client) {
-                new PsBenchWorker(args, client).run(in);
+            InProcessServers local = transport.inProcess()
+                    ? InProcessServers.start(args, args.integer("servers"), transport == BenchTransport.LOCAL) : null;
+            try {
+                if (local != null) {
+                    servers = local.addresses();
+                }
+                PsBenchClient client = transport == BenchTransport.DIRECT
+                        ? new DirectPsClient(local.parameterServers())
+                        : transport.ferry()
+                                ? new FerryPsClient(BenchTransport.rpc(2), transport.config(args.bool("flowControl"),
+                                        args.string("bindHost"), args.bool("psTuning")), servers)
+                                : new GrpcPsClient(servers);
+                try (client) {
+                    new PsBenchWorker(args, client, local).run(in);
+                }
+            } finally {
+                if (local != null) {
+                    local.close();
+                }
             }
             System.exit(0);
         } catch (Throwable t) {
@@ -133,6 +151,11 @@ public final class PsBenchWorker {
         for (Map.Entry<String, Long> e : client.counters().entrySet()) {
             line.append(" c.").append(e.getKey()).append('=').append(e.getValue());
         }
+        if (servers != null) {
+            for (Map.Entry<String, Long> e : servers.counters().entrySet()) {
+                line.append(" c.").append(e.getKey()).append('=').append(e.getValue());
+            }
+        }
         System.out.println(line);
         System.out.flush();
         Throwable error = firstError.get();
@@ -169,6 +192,9 @@ public final class PsBenchWorker {
     }
 
     private void startMeasuring() {
+        if (servers != null) {
+            servers.resetPeaks();
+        }
         recorder.reset();
         operations.reset();
         keys.reset();

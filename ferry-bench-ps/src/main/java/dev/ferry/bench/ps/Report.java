@@ -85,8 +85,20 @@ final class Report {
         out.println();
         out.println("ratios (last four columns) are to " + BASELINE + " (Ferry RPC over kernel TCP)");
         table(results).forEach(out::println);
+        List<String> floor = Floor.table(results);
+        if (!floor.isEmpty()) {
+            out.println();
+            out.println("cost above the floor (direct: the same parameter-server work in one process, no RPC); "
+                    + "ratios are layer to netty's layer");
+            floor.forEach(out::println);
+        }
         out.println();
-        results.forEach(r -> out.println(r.json()));
+        results.forEach(r -> out.println(json(results, r)));
+    }
+
+    /** The JSON line of {@code r}, with its floor and layer costs when the run has a floor. */
+    static String json(List<RunResult> results, RunResult r) {
+        return r.json(Floor.fields(results, r));
     }
 
     /** Writes {@code <dir>/<date-time>/}; returns it. */
@@ -94,7 +106,7 @@ final class Report {
         Path report = dir.resolve(LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss")));
         try {
             Files.createDirectories(report);
-            List<String> json = results.stream().map(RunResult::json).toList();
+            List<String> json = results.stream().map(r -> json(results, r)).toList();
             Files.write(report.resolve(workload + ".jsonl"), json);
             Files.write(report.resolve(workload + ".md"), markdown(workload, command, results));
             plots(report, workload, results);
@@ -116,6 +128,19 @@ final class Report {
         md.add("");
         md.addAll(table(results));
         md.add("");
+        List<String> floor = Floor.table(results);
+        if (!floor.isEmpty()) {
+            md.add("Cost above the floor: each row minus the `direct` row (the same parameter-server work in one "
+                    + "process: plan, gather or apply, scatter; no RPC, no transport); ratios are that layer to "
+                    + "netty's layer.");
+            md.add("");
+            md.addAll(floor);
+            md.add("");
+            for (String name : List.of("mean", "p99", "cpu")) {
+                md.add("![floor and layer, " + name + "](" + workload + "-floor-" + name + ".png)");
+            }
+            md.add("");
+        }
         md.add("Counters (clients and servers; totals summed, peaks the maximum over processes):");
         md.add("");
         for (RunResult r : results) {
@@ -188,5 +213,6 @@ final class Report {
             return Double.isFinite(v) ? v : 0.0;
         }).toList());
         BitmapEncoder.saveBitmap(cpu, dir.resolve(workload + "-cpu").toString(), BitmapEncoder.BitmapFormat.PNG);
+        Floor.plots(dir, workload, results);
     }
 }

@@ -53,6 +53,11 @@ record RunResult(String workload, String transport, boolean flowControl, Histogr
 
     /** The JSON line of this result. */
     String json() {
+        return json(Map.of());
+    }
+
+    /** The JSON line of this result, with {@code extra} fields (the floor and layer costs) after the figures. */
+    String json(Map<String, Object> extra) {
         Map<String, Object> fields = new LinkedHashMap<>();
         fields.put("workload", workload);
         fields.put("transport", transport);
@@ -73,6 +78,7 @@ record RunResult(String workload, String transport, boolean flowControl, Histogr
             fields.put("step_p99_us", steps.getValueAtPercentile(99) / 1e3);
             fields.put("steps", steps.getTotalCount());
         }
+        fields.putAll(extra);
         fields.putAll(counters);
         StringBuilder s = new StringBuilder("{");
         fields.forEach((k, v) -> {

@@ -88,6 +88,52 @@ class BenchmarkSmokeTest {
         }
     }
 
+    @Test
+    void theFloorAndTheLocalTransportInOneProcess(@TempDir Path dir) throws Exception {
+        FetchOptions o = new FetchOptions();
+        small(o.common, dir);
+        o.common.transports = List.of("direct", "local", "netty");
+        o.common.servers = 2;
+        o.batchMax = 512;
+        List<RunResult> results = FetchBenchmark.run(o, new PrintStream(new ByteArrayOutputStream(), true,
+                StandardCharsets.UTF_8));
+        check(results, "fetch", 3);
+        RunResult floor = Floor.of(results);
+        assertEquals("direct", floor.transport());
+        // The local run went through PsClient, RPC and PsServer: its servers' transports saw every pull.
+        RunResult local = results.get(1);
+        assertTrue(local.counters().get("server_messages_received") >= local.operations(), Report.json(results, local));
+        for (RunResult r : results) {
+            String json = Report.json(results, r);
+            for (String key : List.of("\"floor_mean_us\":", "\"layer_mean_us\":", "\"layer_p99_us\":",
+                    "\"layer_cpu_us_per_op\":", "\"layer_cpu_vs_netty\":")) {
+                assertTrue(json.contains(key), key + " in " + json);
+            }
+        }
+        assertTrue(Report.json(results, results.get(2)).contains("\"layer_cpu_vs_netty\":1.000"));
+        List<String> table = Floor.table(results);
+        assertEquals(2 + 2, table.size(), String.join("\n", table));
+        Path report = Report.write(dir, "fetch", "test", results);
+        for (String file : List.of("fetch-floor-mean.png", "fetch-floor-p99.png", "fetch-floor-cpu.png")) {
+            assertTrue(Files.size(report.resolve(file)) > 0, file);
+        }
+
+        PushOptions p = new PushOptions();
+        small(p.common, dir);
+        p.common.transports = List.of("direct", "local");
+        p.workers = 4;
+        p.batch = 256;
+        p.flowControl = "on";
+        List<RunResult> pushes = PushBenchmark.run(p, new PrintStream(new ByteArrayOutputStream(), true,
+                StandardCharsets.UTF_8));
+        assertEquals(2, pushes.size());
+        for (RunResult r : pushes) {
+            assertEquals(0, r.errors(), r.json());
+            assertEquals(256L * r.operations(), r.keys(), r.json());
+            assertTrue(r.operations() > 5 && r.steps().getTotalCount() > 0, r.json());
+        }
+    }
+
     private static void check(List<RunResult> results, String workload, int transports) {
         assertEquals(transports, results.size());
         for (RunResult r : results) {

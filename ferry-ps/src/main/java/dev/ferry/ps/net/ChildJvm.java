@@ -76,12 +76,16 @@ public final class ChildJvm implements AutoCloseable {
 
     /**
      * The command that runs {@code mainClass} with {@code args} on this JVM's java and class path,
-     * with native access enabled and {@code jvmOptions} before the class name.
+     * with native access enabled, the Vector API added (where the JDK has it) and {@code jvmOptions}
+     * before the class name.
      */
     public static List<String> javaCommand(List<String> jvmOptions, String mainClass, List<String> args) {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.add("--enable-native-access=ALL-UNNAMED");
+        if (java.lang.module.ModuleFinder.ofSystem().find("jdk.incubator.vector").isPresent()) {
+            command.add("--add-modules=jdk.incubator.vector"); // the parameter server's vector kernels
+        }
         command.addAll(jvmOptions);
         command.add("-cp");
         command.add(absoluteClassPath());

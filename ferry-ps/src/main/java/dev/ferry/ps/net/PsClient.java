@@ -10,13 +10,21 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
 
 import dev.ferry.ps.BatchPlan;
 import dev.ferry.ps.DenseConfig;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.SlotTable;
+import dev.ferry.ps.Slots;
 import dev.ferry.ps.TableConfig;
 import dev.ferry.ps.TableStats;
+import dev.ferry.rpc.PeerUnavailableException;
 import dev.ferry.rpc.RemoteException;
 import dev.ferry.rpc.RequestWriter;
 import dev.ferry.rpc.RpcChannel;
@@ -25,6 +33,7 @@ import dev.ferry.rpc.RpcConfig;
 import dev.ferry.rpc.RpcException;
 import dev.ferry.rpc.RpcMethod;
 import dev.ferry.rpc.RpcResponse;
+import dev.ferry.rpc.RpcTimeoutException;
 import dev.ferry.transport.TransportConfig;
 
 /**
@@ -56,25 +65,54 @@ public final class PsClient implements AutoCloseable {
         }
     }
 
+    /** Attempts of one part of a batch before its failure surfaces (the first one included). */
+    public static final int DEFAULT_ATTEMPTS = 40;
+    /** The longest pause between two attempts; pauses double from 1 ms up to it. */
+    public static final long DEFAULT_MAX_BACKOFF_MILLIS = 200;
+
     private final RpcClient rpc;
-    private final List<RpcChannel> channels;
-    private final SlotTable slots;
+    private final List<String> bootstrap;
+    private final ConcurrentHashMap<String, RpcChannel> channelsByAddress = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, Integer> dimensions = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, Integer> denseLengths = new ConcurrentHashMap<>();
+    private final AtomicBoolean refreshing = new AtomicBoolean();
+    private final AtomicLong pushSequence = new AtomicLong();
+    private final AtomicInteger nextRefreshServer = new AtomicInteger();
+    private final LongAdder retries = new LongAdder();
+    private final LongAdder refreshes = new LongAdder();
+    /** What the client routes by; replaced whole when a newer table arrives. */
+    private volatile Route route;
+    private volatile int maxIds = Integer.MAX_VALUE;
+    private volatile long maxBytes = Long.MAX_VALUE;
+    private volatile int attempts = DEFAULT_ATTEMPTS;
+    private volatile long maxBackoffMillis = DEFAULT_MAX_BACKOFF_MILLIS;
 
-    private PsClient(RpcClient rpc, List<RpcChannel> channels, SlotTable slots) {
+    /**
+     * A routing table and the addresses of its servers, in server order (the table's own in a
+     * cluster run by a controller; the ones given to {@link #connect} in a fixed cluster).
+     */
+    private record Route(RoutingTable table, List<String> addresses) {
+        long generation() {
+            return table.generation();
+        }
+    }
+
+    private PsClient(RpcClient rpc, List<String> bootstrap) {
         this.rpc = rpc;
-        this.channels = channels;
-        this.slots = slots;
+        this.bootstrap = List.copyOf(bootstrap);
     }
 
     /**
-     * Connects to the servers of a cluster, {@code addresses[i]} being server {@code i}, and
-     * fetches the slot table. Checks that each server is the one its position says and that all
-     * enforce the same slot table.
+     * Connects to a cluster through any of its servers and fetches the routing table.
+     *
+     * <p>Two kinds of cluster: a fixed one, where {@code addresses[i]} is server {@code i} (the
+     * client checks that each server is the one its position says and that all enforce the same
+     * slot table); and one run by a controller ({@code bin/ferry cluster}), where {@code addresses}
+     * are only bootstrap servers: the table names every server, and the client follows it as it
+     * changes (on {@code WRONG_SERVER} answers, and early from the generation every answer carries).
      *
      * @throws PsException  {@code INVALID_ARGUMENT} if the servers do not form that cluster
-     * @throws RpcException if a server cannot be reached within the deadline
+     * @throws RpcException if no server can be reached within the deadline
      */
     public static PsClient connect(RpcConfig config, TransportConfig transport, List<String> addresses) {
         Objects.requireNonNull(addresses, "addresses");
@@ -83,42 +121,101 @@ public final class PsClient implements AutoCloseable {
         }
         RpcClient rpc = RpcClient.open(config, transport);
         try {
-            List<RpcChannel> channels = new ArrayList<>();
+            PsClient client = new PsClient(rpc, addresses);
+            RuntimeException last = null;
             for (String address : addresses) {
-                channels.add(rpc.channel(address));
-            }
-            PsClient probe = new PsClient(rpc, channels, null);
-            List<ServerInfo> infos = probe.describeServers();
-            SlotTable slots;
-            try (RpcResponse response = join(probe.call(0, PsDescriptor.SLOT_TABLE, PsDescriptor.HEADER,
-                    body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, new byte[0], 0, 0, 0)))) {
-                slots = PsDescriptor.readSlotTable(response.segment());
-            }
-            for (int i = 0; i < infos.size(); i++) {
-                ServerInfo info = infos.get(i);
-                if (info.index() != i || info.serverCount() != addresses.size() || info.slotHash() != slots.hashCode()
-                        || slots.serverCount() != addresses.size()) {
-                    throw new PsException(PsException.Code.INVALID_ARGUMENT, "server " + addresses.get(i)
-                            + " is server " + info.index() + " of " + info.serverCount()
-                            + (info.slotHash() != slots.hashCode() ? " with another slot table" : "")
-                            + "; the client was given it as server " + i + " of " + addresses.size());
+                try {
+                    join(client.fetchRouting(address));
+                    last = null;
+                    break;
+                } catch (RuntimeException e) {
+                    last = e;
                 }
             }
-            return new PsClient(rpc, channels, slots);
+            if (last != null) {
+                throw last;
+            }
+            if (client.route.table().members().isEmpty()) {
+                client.route = new Route(client.route.table(), List.copyOf(addresses));
+                client.checkFixed(addresses);
+            }
+            return client;
         } catch (RuntimeException e) {
             rpc.close();
             throw e;
         }
     }
 
-    /** The slot table the client routes with. */
-    public SlotTable slotTable() {
-        return slots;
+    /**
+     * {@link #connect(RpcConfig, TransportConfig, List)} with the addresses as one string:
+     * comma-separated, optionally prefixed {@code ferry://} (the form {@code bin/ferry cluster
+     * status} prints).
+     */
+    public static PsClient connect(RpcConfig config, TransportConfig transport, String cluster) {
+        Objects.requireNonNull(cluster, "cluster");
+        String list = cluster.startsWith("ferry://") ? cluster.substring("ferry://".length()) : cluster;
+        List<String> addresses = new ArrayList<>();
+        for (String a : list.split(",")) {
+            if (!a.isBlank()) {
+                addresses.add(a.strip());
+            }
+        }
+        return connect(config, transport, addresses);
     }
 
-    /** The number of servers. */
+    private void checkFixed(List<String> addresses) {
+        SlotTable slots = route.table().slots();
+        List<ServerInfo> infos = describeServers();
+        for (int i = 0; i < infos.size(); i++) {
+            ServerInfo info = infos.get(i);
+            if (info.index() != i || info.serverCount() != addresses.size() || info.slotHash() != slots.hashCode()
+                    || slots.serverCount() != addresses.size()) {
+                throw new PsException(PsException.Code.INVALID_ARGUMENT, "server " + addresses.get(i)
+                        + " is server " + info.index() + " of " + info.serverCount()
+                        + (info.slotHash() != slots.hashCode() ? " with another slot table" : "")
+                        + "; the client was given it as server " + i + " of " + addresses.size());
+            }
+        }
+    }
+
+    /**
+     * How often a part of a batch is tried before its failure surfaces, and the longest pause
+     * between tries (they double from 1 ms). A part is retried after {@code WRONG_SERVER} (with a
+     * fresh routing table) and when its server is unavailable; a pull also after a timeout. A
+     * push is retried with the same dedupe id.
+     */
+    public PsClient retryPolicy(int maxAttempts, long maxBackoff) {
+        if (maxAttempts < 1 || maxBackoff < 1) {
+            throw new IllegalArgumentException("attempts and backoff must be >= 1: " + maxAttempts + ", " + maxBackoff);
+        }
+        this.attempts = maxAttempts;
+        this.maxBackoffMillis = maxBackoff;
+        return this;
+    }
+
+    /** The slot table the client routes with now. */
+    public SlotTable slotTable() {
+        return route.table().slots();
+    }
+
+    /** The routing table the client routes with now. */
+    public RoutingTable routingTable() {
+        return route.table();
+    }
+
+    /** The number of servers in the current routing table. */
     public int serverCount() {
-        return channels.size();
+        return route.addresses().size();
+    }
+
+    /** Parts of batches sent again after a refusal or an unavailable server, since connect. */
+    public long retries() {
+        return retries.sum();
+    }
+
+    /** Routing tables fetched since connect (the first one included). */
+    public long refreshes() {
+        return refreshes.sum();
     }
 
     /** The RPC client beneath (counters, transport). */
@@ -147,8 +244,9 @@ public final class PsClient implements AutoCloseable {
     public CompletableFuture<Void> createTableAsync(TableConfig table) {
         byte[] name = PsDescriptor.nameBytes(table.name());
         List<CompletableFuture<RpcResponse>> calls = new ArrayList<>();
-        for (int s = 0; s < channels.size(); s++) {
-            calls.add(call(s, PsDescriptor.CREATE_TABLE, PsDescriptor.createBytes(name.length),
+        Route r = route;
+        for (int s = 0; s < r.addresses().size(); s++) {
+            calls.add(call(r, s, PsDescriptor.CREATE_TABLE, PsDescriptor.createBytes(name.length),
                     body -> PsDescriptor.writeCreate(body, name, table)));
         }
         return releaseAll(calls).thenRun(() -> dimensions.put(table.name(), table.dimension()));
@@ -161,7 +259,8 @@ public final class PsClient implements AutoCloseable {
      */
     public void createDense(DenseConfig tensor) {
         byte[] name = PsDescriptor.nameBytes(tensor.name());
-        join(releaseAll(List.of(call(denseOwner(tensor.name()), PsDescriptor.CREATE_TABLE,
+        Route r = route;
+        join(releaseAll(List.of(call(r, denseOwner(r, tensor.name()), PsDescriptor.CREATE_TABLE,
                 PsDescriptor.createBytes(name.length), body -> PsDescriptor.writeCreate(body, name, tensor)))));
         denseLengths.put(tensor.name(), tensor.length());
     }
@@ -218,13 +317,14 @@ public final class PsClient implements AutoCloseable {
 
     private List<CompletableFuture<ServerInfo>> describeAll(byte[] name) {
         List<CompletableFuture<ServerInfo>> all = new ArrayList<>();
-        for (int s = 0; s < channels.size(); s++) {
-            String address = channels.get(s).address();
-            all.add(call(s, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
+        Route r = route;
+        for (int s = 0; s < r.addresses().size(); s++) {
+            String address = r.addresses().get(s);
+            all.add(call(r, s, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
                     body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0))
-                    .thenApply(r -> {
-                        try (r) {
-                            return PsDescriptor.readDescribe(r.segment(), address);
+                    .thenApply(resp -> {
+                        try (resp) {
+                            return PsDescriptor.readDescribe(resp.segment(), address);
                         }
                     }));
         }
@@ -238,12 +338,13 @@ public final class PsClient implements AutoCloseable {
      */
     public List<String> checkpoint() {
         List<CompletableFuture<String>> all = new ArrayList<>();
-        for (int s = 0; s < channels.size(); s++) {
-            all.add(call(s, PsDescriptor.CHECKPOINT, PsDescriptor.HEADER,
+        Route r = route;
+        for (int s = 0; s < r.addresses().size(); s++) {
+            all.add(call(r, s, PsDescriptor.CHECKPOINT, PsDescriptor.HEADER,
                     body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, new byte[0], 0, 0, 0))
-                    .thenApply(r -> {
-                        try (r) {
-                            return new String(r.segment().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
+                    .thenApply(resp -> {
+                        try (resp) {
+                            return new String(resp.segment().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
                                     StandardCharsets.UTF_8);
                         }
                     }));
@@ -280,24 +381,25 @@ public final class PsClient implements AutoCloseable {
                     + count + " rows of dimension " + dimension + " need " + (long) count * dimension);
         }
         byte[] name = PsDescriptor.nameBytes(table);
-        BatchPlan plan = BatchPlan.of(ids, offset, count, slots);
+        Route r = route;
+        BatchPlan plan = BatchPlan.of(ids, offset, count, r.table().slots());
         MemorySegment target = MemorySegment.ofArray(out);
-        List<CompletableFuture<RpcResponse>> parts = new ArrayList<>(plan.parts());
+        List<CompletableFuture<Rows>> parts = new ArrayList<>(plan.parts());
         for (int p = 0; p < plan.parts(); p++) {
-            parts.add(pullPart(plan, p, name, dimension));
+            parts.add(pullPart(r, plan, p, name, dimension));
         }
         RuntimeException failure = null;
         for (int p = 0; p < parts.size(); p++) {
-            RpcResponse response;
+            Rows rows;
             try {
-                response = join(parts.get(p));
+                rows = join(parts.get(p));
             } catch (RuntimeException e) {
                 failure = failure == null ? e : failure;
                 continue;
             }
-            try (response) {
+            try (rows) {
                 if (failure == null) {
-                    plan.scatterRows(p, response.segment(), dimension, target);
+                    plan.scatterRows(p, rows.segment(), dimension, target);
                 }
             }
         }
@@ -344,49 +446,34 @@ public final class PsClient implements AutoCloseable {
 
     private CompletableFuture<Void> pullInto(String table, int dimension, long[] ids, MemorySegment out) {
         byte[] name = PsDescriptor.nameBytes(table);
-        BatchPlan plan = BatchPlan.of(ids, 0, ids.length, slots);
+        Route r = route;
+        BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
         CompletableFuture<?>[] parts = new CompletableFuture<?>[plan.parts()];
         for (int p = 0; p < parts.length; p++) {
             int part = p;
-            parts[p] = pullPart(plan, part, name, dimension).thenAccept(response -> {
-                try (response) {
-                    plan.scatterRows(part, response.segment(), dimension, out);
+            parts[p] = pullPart(r, plan, part, name, dimension).thenAccept(rows -> {
+                try (rows) {
+                    plan.scatterRows(part, rows.segment(), dimension, out);
                 }
             });
         }
         return CompletableFuture.allOf(parts);
     }
 
-    private CompletableFuture<RpcResponse> pullPart(BatchPlan plan, int part, byte[] name, int dimension) {
-        int n = plan.partSize(part);
-        long expected = PsDescriptor.rowsBytes(n, dimension);
-        return call(plan.server(part), PsDescriptor.PULL, bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
-            int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
-            plan.writeIds(part, body.asSlice(at));
-        }).thenApply(response -> {
-            if (response.segment().byteSize() != expected) {
-                long got = response.segment().byteSize();
-                response.release();
-                throw new PsException(PsException.Code.LENGTH_MISMATCH, "server "
-                        + channels.get(plan.server(part)).address() + " answered " + got + " bytes for " + n
-                        + " rows of dimension " + dimension + "; expected " + expected);
-            }
-            return response;
-        });
-    }
-
     /**
      * Pulls without copying the rows: the view hands out slices of the receive buffers, one per
      * caller position. Close it promptly; it holds the transport's receive buffers (its credits).
+     * Parts that had to be split or retried are copied once, into the view's own memory.
      */
     public CompletableFuture<PullView> pullView(String table, long[] ids) {
         Objects.requireNonNull(ids, "ids");
         return dimension(table).thenCompose(dimension -> {
             byte[] name = PsDescriptor.nameBytes(table);
-            BatchPlan plan = BatchPlan.of(ids, 0, ids.length, slots);
-            List<CompletableFuture<RpcResponse>> parts = new ArrayList<>();
+            Route r = route;
+            BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
+            List<CompletableFuture<Rows>> parts = new ArrayList<>();
             for (int p = 0; p < plan.parts(); p++) {
-                parts.add(pullPart(plan, p, name, dimension));
+                parts.add(pullPart(r, plan, p, name, dimension));
             }
             return CompletableFuture.allOf(parts.toArray(CompletableFuture<?>[]::new)).handle((v, failure) -> {
                 if (failure != null) {
@@ -421,21 +508,308 @@ public final class PsClient implements AutoCloseable {
             }
             FiniteGradients.check(table, ids, gradients, dimension);
             byte[] name = PsDescriptor.nameBytes(table);
-            BatchPlan plan = BatchPlan.of(ids, 0, ids.length, slots);
+            Route r = route;
+            BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
             MemorySegment grads = MemorySegment.ofArray(gradients);
-            List<CompletableFuture<RpcResponse>> parts = new ArrayList<>();
+            CompletableFuture<?>[] parts = new CompletableFuture<?>[plan.parts()];
             for (int p = 0; p < plan.parts(); p++) {
-                int part = p;
-                int n = plan.partSize(p);
-                parts.add(call(plan.server(p), PsDescriptor.PUSH,
-                        bodyLength(PsDescriptor.pushBytes(name.length, n, dimension)), body -> {
-                            int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
-                            plan.writeIds(part, body.asSlice(at));
-                            plan.sumGradients(part, grads, dimension, body.asSlice(at + (long) n * Long.BYTES));
-                        }));
+                parts[p] = pushPart(r, plan, p, name, dimension, grads);
             }
-            return releaseAll(parts);
+            return CompletableFuture.allOf(parts);
         });
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Parts: the fast path (one request per part, encoded straight from the plan) and the
+    // resilient path (a part split to the request limits, or retried after a refusal, by id)
+
+    /** Rows of a part: a view of a response (released on close) or the client's own copy. */
+    record Rows(MemorySegment segment, RpcResponse response) implements AutoCloseable {
+        @Override
+        public void close() {
+            if (response != null) {
+                response.release();
+            }
+        }
+    }
+
+    private boolean fits(int count, int dimension) {
+        return count <= maxIds && PsDescriptor.rowsBytes(count, dimension) <= maxBytes;
+    }
+
+    /** Ids per request under the servers' limits. */
+    private int chunkIds(int dimension) {
+        long byBytes = Math.max(1, maxBytes / ((long) dimension * Float.BYTES));
+        return (int) Math.max(1, Math.min(maxIds, Math.min(byBytes, 1 << 20)));
+    }
+
+    private CompletableFuture<Rows> pullPart(Route r, BatchPlan plan, int part, byte[] name, int dimension) {
+        int n = plan.partSize(part);
+        if (!fits(n, dimension)) {
+            return pullCopy(plan.ids(part), name, dimension, 1);
+        }
+        long expected = PsDescriptor.rowsBytes(n, dimension);
+        return call(r, plan.server(part), PsDescriptor.PULL, bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
+            int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
+            PsDescriptor.stamp(body, r.generation(), 0);
+            plan.writeIds(part, body.asSlice(at));
+        }).thenApply(response -> new Rows(checkRows(response, expected, r, plan.server(part), n, dimension), response))
+                .exceptionallyCompose(failure -> retryable(failure, true, 0)
+                        ? pause(failure, 0).thenCompose(v -> pullCopy(plan.ids(part), name, dimension, 1))
+                        : CompletableFuture.failedFuture(failure));
+    }
+
+    /** Pulls distinct ids into a copy of their rows, in their order. */
+    private CompletableFuture<Rows> pullCopy(long[] ids, byte[] name, int dimension, int attempt) {
+        MemorySegment rows = MemorySegment.ofArray(new float[Math.multiplyExact(ids.length, dimension)]);
+        return pullSome(ids, identity(ids.length), name, dimension, rows, attempt).thenApply(v -> new Rows(rows, null));
+    }
+
+    /** Pulls {@code ids[positions[k]]} into row {@code positions[k]} of {@code rows}, retrying by id. */
+    private CompletableFuture<Void> pullSome(long[] ids, int[] positions, byte[] name, int dimension, MemorySegment rows,
+            int attempt) {
+        Route r = route;
+        List<CompletableFuture<Void>> all = new ArrayList<>();
+        long rowBytes = (long) dimension * Float.BYTES;
+        for (int[] chunk : chunks(r, ids, positions, chunkIds(dimension))) {
+            int server = r.table().slots().serverOf(ids[chunk[0]]);
+            int n = chunk.length;
+            all.add(call(r, server, PsDescriptor.PULL, bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
+                int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
+                PsDescriptor.stamp(body, r.generation(), 0);
+                for (int k = 0; k < n; k++) {
+                    body.set(PsDescriptor.LONG, at + (long) k * Long.BYTES, ids[chunk[k]]);
+                }
+            }).thenAccept(response -> {
+                try (response) {
+                    MemorySegment got = checkRows(response, PsDescriptor.rowsBytes(n, dimension), r, server, n, dimension);
+                    for (int k = 0; k < n; k++) {
+                        MemorySegment.copy(got, k * rowBytes, rows, chunk[k] * rowBytes, rowBytes);
+                    }
+                }
+            }).exceptionallyCompose(failure -> retryable(failure, true, attempt)
+                    ? pause(failure, attempt).thenCompose(v -> pullSome(ids, chunk, name, dimension, rows, attempt + 1))
+                    : CompletableFuture.failedFuture(failure)));
+        }
+        return CompletableFuture.allOf(all.toArray(CompletableFuture<?>[]::new));
+    }
+
+    private CompletableFuture<Void> pushPart(Route r, BatchPlan plan, int part, byte[] name, int dimension,
+            MemorySegment grads) {
+        int n = plan.partSize(part);
+        long dedupe = nextDedupeId();
+        if (!fits(n, dimension)) {
+            return pushCopy(plan, part, name, dimension, grads, dedupe, 1);
+        }
+        return call(r, plan.server(part), PsDescriptor.PUSH,
+                bodyLength(PsDescriptor.pushBytes(name.length, n, dimension)), body -> {
+                    int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
+                    PsDescriptor.stamp(body, r.generation(), dedupe);
+                    plan.writeIds(part, body.asSlice(at));
+                    plan.sumGradients(part, grads, dimension, body.asSlice(at + (long) n * Long.BYTES));
+                }).thenAccept(response -> {
+                    try (response) {
+                        observe(PsDescriptor.trailerGeneration(response.segment()), r);
+                    }
+                }).exceptionallyCompose(failure -> retryable(failure, false, 0)
+                        ? pause(failure, 0).thenCompose(v -> pushCopy(plan, part, name, dimension, grads, dedupe, 1))
+                        : CompletableFuture.failedFuture(failure));
+    }
+
+    private CompletableFuture<Void> pushCopy(BatchPlan plan, int part, byte[] name, int dimension, MemorySegment grads,
+            long dedupe, int attempt) {
+        long[] ids = plan.ids(part);
+        MemorySegment summed = MemorySegment.ofArray(new float[Math.multiplyExact(ids.length, dimension)]);
+        plan.sumGradients(part, grads, dimension, summed);
+        return pushSome(ids, identity(ids.length), name, dimension, summed, dedupe, attempt);
+    }
+
+    /** Pushes row {@code positions[k]} of {@code grads} for {@code ids[positions[k]]}, retrying by id. */
+    private CompletableFuture<Void> pushSome(long[] ids, int[] positions, byte[] name, int dimension, MemorySegment grads,
+            long dedupe, int attempt) {
+        Route r = route;
+        List<CompletableFuture<Void>> all = new ArrayList<>();
+        long rowBytes = (long) dimension * Float.BYTES;
+        for (int[] chunk : chunks(r, ids, positions, chunkIds(dimension))) {
+            int server = r.table().slots().serverOf(ids[chunk[0]]);
+            int n = chunk.length;
+            all.add(call(r, server, PsDescriptor.PUSH, bodyLength(PsDescriptor.pushBytes(name.length, n, dimension)),
+                    body -> {
+                        int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
+                        PsDescriptor.stamp(body, r.generation(), dedupe);
+                        long rowsAt = at + (long) n * Long.BYTES;
+                        for (int k = 0; k < n; k++) {
+                            body.set(PsDescriptor.LONG, at + (long) k * Long.BYTES, ids[chunk[k]]);
+                            MemorySegment.copy(grads, chunk[k] * rowBytes, body, rowsAt + k * rowBytes, rowBytes);
+                        }
+                    }).thenAccept(response -> {
+                        try (response) {
+                            observe(PsDescriptor.trailerGeneration(response.segment()), r);
+                        }
+                    }).exceptionallyCompose(failure -> retryable(failure, false, attempt)
+                            ? pause(failure, attempt)
+                                    .thenCompose(v -> pushSome(ids, chunk, name, dimension, grads, dedupe, attempt + 1))
+                            : CompletableFuture.failedFuture(failure)));
+        }
+        return CompletableFuture.allOf(all.toArray(CompletableFuture<?>[]::new));
+    }
+
+    /** Checks a pull answer's size, notes its generation, and returns its rows. */
+    private MemorySegment checkRows(RpcResponse response, long expected, Route r, int server, int n, int dimension) {
+        MemorySegment segment = response.segment();
+        if (segment.byteSize() != expected + PsDescriptor.GENERATION_TRAILER) {
+            long got = segment.byteSize();
+            response.release();
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "server " + r.addresses().get(server)
+                    + " answered " + got + " bytes for " + n + " rows of dimension " + dimension + "; expected "
+                    + (expected + PsDescriptor.GENERATION_TRAILER));
+        }
+        observe(PsDescriptor.trailerGeneration(segment), r);
+        return segment.asSlice(0, expected);
+    }
+
+    /** Groups positions by the server that owns their id, in chunks of at most {@code limit}. */
+    private static List<int[]> chunks(Route r, long[] ids, int[] positions, int limit) {
+        SlotTable slots = r.table().slots();
+        int servers = slots.serverCount();
+        int[] count = new int[servers];
+        for (int p : positions) {
+            count[slots.serverOf(ids[p])]++;
+        }
+        int[][] byServer = new int[servers][];
+        for (int s = 0; s < servers; s++) {
+            byServer[s] = new int[count[s]];
+        }
+        int[] filled = new int[servers];
+        for (int p : positions) {
+            int s = slots.serverOf(ids[p]);
+            byServer[s][filled[s]++] = p;
+        }
+        List<int[]> chunks = new ArrayList<>();
+        for (int[] list : byServer) {
+            for (int from = 0; from < list.length; from += limit) {
+                chunks.add(java.util.Arrays.copyOfRange(list, from, Math.min(list.length, from + limit)));
+            }
+        }
+        return chunks;
+    }
+
+    private static int[] identity(int n) {
+        int[] positions = new int[n];
+        for (int i = 0; i < n; i++) {
+            positions[i] = i;
+        }
+        return positions;
+    }
+
+    private long nextDedupeId() {
+        return Slots.mix(rpc.clientId()) ^ pushSequence.incrementAndGet();
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Routing: refusals, retries, refreshes
+
+    /**
+     * Whether a part that failed so is tried again: after {@code WRONG_SERVER} (nothing was
+     * applied), or an unavailable server (gone or restarted; its rows are reassigned), and for a
+     * pull also after a timeout. Never for a bad request.
+     */
+    private boolean retryable(Throwable failure, boolean idempotent, int attempt) {
+        if (attempt + 1 >= attempts) {
+            return false;
+        }
+        Throwable cause = unwrap(failure);
+        if (cause instanceof PsException ps) {
+            return ps.code() == PsException.Code.WRONG_SERVER;
+        }
+        return cause instanceof PeerUnavailableException || idempotent && cause instanceof RpcTimeoutException;
+    }
+
+    /** Waits the backoff of an attempt, then fetches a newer routing table if there is one. */
+    private CompletableFuture<Void> pause(Throwable failure, int attempt) {
+        retries.increment();
+        long millis = Math.min(maxBackoffMillis, 1L << Math.min(attempt, 20));
+        Throwable cause = unwrap(failure);
+        long named = cause instanceof PsException ps ? PsDescriptor.wrongServerGeneration(ps) : -1;
+        Executor later = CompletableFuture.delayedExecutor(millis, TimeUnit.MILLISECONDS);
+        return CompletableFuture.runAsync(() -> { }, later).thenCompose(v -> {
+            if (named >= 0 && named <= route.generation() && attempt == 0) {
+                // The server is behind the client: give it time, keep the table.
+                return CompletableFuture.completedFuture(null);
+            }
+            return refresh().handle((ok, refreshFailure) -> null);
+        });
+    }
+
+    /** Notes a server's generation; a newer one than the route's starts one refresh in the background. */
+    private void observe(long generation, Route r) {
+        if (generation > r.generation() && generation > route.generation() && refreshing.compareAndSet(false, true)) {
+            refresh().whenComplete((v, failure) -> refreshing.set(false));
+        }
+    }
+
+    /**
+     * Fetches the routing table from the servers in turn (those of the current table, then the
+     * bootstrap ones) until one answers, and routes by it if it is newer. A fixed cluster keeps its
+     * table.
+     */
+    private CompletableFuture<Void> refresh() {
+        Route r = route;
+        if (r.table().members().isEmpty()) {
+            return CompletableFuture.completedFuture(null);
+        }
+        List<String> candidates = new ArrayList<>(r.addresses());
+        for (String b : bootstrap) {
+            if (!candidates.contains(b)) {
+                candidates.add(b);
+            }
+        }
+        int first = Math.floorMod(nextRefreshServer.getAndIncrement(), candidates.size());
+        CompletableFuture<Void> chain = CompletableFuture.failedFuture(new PsException(PsException.Code.WRONG_SERVER,
+                "no server answered with a routing table"));
+        for (int i = 0; i < candidates.size(); i++) {
+            String address = candidates.get((first + i) % candidates.size());
+            chain = chain.exceptionallyCompose(failure -> fetchRouting(address));
+        }
+        return chain;
+    }
+
+    /** Fetches the routing table and limits from one server and routes by it if it is newer. */
+    private CompletableFuture<Void> fetchRouting(String address) {
+        refreshes.increment();
+        RpcChannel channel = channelsByAddress.computeIfAbsent(address, rpc::channel);
+        return channel.call(PsDescriptor.ROUTING, PsDescriptor.HEADER,
+                body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, new byte[0], 0, 0, 0))
+                .exceptionallyCompose(failure -> CompletableFuture.failedFuture(map(failure, address)))
+                .thenAccept(response -> {
+                    try (response) {
+                        MemorySegment in = response.segment();
+                        long tableBytes = in.byteSize() - PsDescriptor.LIMITS;
+                        if (tableBytes < 0) {
+                            throw new PsException(PsException.Code.LENGTH_MISMATCH, "server " + address
+                                    + " answered a routing table of " + in.byteSize() + " bytes");
+                        }
+                        RoutingTable table = RoutingTable.read(in.asSlice(0, tableBytes));
+                        maxIds = in.get(PsDescriptor.INT, tableBytes);
+                        maxBytes = in.get(PsDescriptor.LONG, tableBytes + 8);
+                        install(table);
+                    }
+                });
+    }
+
+    private synchronized void install(RoutingTable table) {
+        Route r = route;
+        if (r == null || table.generation() > r.generation()) {
+            route = new Route(table, table.members().isEmpty() && r != null ? r.addresses() : table.addresses());
+        }
+    }
+
+    private static Throwable unwrap(Throwable failure) {
+        Throwable cause = failure;
+        while (cause instanceof CompletionException && cause.getCause() != null) {
+            cause = cause.getCause();
+        }
+        return cause;
     }
 
     // ------------------------------------------------------------------------------------------
@@ -446,13 +820,17 @@ public final class PsClient implements AutoCloseable {
         int length = denseLength(tensor);
         float[] out = new float[length];
         byte[] name = PsDescriptor.nameBytes(tensor);
-        try (RpcResponse r = join(call(denseOwner(tensor), PsDescriptor.DENSE_PULL, PsDescriptor.payloadOffset(name.length),
-                body -> PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0)))) {
-            if (r.segment().byteSize() != (long) length * Float.BYTES) {
+        Route r = route;
+        try (RpcResponse resp = join(call(r, denseOwner(r, tensor), PsDescriptor.DENSE_PULL,
+                PsDescriptor.payloadOffset(name.length), body -> {
+                    PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0);
+                    PsDescriptor.stamp(body, r.generation(), 0);
+                }))) {
+            if (resp.segment().byteSize() != (long) length * Float.BYTES) {
                 throw new PsException(PsException.Code.LENGTH_MISMATCH, "tensor '" + tensor + "' came back with "
-                        + r.segment().byteSize() + " bytes for " + length + " weights");
+                        + resp.segment().byteSize() + " bytes for " + length + " weights");
             }
-            MemorySegment.copy(r.segment(), 0, MemorySegment.ofArray(out), 0, (long) length * Float.BYTES);
+            MemorySegment.copy(resp.segment(), 0, MemorySegment.ofArray(out), 0, (long) length * Float.BYTES);
         }
         return out;
     }
@@ -466,9 +844,11 @@ public final class PsClient implements AutoCloseable {
         }
         byte[] name = PsDescriptor.nameBytes(tensor);
         long bytes = (long) length * Float.BYTES;
-        join(releaseAll(List.of(call(denseOwner(tensor), PsDescriptor.DENSE_PUSH,
+        Route r = route;
+        join(releaseAll(List.of(call(r, denseOwner(r, tensor), PsDescriptor.DENSE_PUSH,
                 bodyLength(PsDescriptor.payloadOffset(name.length) + bytes), body -> {
                     int at = PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0);
+                    PsDescriptor.stamp(body, r.generation(), 0);
                     MemorySegment.copy(MemorySegment.ofArray(gradients), 0, body, at, bytes);
                 }))));
     }
@@ -486,8 +866,8 @@ public final class PsClient implements AutoCloseable {
         return length;
     }
 
-    private int denseOwner(String tensor) {
-        return slots.serverOf(PsDescriptor.denseKey(tensor));
+    private static int denseOwner(Route r, String tensor) {
+        return r.table().slots().serverOf(PsDescriptor.denseKey(tensor));
     }
 
     // ------------------------------------------------------------------------------------------
@@ -499,11 +879,12 @@ public final class PsClient implements AutoCloseable {
             return CompletableFuture.completedFuture(known);
         }
         byte[] name = PsDescriptor.nameBytes(table);
-        return call(0, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
-                body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0)).thenApply(r -> {
+        Route r = route;
+        return call(r, 0, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
+                body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0)).thenApply(resp -> {
                     ServerInfo info;
-                    try (r) {
-                        info = PsDescriptor.readDescribe(r.segment(), channels.get(0).address());
+                    try (resp) {
+                        info = PsDescriptor.readDescribe(resp.segment(), r.addresses().get(0));
                     }
                     for (ServerInfo.Table t : info.tables()) {
                         if (!t.dense() && t.stats().name().equals(table)) {
@@ -515,16 +896,21 @@ public final class PsClient implements AutoCloseable {
                 });
     }
 
-    /** A call to server {@code server} whose failures are mapped to {@link PsException}s where they are the server's. */
-    CompletableFuture<RpcResponse> call(int server, RpcMethod method, int length, RequestWriter writer) {
-        RpcChannel channel = channels.get(server);
+    /** A call to server {@code server} of a route whose failures are mapped to {@link PsException}s where they are the server's. */
+    private CompletableFuture<RpcResponse> call(Route r, int server, RpcMethod method, int length, RequestWriter writer) {
+        String address = r.addresses().get(server);
+        RpcChannel channel = channelsByAddress.computeIfAbsent(address, rpc::channel);
         return channel.call(method, length, writer).exceptionallyCompose(
-                failure -> CompletableFuture.failedFuture(map(failure, channel.address())));
+                failure -> CompletableFuture.failedFuture(map(failure, address)));
+    }
+
+    /** A call to server {@code server} of the current route (for tests that craft requests). */
+    CompletableFuture<RpcResponse> call(int server, RpcMethod method, int length, RequestWriter writer) {
+        return call(route, server, method, length, writer);
     }
 
     private static Throwable map(Throwable failure, String address) {
-        Throwable cause = failure instanceof CompletionException && failure.getCause() != null ? failure.getCause()
-                : failure;
+        Throwable cause = unwrap(failure);
         if (cause instanceof RemoteException remote) {
             PsException ps = PsDescriptor.toPsException(remote, address);
             if (ps != null) {
@@ -537,7 +923,7 @@ public final class PsClient implements AutoCloseable {
     private static int bodyLength(long bytes) {
         if (bytes > Integer.MAX_VALUE) {
             throw new PsException(PsException.Code.REQUEST_TOO_LARGE, "a request of " + bytes
-                    + " bytes is too large for one message; split the batch");
+                    + " bytes is too large for one message; lower the server's request limits");
         }
         return (int) bytes;
     }
@@ -551,10 +937,10 @@ public final class PsClient implements AutoCloseable {
         return CompletableFuture.allOf(released);
     }
 
-    private static void releaseCompleted(List<CompletableFuture<RpcResponse>> calls) {
-        for (CompletableFuture<RpcResponse> f : calls) {
+    private static void releaseCompleted(List<CompletableFuture<Rows>> parts) {
+        for (CompletableFuture<Rows> f : parts) {
             if (f.isDone() && !f.isCompletedExceptionally()) {
-                f.join().release();
+                f.join().close();
             }
         }
     }
@@ -564,10 +950,7 @@ public final class PsClient implements AutoCloseable {
         try {
             return future.get();
         } catch (ExecutionException e) {
-            Throwable cause = e.getCause();
-            while (cause instanceof CompletionException && cause.getCause() != null) {
-                cause = cause.getCause();
-            }
+            Throwable cause = unwrap(e.getCause());
             if (cause instanceof RuntimeException r) {
                 throw r;
             }
@@ -586,14 +969,14 @@ public final class PsClient implements AutoCloseable {
     public static final class PullView implements AutoCloseable {
 
         private final int dimension;
-        private final List<RpcResponse> responses;
+        private final List<Rows> parts;
         private final int[] partOf;
         private final int[] rowOf;
         private boolean closed;
 
-        PullView(int dimension, List<RpcResponse> responses, int[] partOf, int[] rowOf) {
+        PullView(int dimension, List<Rows> parts, int[] partOf, int[] rowOf) {
             this.dimension = dimension;
-            this.responses = responses;
+            this.parts = parts;
             this.partOf = partOf;
             this.rowOf = rowOf;
         }
@@ -614,7 +997,7 @@ public final class PsClient implements AutoCloseable {
                 throw new IllegalStateException("the view is closed");
             }
             long bytes = (long) dimension * Float.BYTES;
-            return responses.get(partOf[i]).segment().asSlice(rowOf[i] * bytes, bytes).asReadOnly();
+            return parts.get(partOf[i]).segment().asSlice(rowOf[i] * bytes, bytes).asReadOnly();
         }
 
         /** Element {@code j} of row {@code i}. */
@@ -627,7 +1010,7 @@ public final class PsClient implements AutoCloseable {
         public void close() {
             if (!closed) {
                 closed = true;
-                responses.forEach(RpcResponse::release);
+                parts.forEach(Rows::close);
             }
         }
     }

@@ -22,22 +22,31 @@ import dev.ferry.rpc.RpcMethod;
  * little-endian; names are UTF-8, zero-padded to a multiple of 8 bytes so that ids and rows
  * that follow stay 8-byte aligned in the buffer.
  *
- * <p>Every request starts with the same 16-byte header and the table's name:
+ * <p>Every request starts with the same 32-byte header and the table's name:
  * <pre>
  *   0       1       2               4               8              12              16
  *   +-------+-------+---------------+---------------+---------------+---------------+
  *   |version| kind  | name length   | dimension     | count         | offset        |
  *   +-------+-------+---------------+---------------+---------------+---------------+
+ *  16                                              24                              32
+ *   | the client's routing generation (i64)         | push dedupe id (i64), else 0  |
+ *   +-----------------------------------------------+-------------------------------+
  *   | name: UTF-8, zero-padded to a multiple of 8 bytes (absent if the length is 0) |
  *   +-------------------------------------------------------------------------------+
  *   | the method's payload                                                          |
  *   +-------------------------------------------------------------------------------+
  * </pre>
+ * The generation is that of the {@link RoutingTable} the client routed by; the answers to
+ * {@code PULL} and {@code PUSH} end with the server's generation ({@value #GENERATION_TRAILER}
+ * bytes, i64), so that a client learns of a newer table on its next call. A server that does not
+ * own an id answers {@code WRONG_SERVER} naming its generation ({@link #wrongServerGeneration}).
+ * The dedupe id stays the same when the client retries a push at another server.
  *
  * <pre>
  *  method        kind  dimension       count        offset  payload                    response
- *  PULL          0     row width       ids          0       count x i64 ids            count rows of dimension f32
- *  PUSH          0     row width       ids          0       count x i64 ids,           empty
+ *  PULL          0     row width       ids          0       count x i64 ids            count rows of dimension f32,
+ *                                                                                      generation i64
+ *  PUSH          0     row width       ids          0       count x i64 ids,           generation i64
  *                                                           count rows of dimension f32
  *  DENSE_PULL    1     tensor length   weights      first   none                       count f32
  *  DENSE_PUSH    1     tensor length   weights      0       count f32 (the whole tensor) empty
@@ -46,7 +55,17 @@ import dev.ferry.rpc.RpcMethod;
  *  SLOT_TABLE    0     0               0            0       none                       server count i32,
  *                                                                                      65,536 x u16 server
  *  CHECKPOINT    0     0               0            0       none                       UTF-8 path written
+ *  ROUTING       0     0               0            0       none                       {@link RoutingTable} bytes,
+ *                                                                                      then limits: max ids i32,
+ *                                                                                      4 reserved, max bytes i64
+ *  MOVE_BEGIN    0     0               groups       0       count x i32 groups (padded empty
+ *                                                           to 8), tables i32, 4 reserved,
+ *                                                           per table: length i32, 4 reserved,
+ *                                                           a CREATE_TABLE body padded to 8
+ *  MOVE_ROWS     0     row width       rows         0       count whole rows of one    empty
+ *                                                           table (RowTransfer layout)
  * </pre>
+ * The server-to-server methods carry the move's id in the dedupe field of the header.
  *
  * <p>The body of {@code CREATE_TABLE} after the name, {@value #CREATE_BODY} bytes:
  * <pre>
@@ -72,7 +91,7 @@ import dev.ferry.rpc.RpcMethod;
 public final class PsDescriptor {
 
     /** Layout version of these bodies. */
-    public static final byte VERSION = 1;
+    public static final byte VERSION = 2;
 
     /** Gathers rows of a sparse table; idempotent (a pull may create rows, with the same values every time). */
     public static final RpcMethod PULL = RpcMethod.idempotent(0x5001);
@@ -90,15 +109,30 @@ public final class PsDescriptor {
     public static final RpcMethod SLOT_TABLE = RpcMethod.idempotent(0x5007);
     /** Writes a checkpoint into the server's checkpoint directory; at most once. */
     public static final RpcMethod CHECKPOINT = RpcMethod.atMostOnce(0x5008);
+    /** The routing table the server enforces, and its request limits; idempotent. */
+    public static final RpcMethod ROUTING = RpcMethod.idempotent(0x5009);
+    /**
+     * Server to server: slot groups start moving to the callee, which creates the tables it lacks
+     * and resets its rows of those groups; at most once (a late retry must not reset rows again).
+     */
+    public static final RpcMethod MOVE_BEGIN = RpcMethod.atMostOnce(0x500A);
+    /** Server to server: whole rows of moving groups, merged by step count; idempotent. */
+    public static final RpcMethod MOVE_ROWS = RpcMethod.idempotent(0x500B);
 
     /** Bytes of the common request header. */
-    public static final int HEADER = 16;
+    public static final int HEADER = 32;
     public static final int VERSION_OFFSET = 0;
     public static final int KIND_OFFSET = 1;
     public static final int NAME_LENGTH_OFFSET = 2;
     public static final int DIMENSION_OFFSET = 4;
     public static final int COUNT_OFFSET = 8;
     public static final int OFFSET_OFFSET = 12;
+    public static final int GENERATION_OFFSET = 16;
+    public static final int DEDUPE_OFFSET = 24;
+    /** Bytes of the server's generation at the end of a {@code PULL} or {@code PUSH} answer. */
+    public static final int GENERATION_TRAILER = 8;
+    /** Bytes of the limits after the routing table in a {@code ROUTING} answer. */
+    public static final int LIMITS = 16;
 
     /** {@code kind}: a sparse table. */
     public static final byte SPARSE = 0;
@@ -160,6 +194,8 @@ public final class PsDescriptor {
         body.set(INT, DIMENSION_OFFSET, dimension);
         body.set(INT, COUNT_OFFSET, count);
         body.set(INT, OFFSET_OFFSET, offset);
+        body.set(LONG, GENERATION_OFFSET, 0L);
+        body.set(LONG, DEDUPE_OFFSET, 0L);
         MemorySegment.copy(name, 0, body, ValueLayout.JAVA_BYTE, HEADER, name.length);
         int padded = paddedNameBytes(name.length);
         if (padded > name.length) {
@@ -207,6 +243,28 @@ public final class PsDescriptor {
 
     public static int offset(MemorySegment body) {
         return body.get(INT, OFFSET_OFFSET);
+    }
+
+    /** The routing generation the client sent. */
+    public static long generation(MemorySegment body) {
+        return body.get(LONG, GENERATION_OFFSET);
+    }
+
+    /** The push's dedupe id (0 if none). */
+    public static long dedupeId(MemorySegment body) {
+        return body.get(LONG, DEDUPE_OFFSET);
+    }
+
+    /** Stamps a written header with the client's routing generation and a push's dedupe id. */
+    public static void stamp(MemorySegment body, long generation, long dedupeId) {
+        body.set(LONG, GENERATION_OFFSET, generation);
+        body.set(LONG, DEDUPE_OFFSET, dedupeId);
+    }
+
+    /** The server's generation at the end of a {@code PULL} or {@code PUSH} answer, or -1 if it has none. */
+    public static long trailerGeneration(MemorySegment answer) {
+        long size = answer.byteSize();
+        return size < GENERATION_TRAILER ? -1 : answer.get(LONG, size - GENERATION_TRAILER);
     }
 
     /** The table name of a checked header. */
@@ -444,6 +502,26 @@ public final class PsDescriptor {
             map[s] = Short.toUnsignedInt(in.get(SHORT, Integer.BYTES + (long) s * Short.BYTES));
         }
         return SlotTable.of(map, in.get(INT, 0));
+    }
+
+    /** A {@code WRONG_SERVER} error naming the server's generation, for {@link #wrongServerGeneration}. */
+    public static PsException wrongServer(long generation, String message) {
+        return new PsException(PsException.Code.WRONG_SERVER, "[generation " + generation + "] " + message);
+    }
+
+    /** The server's generation named by a {@code WRONG_SERVER} error, or -1 if it names none. */
+    public static long wrongServerGeneration(PsException e) {
+        String m = e.getMessage();
+        int at = m == null ? -1 : m.indexOf("[generation ");
+        if (e.code() != PsException.Code.WRONG_SERVER || at < 0) {
+            return -1;
+        }
+        int end = m.indexOf(']', at);
+        try {
+            return Long.parseLong(m.substring(at + 12, end));
+        } catch (RuntimeException notANumber) {
+            return -1;
+        }
     }
 
     /** The slot that places a dense tensor: the slot of a 64-bit FNV-1a hash of its name. */

@@ -41,14 +41,37 @@ public final class PsServer implements AutoCloseable {
     private static final ThreadLocal<long[][]> IDS = ThreadLocal.withInitial(() -> new long[][] {new long[1024]});
 
     private final ParameterServer ps;
-    private final int index;
-    private final SlotTable slots;
+    private final String memberId;
     private final Path checkpointDirectory;
     private final RpcServer rpc;
+    private final MoveSource moveSource;
+    private final MoveTarget moveTarget;
+    private volatile TransportConfig transport;
+    /** The routing table enforced and this server's index in it; replaced whole by {@link #install}. */
+    private volatile View view;
+
+    /** A routing table and this server's place in it ({@code self} -1: it owns nothing). */
+    private record View(RoutingTable table, int self) {
+        long generation() {
+            return table == null ? -1 : table.generation();
+        }
+    }
+
+    private PsServer(ParameterServer ps, String memberId, Path checkpointDirectory, RpcConfig config,
+            boolean inlinePulls) {
+        this.ps = Objects.requireNonNull(ps, "ps");
+        this.memberId = Objects.requireNonNull(memberId, "memberId");
+        this.view = new View(null, -1);
+        this.checkpointDirectory = checkpointDirectory;
+        this.moveSource = new MoveSource(ps, this, config);
+        this.moveTarget = new MoveTarget(ps, this);
+        this.rpc = register(RpcServer.open(config), inlinePulls);
+    }
 
     private PsServer(ParameterServer ps, int index, int serverCount, Path checkpointDirectory, RpcConfig config,
             boolean inlinePulls) {
         this.ps = Objects.requireNonNull(ps, "ps");
+        this.memberId = null;
         SlotTable restored = ps.slotTable();
         if (restored == null) {
             restored = SlotTable.balanced(serverCount);
@@ -61,10 +84,15 @@ public final class PsServer implements AutoCloseable {
             throw new PsException(PsException.Code.INVALID_ARGUMENT, "server index " + index + " is outside [0, "
                     + serverCount + ")");
         }
-        this.index = index;
-        this.slots = restored;
+        this.view = new View(RoutingTable.fixed(restored), index);
         this.checkpointDirectory = checkpointDirectory;
-        this.rpc = RpcServer.open(config)
+        this.moveSource = new MoveSource(ps, this, config);
+        this.moveTarget = new MoveTarget(ps, this);
+        this.rpc = register(RpcServer.open(config), inlinePulls);
+    }
+
+    private RpcServer register(RpcServer server, boolean inlinePulls) {
+        return server
                 .register(inlinePulls ? PsDescriptor.PULL.inline() : PsDescriptor.PULL, guarded(this::pull))
                 .register(PsDescriptor.PUSH, guarded(this::push))
                 .register(PsDescriptor.DENSE_PULL, guarded(this::densePull))
@@ -72,7 +100,76 @@ public final class PsServer implements AutoCloseable {
                 .register(PsDescriptor.CREATE_TABLE, guarded(this::create))
                 .register(PsDescriptor.DESCRIBE, guarded(this::describe))
                 .register(PsDescriptor.SLOT_TABLE, guarded(this::slotTable))
-                .register(PsDescriptor.CHECKPOINT, guarded(this::checkpoint));
+                .register(PsDescriptor.CHECKPOINT, guarded(this::checkpoint))
+                .register(PsDescriptor.ROUTING, guarded(this::routing))
+                .register(PsDescriptor.MOVE_BEGIN, guarded(call -> moveTarget.begin(call)))
+                .register(PsDescriptor.MOVE_ROWS, guarded(call -> moveTarget.rows(call)));
+    }
+
+    /**
+     * A server for {@code ps} as member {@code memberId} of a cluster run by a controller: it owns
+     * nothing (answers {@code WRONG_SERVER}) until {@link #install} gives it a table naming it.
+     */
+    public static PsServer openMember(ParameterServer ps, String memberId, Path checkpointDirectory, RpcConfig config,
+            boolean inlinePulls) {
+        return new PsServer(ps, memberId, checkpointDirectory, config, inlinePulls);
+    }
+
+    /**
+     * Enforces a newer routing table from now on (an older or equal generation is ignored); for
+     * a member server only. Requests already checked against the old one finish.
+     *
+     * @return whether the table was installed
+     */
+    public synchronized boolean install(RoutingTable table) {
+        Objects.requireNonNull(table, "table");
+        if (memberId == null) {
+            throw new IllegalStateException("a fixed cluster's server keeps its slot table");
+        }
+        if (table.generation() <= view.generation()) {
+            return false;
+        }
+        moveTarget.fence.writeLock().lock();
+        try {
+            view = new View(table, table.indexOf(memberId));
+        } finally {
+            moveTarget.fence.writeLock().unlock();
+        }
+        return true;
+    }
+
+    /**
+     * Moves slot groups to the member at {@code targetAddress} while serving them: readies it,
+     * then sends a snapshot of the groups' rows; returns when all are there. From then on every
+     * push on those groups is copied there before it is acknowledged, until {@link #endMove}:
+     * the controller flips the ownership, and both servers install the new table. Blocking.
+     *
+     * @throws PsException or an RPC exception if the target refused or could not be reached
+     *                     (the move is ended here then)
+     */
+    public void moveOut(long moveId, int[] groups, String targetAddress) {
+        moveSource.run(moveId, groups.clone(), targetAddress, transport);
+    }
+
+    /** Ends move {@code moveId} on this server, whichever end it is (flipped or cancelled). */
+    public void endMove(long moveId) {
+        moveSource.end(moveId);
+        moveTarget.end(moveId);
+    }
+
+    /** The id of the move this server is sending, or -1. */
+    public long movingOut() {
+        return moveSource.moving();
+    }
+
+    /** The routing table enforced now (null for a member before its first table). */
+    public RoutingTable routingTable() {
+        return view.table();
+    }
+
+    /** The member id (null in a fixed cluster). */
+    public String memberId() {
+        return memberId;
     }
 
     /**
@@ -107,6 +204,9 @@ public final class PsServer implements AutoCloseable {
 
     /** Listens on a transport; returns the address clients connect to. */
     public String listen(TransportConfig transport) {
+        if (this.transport == null) {
+            this.transport = transport;
+        }
         return rpc.listen(transport);
     }
 
@@ -115,9 +215,9 @@ public final class PsServer implements AutoCloseable {
         return ps;
     }
 
-    /** Its index in the cluster. */
+    /** Its index in the current routing table (-1 for a member that owns nothing yet). */
     public int index() {
-        return index;
+        return view.self();
     }
 
     /** The RPC server beneath (counters, transports). */
@@ -129,6 +229,7 @@ public final class PsServer implements AutoCloseable {
     @Override
     public void close() {
         rpc.close();
+        moveSource.close();
     }
 
     // ------------------------------------------------------------------------------------------
@@ -154,9 +255,10 @@ public final class PsServer implements AutoCloseable {
         long rowBytes = checkCount(count, PsDescriptor.rowsBytes(count, Math.max(dimension, 0)));
         checkLength(body, PsDescriptor.pullBytes(PsDescriptor.nameLength(body), count), "PULL", count, dimension);
         long[] ids = readIds(body, count);
-        checkOwned(ids, count);
-        MemorySegment out = call.reply((int) rowBytes);
+        View v = checkOwned(ids, count, PsDescriptor.generation(body));
+        MemorySegment out = call.reply((int) rowBytes + PsDescriptor.GENERATION_TRAILER);
         ps.pull(name, dimension, ids, 0, count, out);
+        out.set(PsDescriptor.LONG, rowBytes, v.generation());
     }
 
     private void push(ServerCall call) {
@@ -170,8 +272,19 @@ public final class PsServer implements AutoCloseable {
         int nameLength = PsDescriptor.nameLength(body);
         checkLength(body, PsDescriptor.pushBytes(nameLength, count, dimension), "PUSH", count, dimension);
         long[] ids = readIds(body, count);
-        checkOwned(ids, count);
-        ps.push(name, dimension, ids, 0, count, body.asSlice(PsDescriptor.pullBytes(nameLength, count), rowBytes));
+        // From the ownership check to the forward: a move starting waits (MoveSource).
+        moveSource.barrier.readLock().lock();
+        View v;
+        try {
+            v = checkOwned(ids, count, PsDescriptor.generation(body));
+            MemorySegment gradients = body.asSlice(PsDescriptor.pullBytes(nameLength, count), rowBytes);
+            if (!moveSource.pushMoving(name, dimension, ids, count, gradients, call.remainingMillis())) {
+                ps.push(name, dimension, ids, 0, count, gradients);
+            }
+        } finally {
+            moveSource.barrier.readLock().unlock();
+        }
+        call.reply(PsDescriptor.GENERATION_TRAILER).set(PsDescriptor.LONG, 0, v.generation());
     }
 
     private void densePull(ServerCall call) {
@@ -228,20 +341,40 @@ public final class PsServer implements AutoCloseable {
         }
         MemorySegment out = call.reply(bytes);
         List<ServerInfo.Table> tables = stats.stream().map(s -> new ServerInfo.Table(isDense(s.name()), s)).toList();
+        View v = view;
+        int servers = v.table() == null ? 0 : v.table().serverCount();
+        int hash = v.table() == null ? 0 : v.table().slots().hashCode();
         int at = PsDescriptor.writeServerInfo(out,
-                new ServerInfo(null, index, slots.serverCount(), ps.readOnly(), slots.hashCode(), tables), slots.hashCode());
+                new ServerInfo(null, v.self(), servers, ps.readOnly(), hash, tables), hash);
         for (ServerInfo.Table t : tables) {
             at = PsDescriptor.writeTableInfo(out, at, t.dense() ? PsDescriptor.DENSE : PsDescriptor.SPARSE, t.stats());
         }
     }
 
     private void slotTable(ServerCall call) {
-        PsDescriptor.writeSlotTable(call.reply(PsDescriptor.slotTableBytes()), slots);
+        View v = view;
+        if (v.table() == null) {
+            throw PsDescriptor.wrongServer(v.generation(), "member " + memberId + " has no routing table yet");
+        }
+        PsDescriptor.writeSlotTable(call.reply(PsDescriptor.slotTableBytes()), v.table().slots());
+    }
+
+    private void routing(ServerCall call) {
+        View v = view;
+        if (v.table() == null) {
+            throw PsDescriptor.wrongServer(v.generation(), "member " + memberId + " has no routing table yet");
+        }
+        int bytes = v.table().wireBytes();
+        MemorySegment out = call.reply(bytes + PsDescriptor.LIMITS);
+        v.table().write(out);
+        out.set(PsDescriptor.INT, bytes, ps.config().maxIdsPerRequest());
+        out.set(PsDescriptor.INT, bytes + 4, 0);
+        out.set(PsDescriptor.LONG, bytes + 8, ps.config().maxRequestBytes());
     }
 
     private void checkpoint(ServerCall call) {
         if (checkpointDirectory == null) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "server " + index
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "server " + view.self()
                     + " was started without a checkpoint directory");
         }
         byte[] path = ps.checkpoint(checkpointDirectory).toString().getBytes(StandardCharsets.UTF_8);
@@ -280,10 +413,11 @@ public final class PsServer implements AutoCloseable {
     }
 
     private void checkDenseOwner(String name) {
-        int owner = slots.serverOf(PsDescriptor.denseKey(name));
-        if (owner != index) {
-            throw new PsException(PsException.Code.WRONG_SERVER, "dense tensor '" + name + "' belongs to server "
-                    + owner + ", not " + index);
+        View v = view;
+        int owner = v.table() == null ? -1 : v.table().slots().serverOf(PsDescriptor.denseKey(name));
+        if (owner != v.self() || owner < 0) {
+            throw PsDescriptor.wrongServer(v.generation(), "dense tensor '" + name + "' belongs to server "
+                    + owner + ", not " + v.self());
         }
     }
 
@@ -319,14 +453,25 @@ public final class PsServer implements AutoCloseable {
         return ids;
     }
 
-    private void checkOwned(long[] ids, int count) {
+    /**
+     * Checks that this server owns every id in its current table and knows the client's table;
+     * returns the view checked against, whose generation the answer carries.
+     */
+    private View checkOwned(long[] ids, int count, long clientGeneration) {
+        View v = view;
+        if (v.table() == null || clientGeneration > v.generation()) {
+            throw PsDescriptor.wrongServer(v.generation(), "the client routes by generation " + clientGeneration
+                    + "; this server knows " + v.generation() + " and catches up");
+        }
+        SlotTable slots = v.table().slots();
         for (int i = 0; i < count; i++) {
             int owner = slots.serverOfSlot(Slots.slotOf(ids[i]));
-            if (owner != index) {
-                throw new PsException(PsException.Code.WRONG_SERVER, "id " + ids[i] + " (slot " + Slots.slotOf(ids[i])
-                        + ") belongs to server " + owner + ", not " + index + "; the client's slot table is not "
-                        + "this cluster's");
+            if (owner != v.self()) {
+                throw PsDescriptor.wrongServer(v.generation(), "id " + ids[i] + " (slot " + Slots.slotOf(ids[i])
+                        + ") belongs to server " + owner + ", not " + v.self() + " in generation " + v.generation()
+                        + "; the client routed by generation " + clientGeneration);
             }
         }
+        return v;
     }
 }

@@ -28,9 +28,9 @@ abstract class PsNetTestBase {
     private final List<AutoCloseable> opened = new CopyOnWriteArrayList<>();
     private final List<Transport> watched = new CopyOnWriteArrayList<>();
 
-    /** The providers every test runs on: {@code -Dferry.ps.providers} or shm, tcp and netty. */
+    /** The providers every test runs on: {@code -Dferry.ps.providers} or shm, tcp, netty and local (in-JVM). */
     static Stream<String> providers() {
-        return Arrays.stream(System.getProperty("ferry.ps.providers", "shm,tcp,netty").split(","));
+        return Arrays.stream(System.getProperty("ferry.ps.providers", "shm,tcp,netty,local").split(","));
     }
 
     /** A transport small enough that several can be open at once. */
@@ -81,6 +81,13 @@ abstract class PsNetTestBase {
             watched.add(server.rpcServer().transports().getLast());
         }
         return new Cluster(servers, rpcServers, addresses, client(provider, addresses));
+    }
+
+    /** Closes {@code ps} and {@code server} at the end of the test and checks the server's buffers. */
+    void track(ParameterServer ps, PsServer server) {
+        opened.add(ps);
+        opened.add(0, server);
+        watched.add(server.rpcServer().transports().getLast());
     }
 
     PsClient client(String provider, List<String> addresses) {

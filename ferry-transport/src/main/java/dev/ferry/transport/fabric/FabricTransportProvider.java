@@ -8,7 +8,7 @@ import dev.ferry.transport.TransportProvider;
 /**
  * Serves every libfabric provider name ({@code shm}, {@code tcp}, {@code verbs}, {@code efa},
  * optionally suffixed {@code /msg} or {@code /rdm}); {@code netty} is left to the kernel-TCP
- * transport.
+ * transport and {@code local} to the in-JVM one.
  */
 public final class FabricTransportProvider implements TransportProvider {
 
@@ -18,7 +18,8 @@ public final class FabricTransportProvider implements TransportProvider {
 
     @Override
     public boolean supports(String provider) {
-        return !provider.isBlank() && !provider.equals("netty") && !provider.equals("grpc");
+        return !provider.isBlank() && !provider.equals("netty") && !provider.equals("grpc")
+                && !provider.equals("local");
     }
 
     @Override

@@ -30,13 +30,18 @@ class DoorbellTest {
             assertNotNull(remote, "a doorbell of this host opens");
             for (int round = 0; round < 20; round++) {
                 CompletableFuture<Long> slept = new CompletableFuture<>();
+                java.util.concurrent.CountDownLatch armed = new java.util.concurrent.CountDownLatch(1);
                 Thread sleeper = Thread.ofPlatform().start(() -> {
                     long start = System.nanoTime();
                     doorbell.arm();
+                    armed.countDown();
                     doorbell.await(TimeUnit.SECONDS.toNanos(20));
                     doorbell.disarm();
                     slept.complete(System.nanoTime() - start);
                 });
+                // A ring before arm() is not this test's case (the progress thread polls after arming):
+                // ring only once the sleeper has armed, however late a loaded machine schedules it.
+                assertTrue(armed.await(10, TimeUnit.SECONDS), "the sleeper armed");
                 Thread.sleep(5);
                 remote.ring();
                 long nanos = slept.get(10, TimeUnit.SECONDS);

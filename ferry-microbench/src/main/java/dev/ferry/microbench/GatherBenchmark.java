@@ -1,0 +1,94 @@
+package dev.ferry.microbench;
+
+import dev.ferry.ps.Optimizer;
+import dev.ferry.ps.ParameterServer;
+import dev.ferry.ps.PsConfig;
+import dev.ferry.ps.SparseTable;
+import dev.ferry.ps.TableConfig;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OperationsPerInvocation;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * A server's gather: {@value #DISTINCT} distinct Zipf ids (a part of a client batch, already
+ * deduplicated) from a table of {@code rows} rows (all created up front), dimension 64, Adagrad
+ * rows: time per distinct row. {@code copyLimit} copies the same bytes from one contiguous
+ * segment (the limit: no lookup, no cache miss per row).
+ */
+@BenchmarkMode(Mode.AverageTime)
+@OutputTimeUnit(TimeUnit.NANOSECONDS)
+@State(Scope.Thread)
+@Warmup(iterations = 3, time = 1)
+@Measurement(iterations = 5, time = 1)
+@Fork(value = 1, jvmArgsAppend = {"--enable-native-access=ALL-UNNAMED", "--add-modules=jdk.incubator.vector"})
+public class GatherBenchmark {
+
+    static final int DISTINCT = 1024;
+    private static final int BATCHES = 256;
+
+    /** Rows in the table. */
+    @Param({"1048576"})
+    public int rows;
+
+    private ParameterServer server;
+    private SparseTable table;
+    private long[][] batches;
+    private Arena arena;
+    private MemorySegment out;
+    private MemorySegment source;
+    private int next;
+
+    /** Creates and fills the table; draws the batches. */
+    @Setup
+    public void setUp() {
+        server = ParameterServer.create(PsConfig.defaults());
+        table = server.createTable(TableConfig.of("t", Workload.DIMENSION, Optimizer.adagrad(0.1)).withMaxRows(rows));
+        long[] all = new long[rows];
+        for (int i = 0; i < rows; i++) {
+            all[i] = i;
+        }
+        Rows.populate(table, all);
+        Workload workload = new Workload(rows, Workload.ALPHA, 1 << 20, 2);
+        batches = new long[BATCHES][];
+        for (int b = 0; b < BATCHES; b++) {
+            batches[b] = workload.distinct(DISTINCT);
+        }
+        arena = Arena.ofShared();
+        out = arena.allocate((long) DISTINCT * Workload.DIMENSION * Float.BYTES, 64);
+        source = arena.allocate(out.byteSize(), 64);
+    }
+
+    /** Frees the table. */
+    @TearDown
+    public void tearDown() {
+        server.close();
+        arena.close();
+    }
+
+    /** One gather of {@value #DISTINCT} distinct rows. */
+    @Benchmark
+    @OperationsPerInvocation(DISTINCT)
+    public void gather() {
+        table.gather(batches[next++ & (BATCHES - 1)], 0, DISTINCT, out);
+    }
+
+    /** The same bytes by one copy. */
+    @Benchmark
+    @OperationsPerInvocation(DISTINCT)
+    public void copyLimit() {
+        MemorySegment.copy(source, 0, out, 0, out.byteSize());
+    }
+}

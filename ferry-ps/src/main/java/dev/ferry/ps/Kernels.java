@@ -1,0 +1,92 @@
+package dev.ferry.ps;
+
+import java.lang.foreign.MemorySegment;
+
+/**
+ * Chooses the row kernels: {@link VectorKernels} when the JVM was started with
+ * {@code --add-modules jdk.incubator.vector} (and {@code -Dferry.ps.vector=false} is not set) and
+ * both segments are native, else {@link ScalarKernels}. Both compute the same bits; the vector
+ * ones are about four times faster (docs/ps-kernels.md).
+ */
+final class Kernels {
+
+    /** Whether the Vector API is used. */
+    static final boolean VECTOR = vectorAvailable();
+
+    private Kernels() {
+    }
+
+    private static boolean vectorAvailable() {
+        return Boolean.parseBoolean(System.getProperty("ferry.ps.vector", "true"))
+                && ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent();
+    }
+
+    /** What computes the kernels, for logs and benchmark reports. */
+    static String describe() {
+        return VECTOR ? "Vector API" : "scalar (start the JVM with --add-modules jdk.incubator.vector for vectors)";
+    }
+
+    private static boolean vector(MemorySegment a, MemorySegment b) {
+        return VECTOR && a.isNative() && b.isNative();
+    }
+
+    static void sgd(MemorySegment s, long w, MemorySegment g, long go, int n, float lr) {
+        if (vector(s, g)) {
+            VectorKernels.sgd(s, w, g, go, n, lr);
+        } else {
+            ScalarKernels.sgd(s, w, g, go, n, lr);
+        }
+    }
+
+    static void adagrad(MemorySegment s, long w, long a, MemorySegment g, long go, int n, float lr, float eps) {
+        if (vector(s, g)) {
+            VectorKernels.adagrad(s, w, a, g, go, n, lr, eps);
+        } else {
+            ScalarKernels.adagrad(s, w, a, g, go, n, lr, eps);
+        }
+    }
+
+    static void adam(MemorySegment s, long w, long m, long v, MemorySegment g, long go, int n, float b1,
+            float oneMinusB1, float b2, float oneMinusB2, float scale, float epsHat) {
+        if (vector(s, g)) {
+            VectorKernels.adam(s, w, m, v, g, go, n, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);
+        } else {
+            ScalarKernels.adam(s, w, m, v, g, go, n, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);
+        }
+    }
+
+    static void ftrl(MemorySegment s, long w, long z, long nAt, MemorySegment g, long go, int n, float invAlpha,
+            float beta, float l1, float l2) {
+        if (vector(s, g)) {
+            VectorKernels.ftrl(s, w, z, nAt, g, go, n, invAlpha, beta, l1, l2);
+        } else {
+            ScalarKernels.ftrl(s, w, z, nAt, g, go, n, invAlpha, beta, l1, l2);
+        }
+    }
+
+    /** {@code out[to..] = in[from..] + 0}, {@code n} floats. */
+    static void set(MemorySegment out, long to, MemorySegment in, long from, int n) {
+        if (vector(out, in)) {
+            VectorKernels.set(out, to, in, from, n);
+        } else {
+            ScalarKernels.set(out, to, in, from, n);
+        }
+    }
+
+    /** {@code out[to..] += in[from..]}, {@code n} floats. */
+    static void add(MemorySegment out, long to, MemorySegment in, long from, int n) {
+        if (vector(out, in)) {
+            VectorKernels.add(out, to, in, from, n);
+        } else {
+            ScalarKernels.add(out, to, in, from, n);
+        }
+    }
+
+    /** The index of the first NaN or infinite float of {@code in[from, from + bytes)}, or -1. */
+    static long firstNonFinite(MemorySegment in, long from, long bytes) {
+        if (VECTOR && in.isNative() && VectorKernels.allFinite(in, from, bytes)) {
+            return -1;
+        }
+        return ScalarKernels.firstNonFinite(in, from, bytes);
+    }
+}

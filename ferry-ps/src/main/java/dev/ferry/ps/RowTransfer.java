@@ -1,0 +1,87 @@
+package dev.ferry.ps;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.function.Consumer;
+import java.util.function.LongPredicate;
+
+/**
+ * Whole rows of a sparse table (weights, optimizer state and step count, {@link RowLayout}) for
+ * moving them between servers: the row format of checkpoints, with the step count as the row's
+ * version. Merging keeps, per id, the row with the most steps, so a snapshot and the rows
+ * forwarded meanwhile can arrive in any order and more than once.
+ */
+public final class RowTransfer {
+
+    private RowTransfer() {
+    }
+
+    /** Bytes of one whole row of {@code table}. */
+    public static long rowBytes(SparseTable table) {
+        return table.rowBytes();
+    }
+
+    /** The id of the row at {@code at}. */
+    public static long idOf(MemorySegment rows, long at) {
+        return rows.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
+    }
+
+    /** The step count (version) of the row at {@code at}. */
+    public static long stepsOf(MemorySegment rows, long at) {
+        return rows.get(RowLayout.LONG, at + RowLayout.STEPS_OFFSET);
+    }
+
+    /**
+     * Hands {@code sink} the rows whose id {@code keep} accepts, shard by shard, in runs of whole
+     * rows of at most {@code maxBytes} bytes; each shard is copied under its lock (one copy, as
+     * for a checkpoint), so each run is a consistent cut of its rows. The segments are valid only
+     * during the call.
+     */
+    public static void export(SparseTable table, LongPredicate keep, long maxBytes, Consumer<MemorySegment> sink) {
+        long rowBytes = table.rowBytes();
+        long perRun = Math.max(1, maxBytes / rowBytes) * rowBytes;
+        for (int s = 0; s < table.shardCount(); s++) {
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment shard = table.snapshotShard(s, arena);
+                MemorySegment run = arena.allocate(perRun, Long.BYTES);
+                long filled = 0;
+                for (long at = 0; at < shard.byteSize(); at += rowBytes) {
+                    if (keep.test(idOf(shard, at))) {
+                        MemorySegment.copy(shard, at, run, filled, rowBytes);
+                        filled += rowBytes;
+                        if (filled == perRun) {
+                            sink.accept(run.asSlice(0, filled));
+                            filled = 0;
+                        }
+                    }
+                }
+                if (filled > 0) {
+                    sink.accept(run.asSlice(0, filled));
+                }
+            }
+        }
+    }
+
+    /** Copies the whole rows of {@code ids[0, count)} into {@code out} ({@code count} rows). */
+    public static void copy(SparseTable table, long[] ids, int count, MemorySegment out) {
+        table.copyRows(ids, count, out);
+    }
+
+    /**
+     * Merges whole rows: per id the one with more steps wins (ties: the incoming one).
+     *
+     * @throws PsException {@code LENGTH_MISMATCH} if {@code rows} is not whole rows of this table
+     */
+    public static int merge(SparseTable table, MemorySegment rows) {
+        if (rows.byteSize() % table.rowBytes() != 0) {
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, rows.byteSize() + " bytes are not whole rows of "
+                    + table.rowBytes() + " bytes of table '" + table.name() + "'");
+        }
+        return table.mergeRows(rows);
+    }
+
+    /** Resets the rows whose id {@code reset} accepts to their initial values; returns how many. */
+    public static int reset(SparseTable table, LongPredicate reset) {
+        return table.resetRows(reset);
+    }
+}

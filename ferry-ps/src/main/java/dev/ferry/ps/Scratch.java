@@ -1,0 +1,46 @@
+package dev.ferry.ps;
+
+/**
+ * Per-thread working arrays of {@link SparseTable#gather} and {@link SparseTable#apply}, so that
+ * the data path allocates nothing in steady state. A thread works on one request at a time and
+ * the table methods do not nest, so one instance per thread serves every table. Arrays grow to
+ * the largest request seen up to {@link #RETAINED} ids; a larger request gets arrays of its own,
+ * freed with it.
+ */
+final class Scratch {
+
+    /** Ids whose arrays a thread keeps (20 bytes each: 1.3 MiB). */
+    static final int RETAINED = 1 << 16;
+    /** Ids a gather looks up before it copies their rows (the lookups' cache misses overlap). */
+    static final int GATHER_CHUNK = 1 << 12;
+
+    private static final ThreadLocal<Scratch> CACHE = ThreadLocal.withInitial(Scratch::new);
+
+    long[] hash = new long[0];
+    long[] version = new long[0];
+    int[] row = new int[0];
+    int[] order = new int[0];
+    int[] shardStart = new int[257];
+    int[] shardCursor = new int[256];
+
+    /** This thread's scratch with room for {@code count} ids. */
+    static Scratch of(int count) {
+        if (count > RETAINED) {
+            Scratch once = new Scratch();
+            once.grow(count);
+            return once;
+        }
+        Scratch scratch = CACHE.get();
+        if (scratch.hash.length < count) {
+            scratch.grow(Math.max(count, Math.min(RETAINED, scratch.hash.length * 2)));
+        }
+        return scratch;
+    }
+
+    private void grow(int count) {
+        hash = new long[count];
+        version = new long[count];
+        row = new int[count];
+        order = new int[count];
+    }
+}

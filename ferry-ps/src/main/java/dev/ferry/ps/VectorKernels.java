@@ -1,0 +1,139 @@
+package dev.ferry.ps;
+
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteOrder;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorMask;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * The row kernels with the Vector API ({@code jdk.incubator.vector}), the machine's widest
+ * float vectors (16 lanes with AVX-512). Lane for lane the operations of {@link ScalarKernels},
+ * which also does the elements past the last whole vector, so results are the same bits either
+ * way. Loaded only through {@link Kernels} when the module is present. Native segments only.
+ */
+final class VectorKernels {
+
+    private static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+    private static final int LANES = F.length();
+    private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
+
+    private VectorKernels() {
+    }
+
+    static void sgd(MemorySegment s, long w, MemorySegment g, long go, int n, float lr) {
+        int j = 0;
+        for (; j <= n - LANES; j += LANES) {
+            long o = 4L * j;
+            FloatVector grad = FloatVector.fromMemorySegment(F, g, go + o, LE);
+            FloatVector weight = FloatVector.fromMemorySegment(F, s, w + o, LE);
+            weight.sub(grad.mul(lr)).intoMemorySegment(s, w + o, LE);
+        }
+        if (j < n) {
+            long o = 4L * j;
+            ScalarKernels.sgd(s, w + o, g, go + o, n - j, lr);
+        }
+    }
+
+    static void adagrad(MemorySegment s, long w, long a, MemorySegment g, long go, int n, float lr, float eps) {
+        int j = 0;
+        for (; j <= n - LANES; j += LANES) {
+            long o = 4L * j;
+            FloatVector grad = FloatVector.fromMemorySegment(F, g, go + o, LE);
+            FloatVector acc = FloatVector.fromMemorySegment(F, s, a + o, LE).add(grad.mul(grad));
+            acc.intoMemorySegment(s, a + o, LE);
+            FloatVector weight = FloatVector.fromMemorySegment(F, s, w + o, LE);
+            weight.sub(grad.mul(lr).div(acc.sqrt().add(eps))).intoMemorySegment(s, w + o, LE);
+        }
+        if (j < n) {
+            long o = 4L * j;
+            ScalarKernels.adagrad(s, w + o, a + o, g, go + o, n - j, lr, eps);
+        }
+    }
+
+    static void adam(MemorySegment s, long w, long mAt, long vAt, MemorySegment g, long go, int n, float b1,
+            float oneMinusB1, float b2, float oneMinusB2, float scale, float epsHat) {
+        int j = 0;
+        for (; j <= n - LANES; j += LANES) {
+            long o = 4L * j;
+            FloatVector grad = FloatVector.fromMemorySegment(F, g, go + o, LE);
+            FloatVector m = FloatVector.fromMemorySegment(F, s, mAt + o, LE).mul(b1).add(grad.mul(oneMinusB1));
+            FloatVector v = FloatVector.fromMemorySegment(F, s, vAt + o, LE).mul(b2)
+                    .add(grad.mul(grad).mul(oneMinusB2));
+            m.intoMemorySegment(s, mAt + o, LE);
+            v.intoMemorySegment(s, vAt + o, LE);
+            FloatVector weight = FloatVector.fromMemorySegment(F, s, w + o, LE);
+            weight.sub(m.mul(scale).div(v.sqrt().add(epsHat))).intoMemorySegment(s, w + o, LE);
+        }
+        if (j < n) {
+            long o = 4L * j;
+            ScalarKernels.adam(s, w + o, mAt + o, vAt + o, g, go + o, n - j, b1, oneMinusB1, b2, oneMinusB2, scale,
+                    epsHat);
+        }
+    }
+
+    static void ftrl(MemorySegment s, long w, long zAt, long nAt, MemorySegment g, long go, int n, float invAlpha,
+            float beta, float l1, float l2) {
+        int j = 0;
+        for (; j <= n - LANES; j += LANES) {
+            long o = 4L * j;
+            FloatVector grad = FloatVector.fromMemorySegment(F, g, go + o, LE);
+            FloatVector squared = grad.mul(grad);
+            FloatVector before = FloatVector.fromMemorySegment(F, s, nAt + o, LE);
+            FloatVector after = before.add(squared);
+            FloatVector rootAfter = after.sqrt();
+            FloatVector sigma = squared.div(before.sqrt().add(rootAfter).max(Float.MIN_NORMAL)).mul(invAlpha);
+            FloatVector weight = FloatVector.fromMemorySegment(F, s, w + o, LE);
+            FloatVector z = FloatVector.fromMemorySegment(F, s, zAt + o, LE).add(grad.sub(sigma.mul(weight)));
+            z.intoMemorySegment(s, zAt + o, LE);
+            after.intoMemorySegment(s, nAt + o, LE);
+            FloatVector magnitude = z.abs();
+            FloatVector shrunk = magnitude.sub(l1).div(rootAfter.add(beta).mul(invAlpha).add(l2));
+            VectorMask<Float> negative = z.compare(VectorOperators.LT, 0f);
+            VectorMask<Float> zero = magnitude.compare(VectorOperators.LE, l1);
+            shrunk.neg().blend(shrunk, negative).blend(0f, zero).intoMemorySegment(s, w + o, LE);
+        }
+        if (j < n) {
+            long o = 4L * j;
+            ScalarKernels.ftrl(s, w + o, zAt + o, nAt + o, g, go + o, n - j, invAlpha, beta, l1, l2);
+        }
+    }
+
+    static void set(MemorySegment out, long to, MemorySegment in, long from, int n) {
+        int j = 0;
+        for (; j <= n - LANES; j += LANES) {
+            long o = 4L * j;
+            FloatVector.fromMemorySegment(F, in, from + o, LE).add(0f).intoMemorySegment(out, to + o, LE);
+        }
+        if (j < n) {
+            long o = 4L * j;
+            ScalarKernels.set(out, to + o, in, from + o, n - j);
+        }
+    }
+
+    static void add(MemorySegment out, long to, MemorySegment in, long from, int n) {
+        int j = 0;
+        for (; j <= n - LANES; j += LANES) {
+            long o = 4L * j;
+            FloatVector.fromMemorySegment(F, out, to + o, LE).add(FloatVector.fromMemorySegment(F, in, from + o, LE))
+                    .intoMemorySegment(out, to + o, LE);
+        }
+        if (j < n) {
+            long o = 4L * j;
+            ScalarKernels.add(out, to + o, in, from + o, n - j);
+        }
+    }
+
+    /** Whether every float of {@code in[from, from + bytes)} is finite: x * 0 is NaN exactly for NaN and infinities. */
+    static boolean allFinite(MemorySegment in, long from, long bytes) {
+        long n = bytes / Float.BYTES;
+        FloatVector acc = FloatVector.zero(F);
+        long j = 0;
+        for (; j <= n - LANES; j += LANES) {
+            acc = acc.add(FloatVector.fromMemorySegment(F, in, from + 4 * j, LE).mul(0f));
+        }
+        float rest = acc.reduceLanes(VectorOperators.ADD);
+        return Float.isFinite(rest) && ScalarKernels.firstNonFinite(in, from + 4 * j, bytes - 4 * j) < 0;
+    }
+}

@@ -1,0 +1,301 @@
+package dev.ferry.ps.net;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+
+import dev.ferry.ps.ParameterServer;
+import dev.ferry.ps.PsException;
+import dev.ferry.ps.RowTransfer;
+import dev.ferry.ps.SparseTable;
+import dev.ferry.ps.TableStats;
+import dev.ferry.rpc.RemoteException;
+import dev.ferry.rpc.RequestWriter;
+import dev.ferry.rpc.RpcChannel;
+import dev.ferry.rpc.RpcClient;
+import dev.ferry.rpc.RpcConfig;
+import dev.ferry.rpc.RpcMethod;
+import dev.ferry.rpc.RpcResponse;
+import dev.ferry.transport.TransportConfig;
+
+/**
+ * The sending end of a slot move on the old owner, which keeps serving the groups meanwhile:
+ * {@link #run} readies the new owner ({@code MOVE_BEGIN}), then streams a snapshot of the groups'
+ * rows ({@code MOVE_ROWS}); from the moment it starts until {@link #end}, every push that touches
+ * a moving group forwards the updated whole rows to the new owner before it is acknowledged
+ * ({@link #forward}).
+ *
+ * <p>Why nothing acknowledged is lost or applied twice: pushes hold {@link #barrier}'s read lock
+ * from the ownership check to the forward, and the move starts under its write lock, so a push
+ * either finished before the snapshot (which then holds it) or forwards its rows. The new owner
+ * keeps, per id, the row with more steps. After the flip the new owner refuses forwarded rows
+ * ({@link MoveTarget}); such a push is answered {@code WRONG_SERVER} and retried by its client at
+ * the new owner, where it was never applied. If the new owner cannot be reached, the push waits
+ * until the move is cancelled ({@link #end}) and is then acknowledged here, its owner still.
+ */
+final class MoveSource implements AutoCloseable {
+
+    /** Bytes of rows per {@code MOVE_ROWS} message of the snapshot. */
+    private static final long RUN_BYTES = 1 << 20;
+    /** Deadline of one server-to-server call; a forward is retried after it. */
+    private static final long CALL_MILLIS = 2_000;
+
+    private final ParameterServer ps;
+    private final PsServer server;
+    private final RpcConfig config;
+    /** Read: a push from its ownership check to its forward. Write: a move starting. */
+    final ReentrantReadWriteLock barrier = new ReentrantReadWriteLock();
+    private volatile Outgoing outgoing;
+    private RpcClient peers;
+
+    /** The move being sent. */
+    private record Outgoing(long id, boolean[] groups, RpcChannel target) {
+    }
+
+    MoveSource(ParameterServer ps, PsServer server, RpcConfig config) {
+        this.ps = ps;
+        this.server = server;
+        this.config = config;
+    }
+
+    /**
+     * Moves {@code groups} to the server at {@code targetAddress}: readies it, starts forwarding,
+     * streams the snapshot. Returns when every row is there; pushes keep being forwarded until
+     * {@link #end}.
+     *
+     * @throws PsException or an RPC exception if the target refuses or cannot be reached; the
+     *                     move is then ended here
+     */
+    void run(long moveId, int[] groups, String targetAddress, TransportConfig transport) {
+        RpcChannel target = channel(targetAddress, transport);
+        boolean[] moving = new boolean[RoutingTable.GROUPS];
+        for (int g : groups) {
+            moving[g] = true;
+        }
+        List<SparseTable> tables = new ArrayList<>();
+        for (TableStats stats : ps.stats()) {
+            try {
+                tables.add(ps.table(stats.name()));
+            } catch (PsException dense) {
+                // Dense tensors stay where their name hashes to; they do not move with slot groups.
+            }
+        }
+        try {
+            send(target, PsDescriptor.MOVE_BEGIN, beginBody(moveId, groups, tables));
+            barrier.writeLock().lock();
+            try {
+                outgoing = new Outgoing(moveId, moving, target);
+            } finally {
+                barrier.writeLock().unlock();
+            }
+            for (SparseTable table : tables) {
+                byte[] name = PsDescriptor.nameBytes(table.name());
+                long rowBytes = RowTransfer.rowBytes(table);
+                RowTransfer.export(table, id -> moving[RoutingTable.groupOf(id)], RUN_BYTES, rows -> {
+                    int count = (int) (rows.byteSize() / rowBytes);
+                    send(target, PsDescriptor.MOVE_ROWS, rowsBody(moveId, name, table.dimension(), count, rows));
+                });
+            }
+        } catch (RuntimeException e) {
+            end(moveId);
+            throw e;
+        }
+    }
+
+    /** Stops forwarding for {@code moveId} (flipped or cancelled); another id is ignored. */
+    synchronized void end(long moveId) {
+        // No barrier here: pushes waiting in forward() for a cancellation watch this field.
+        Outgoing o = outgoing;
+        if (o != null && o.id() == moveId) {
+            outgoing = null;
+        }
+    }
+
+    /** The move being sent, or -1. */
+    long moving() {
+        Outgoing o = outgoing;
+        return o == null ? -1 : o.id();
+    }
+
+    /**
+     * Applies a push that touches a moving group, in two steps, or returns false (and does nothing)
+     * if it touches none: first the ids of moving groups, whose updated rows are then forwarded
+     * ({@link #forward}); only then the other ids. So a push refused because the groups flipped
+     * meanwhile changed nothing that this server still owns, and its client may retry all of it.
+     */
+    boolean pushMoving(String name, int dimension, long[] ids, int count, MemorySegment gradients,
+            long remainingMillis) {
+        Outgoing o = outgoing;
+        if (o == null) {
+            return false;
+        }
+        int moving = 0;
+        for (int i = 0; i < count; i++) {
+            if (o.groups()[RoutingTable.groupOf(ids[i])]) {
+                moving++;
+            }
+        }
+        if (moving == 0) {
+            return false;
+        }
+        long rowBytes = (long) dimension * Float.BYTES;
+        long[] order = new long[count];
+        MemorySegment grads = MemorySegment.ofArray(new float[Math.multiplyExact(count, dimension)]);
+        int first = 0;
+        int rest = moving;
+        for (int i = 0; i < count; i++) {
+            int to = o.groups()[RoutingTable.groupOf(ids[i])] ? first++ : rest++;
+            order[to] = ids[i];
+            MemorySegment.copy(gradients, i * rowBytes, grads, to * rowBytes, rowBytes);
+        }
+        ps.push(name, dimension, order, 0, moving, grads.asSlice(0, moving * rowBytes));
+        forward(ps.table(name), order, moving, remainingMillis);
+        if (count > moving) {
+            ps.push(name, dimension, order, moving, count - moving, grads.asSlice(moving * rowBytes));
+        }
+        return true;
+    }
+
+    /**
+     * After a push was applied here: sends the updated whole rows of its ids in moving groups to
+     * the new owner, and returns once it has them (or the move was cancelled).
+     *
+     * @throws PsException {@code WRONG_SERVER} if the new owner owns them already (the push must
+     *                     be retried there); {@code CLOSED} if the call's deadline came first
+     */
+    void forward(SparseTable table, long[] ids, int count, long remainingMillis) {
+        Outgoing o = outgoing;
+        if (o == null) {
+            return;
+        }
+        int m = 0;
+        long[] moved = null;
+        for (int i = 0; i < count; i++) {
+            if (o.groups()[RoutingTable.groupOf(ids[i])]) {
+                if (moved == null) {
+                    moved = new long[count - i];
+                }
+                moved[m++] = ids[i];
+            }
+        }
+        if (m == 0) {
+            return;
+        }
+        long rowBytes = RowTransfer.rowBytes(table);
+        MemorySegment rows = MemorySegment.ofArray(new long[(int) (m * rowBytes / Long.BYTES)]);
+        RowTransfer.copy(table, moved, m, rows);
+        byte[] body = rowsBody(o.id(), PsDescriptor.nameBytes(table.name()), table.dimension(), m, rows);
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
+        while (true) {
+            try {
+                send(o.target(), PsDescriptor.MOVE_ROWS, body);
+                return;
+            } catch (RuntimeException unreachable) {
+                if (unreachable instanceof PsException e && e.code() == PsException.Code.WRONG_SERVER) {
+                    // Fenced: the target owns the groups now and never saw this push.
+                    RoutingTable t = server.routingTable();
+                    throw PsDescriptor.wrongServer(t == null ? -1 : t.generation(), "the ids' groups moved to "
+                            + o.target().address() + "; this push was not acknowledged here: " + e.getMessage());
+                }
+                if (outgoing != o) {
+                    return; // cancelled: the groups stay here, and so does the push
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new PsException(PsException.Code.CLOSED, "the push was applied but its rows could not "
+                            + "be copied to the move's target " + o.target().address() + " in time: "
+                            + unreachable.getMessage());
+                }
+                try {
+                    Thread.sleep(20);
+                } catch (InterruptedException interrupted) {
+                    Thread.currentThread().interrupt();
+                    throw new PsException(PsException.Code.CLOSED, "interrupted while forwarding a push");
+                }
+            }
+        }
+    }
+
+    @Override
+    public synchronized void close() {
+        if (peers != null) {
+            peers.close();
+            peers = null;
+        }
+    }
+
+    private synchronized RpcChannel channel(String address, TransportConfig transport) {
+        if (peers == null) {
+            if (transport == null) {
+                throw new IllegalStateException("the server listens on no transport");
+            }
+            peers = RpcClient.open(config, transport);
+        }
+        return peers.channel(address);
+    }
+
+    private static byte[] beginBody(long moveId, int[] groups, List<SparseTable> tables) {
+        List<byte[]> creates = new ArrayList<>();
+        long bytes = PsDescriptor.payloadOffset(0) + ((4L * groups.length + 7) & ~7L) + 8;
+        for (SparseTable t : tables) {
+            byte[] name = PsDescriptor.nameBytes(t.name());
+            byte[] create = new byte[PsDescriptor.createBytes(name.length)];
+            PsDescriptor.writeCreate(MemorySegment.ofArray(create), name, t.config());
+            creates.add(create);
+            bytes += 8 + ((create.length + 7) & ~7L);
+        }
+        byte[] body = new byte[Math.toIntExact(bytes)];
+        MemorySegment s = MemorySegment.ofArray(body);
+        long at = PsDescriptor.writeHeader(s, PsDescriptor.SPARSE, new byte[0], 0, groups.length, 0);
+        PsDescriptor.stamp(s, 0, moveId);
+        for (int i = 0; i < groups.length; i++) {
+            s.set(PsDescriptor.INT, at + 4L * i, groups[i]);
+        }
+        at += (4L * groups.length + 7) & ~7L;
+        s.set(PsDescriptor.INT, at, creates.size());
+        at += 8;
+        for (byte[] create : creates) {
+            s.set(PsDescriptor.INT, at, create.length);
+            MemorySegment.copy(MemorySegment.ofArray(create), 0, s, at + 8, create.length);
+            at += 8 + ((create.length + 7) & ~7L);
+        }
+        return body;
+    }
+
+    private static byte[] rowsBody(long moveId, byte[] name, int dimension, int count, MemorySegment rows) {
+        int at = PsDescriptor.payloadOffset(name.length);
+        byte[] body = new byte[Math.toIntExact(at + rows.byteSize())];
+        MemorySegment s = MemorySegment.ofArray(body);
+        PsDescriptor.writeHeader(s, PsDescriptor.SPARSE, name, dimension, count, 0);
+        PsDescriptor.stamp(s, 0, moveId);
+        MemorySegment.copy(rows, 0, s, at, rows.byteSize());
+        return body;
+    }
+
+    /** One blocking call; the server's refusals come back as {@link PsException}s. */
+    private static void send(RpcChannel target, RpcMethod method, byte[] body) {
+        RequestWriter writer = segment -> MemorySegment.copy(MemorySegment.ofArray(body), 0, segment, 0, body.length);
+        try {
+            RpcResponse response = target.call(method, body.length, writer, CALL_MILLIS).get(CALL_MILLIS + 1_000,
+                    TimeUnit.MILLISECONDS);
+            response.release();
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof RemoteException remote) {
+                PsException ps = PsDescriptor.toPsException(remote, target.address());
+                if (ps != null) {
+                    throw ps;
+                }
+            }
+            throw cause instanceof RuntimeException r ? r : new IllegalStateException(cause);
+        } catch (TimeoutException e) {
+            throw new IllegalStateException("no answer from " + target.address() + " in time", e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted", e);
+        }
+    }
+}

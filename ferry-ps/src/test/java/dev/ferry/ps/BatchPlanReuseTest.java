@@ -1,0 +1,154 @@
+package dev.ferry.ps;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.management.ManagementFactory;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+/**
+ * One plan object re-planned for batches of every size, up and down, gives the answers of a plain
+ * reference (maps and lists): the parts, their ids in first-appearance order, where each caller
+ * position's row is, scattered rows and summed gradients bit for bit; and re-planning allocates
+ * nothing once its arrays have grown.
+ */
+class BatchPlanReuseTest {
+
+    private static final int DIMENSION = 19;
+
+    @Test
+    void aReplannedPlanAnswersLikeTheReference() {
+        SplittableRandom random = new SplittableRandom(8);
+        BatchPlan reused = new BatchPlan();
+        int[] sizes = {0, 1, 2, 17, 4096, 3, 1000, 5000, 0, 64, 4097, 1};
+        try (Arena arena = Arena.ofConfined()) {
+            for (int servers : new int[] {1, 2, 3, 7}) {
+                SlotTable slots = SlotTable.balanced(servers);
+                for (int size : sizes) {
+                    long[] ids = new long[size + 5];
+                    long range = 1 + random.nextInt(Math.max(1, size));
+                    for (int i = 0; i < ids.length; i++) {
+                        ids[i] = random.nextLong(range) * 7919 - 100;
+                    }
+                    reused.plan(ids, 5, size, slots);
+                    check(reused, ids, 5, size, slots, arena, random);
+                    check(BatchPlan.of(ids, 5, size, slots), ids, 5, size, slots, arena, random);
+                }
+            }
+        }
+    }
+
+    @Test
+    void aBadRangeLeavesAnEmptyPlan() {
+        BatchPlan plan = new BatchPlan().plan(new long[] {1, 2, 3}, 0, 3, SlotTable.balanced(2));
+        assertThrows(PsException.class, () -> plan.plan(new long[] {1}, 1, 1, SlotTable.balanced(2)));
+        assertEquals(0, plan.parts());
+        assertEquals(0, plan.count());
+        assertEquals(PsException.Code.INVALID_ARGUMENT,
+                assertThrows(PsException.class, () -> plan.partSize(0)).code());
+    }
+
+    @Test
+    void replanningAllocatesNothingOnceGrown() {
+        com.sun.management.ThreadMXBean threads = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+        SlotTable slots = SlotTable.balanced(2);
+        SplittableRandom random = new SplittableRandom(9);
+        long[][] batches = new long[8][];
+        for (int b = 0; b < batches.length; b++) {
+            batches[b] = random.longs(16 << b, 0, 3000).toArray();
+        }
+        BatchPlan plan = new BatchPlan();
+        for (long[] ids : batches) {
+            plan.plan(ids, 0, ids.length, slots);
+        }
+        long before = threads.getCurrentThreadAllocatedBytes();
+        int parts = 0;
+        for (int k = 0; k < 200; k++) {
+            long[] ids = batches[k % batches.length];
+            parts += plan.plan(ids, 0, ids.length, slots).parts();
+        }
+        long allocated = threads.getCurrentThreadAllocatedBytes() - before;
+        assertEquals(400, parts);
+        assertEquals(0, allocated, "bytes allocated by 200 plans");
+    }
+
+    private static void check(BatchPlan plan, long[] ids, int offset, int count, SlotTable slots, Arena arena,
+            SplittableRandom random) {
+        // The reference: distinct ids per server in first-appearance order.
+        Map<Integer, List<Long>> byServer = new java.util.TreeMap<>();
+        Map<Long, Integer> rowOfId = new LinkedHashMap<>();
+        for (int i = offset; i < offset + count; i++) {
+            long id = ids[i];
+            if (!rowOfId.containsKey(id)) {
+                List<Long> part = byServer.computeIfAbsent(slots.serverOf(id), s -> new ArrayList<>());
+                rowOfId.put(id, part.size());
+                part.add(id);
+            }
+        }
+        assertEquals(count, plan.count());
+        assertEquals(rowOfId.size(), plan.uniqueCount());
+        assertEquals(byServer.size(), plan.parts());
+        List<Integer> servers = new ArrayList<>(byServer.keySet());
+        int[] partOf = new int[count];
+        int[] rowOf = new int[count];
+        plan.locate(partOf, rowOf);
+        for (int i = 0; i < count; i++) {
+            long id = ids[offset + i];
+            assertEquals(servers.indexOf(slots.serverOf(id)), partOf[i]);
+            assertEquals((int) rowOfId.get(id), rowOf[i]);
+        }
+        long rowBytes = (long) DIMENSION * Float.BYTES;
+        MemorySegment gradients = arena.allocate(Math.max(1, count * rowBytes));
+        for (long at = 0; at < count * rowBytes; at += 4) {
+            gradients.set(RowLayout.FLOAT, at, (float) random.nextDouble(-1, 1));
+        }
+        MemorySegment scattered = arena.allocate(Math.max(1, count * rowBytes));
+        for (int p = 0; p < plan.parts(); p++) {
+            List<Long> expected = byServer.get(servers.get(p));
+            assertEquals(servers.get(p), plan.server(p));
+            assertArrayEquals(expected.stream().mapToLong(Long::longValue).toArray(), plan.ids(p));
+            int n = plan.partSize(p);
+            MemorySegment written = arena.allocate(8L * n + 8);
+            plan.writeIds(p, written);
+            for (int r = 0; r < n; r++) {
+                assertEquals((long) expected.get(r), written.get(RowLayout.LONG, 8L * r));
+            }
+            // Sums: f32 from zero, in the caller's order.
+            float[] sums = new float[n * DIMENSION];
+            for (int i = 0; i < count; i++) {
+                if (partOf[i] == p) {
+                    for (int j = 0; j < DIMENSION; j++) {
+                        sums[rowOf[i] * DIMENSION + j] += gradients.get(RowLayout.FLOAT, i * rowBytes + 4L * j);
+                    }
+                }
+            }
+            MemorySegment summed = arena.allocate(Math.max(1, n * rowBytes));
+            plan.sumGradients(p, gradients, DIMENSION, summed);
+            float[] actual = new float[n * DIMENSION];
+            MemorySegment.copy(summed, RowLayout.FLOAT, 0, actual, 0, actual.length);
+            assertArrayEquals(sums, actual, "sums of part " + p);
+            // Scatter the sums back: each caller position gets its id's row.
+            plan.scatterRows(p, summed, DIMENSION, scattered);
+        }
+        Map<Long, float[]> sumOfId = new java.util.HashMap<>();
+        for (int k = 0; k < count; k++) {
+            float[] sum = sumOfId.computeIfAbsent(ids[offset + k], x -> new float[DIMENSION]);
+            for (int j = 0; j < DIMENSION; j++) {
+                sum[j] += gradients.get(RowLayout.FLOAT, k * rowBytes + 4L * j);
+            }
+        }
+        for (int i = 0; i < count; i++) {
+            float[] row = new float[DIMENSION];
+            MemorySegment.copy(scattered, RowLayout.FLOAT, i * rowBytes, row, 0, DIMENSION);
+            assertArrayEquals(sumOfId.get(ids[offset + i]), row, "position " + i);
+        }
+    }
+}

@@ -1,0 +1,145 @@
+package dev.ferry.ps;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The vector kernels give the same bits as the scalar ones (which the reference tests check
+ * against double precision), for every dimension: whole vectors, a tail, and rows shorter than
+ * one vector.
+ */
+class KernelsTest {
+
+    private static final int[] DIMENSIONS = {1, 3, 8, 15, 16, 17, 37, 64, 100};
+
+    @Test
+    void theBuildRunsTestsWithTheVectorApi() {
+        assertTrue(Kernels.VECTOR, "surefire must pass --add-modules=jdk.incubator.vector: " + Kernels.describe());
+    }
+
+    @Test
+    void optimizerStepsAreTheSameBitsBothWays() {
+        SplittableRandom random = new SplittableRandom(3);
+        try (Arena arena = Arena.ofConfined()) {
+            for (int dimension : DIMENSIONS) {
+                for (int trial = 0; trial < 20; trial++) {
+                    long rowBytes = 16 + 12L * dimension;
+                    MemorySegment scalar = arena.allocate(rowBytes + 4, 8).asSlice(4);
+                    MemorySegment vector = arena.allocate(rowBytes + 4, 8).asSlice(4);
+                    MemorySegment g = arena.allocate(4L * dimension + 4).asSlice(4);
+                    for (int j = 0; j < 3 * dimension; j++) {
+                        // weights of either sign; accumulators >= 0, some exactly 0
+                        float value = j < dimension ? (float) random.nextDouble(-2, 2)
+                                : trial % 4 == 0 ? 0f : (float) random.nextDouble(0, 3);
+                        scalar.set(RowLayout.FLOAT, 16 + 4L * j, value);
+                    }
+                    for (int j = 0; j < dimension; j++) {
+                        g.set(RowLayout.FLOAT, 4L * j, trial % 5 == 0 && j % 3 == 0 ? 0f
+                                : (float) random.nextDouble(-1, 1));
+                    }
+                    long w = 16;
+                    long s0 = w + 4L * dimension;
+                    long s1 = s0 + 4L * dimension;
+                    for (int kind = 0; kind < 4; kind++) {
+                        MemorySegment.copy(scalar, 0, vector, 0, rowBytes);
+                        switch (kind) {
+                            case 0 -> {
+                                ScalarKernels.sgd(scalar, w, g, 0, dimension, 0.05f);
+                                VectorKernels.sgd(vector, w, g, 0, dimension, 0.05f);
+                            }
+                            case 1 -> {
+                                ScalarKernels.adagrad(scalar, w, s0, g, 0, dimension, 0.1f, 1e-10f);
+                                VectorKernels.adagrad(vector, w, s0, g, 0, dimension, 0.1f, 1e-10f);
+                            }
+                            case 2 -> {
+                                ScalarKernels.adam(scalar, w, s0, s1, g, 0, dimension, 0.9f, 0.1f, 0.999f, 0.001f,
+                                        0.003f, 3e-10f);
+                                VectorKernels.adam(vector, w, s0, s1, g, 0, dimension, 0.9f, 0.1f, 0.999f, 0.001f,
+                                        0.003f, 3e-10f);
+                            }
+                            default -> {
+                                ScalarKernels.ftrl(scalar, w, s0, s1, g, 0, dimension, 10f, 1f, trial % 2 * 0.5f,
+                                        0.1f);
+                                VectorKernels.ftrl(vector, w, s0, s1, g, 0, dimension, 10f, 1f, trial % 2 * 0.5f,
+                                        0.1f);
+                            }
+                        }
+                        assertArrayEquals(scalar.toArray(ValueLayout.JAVA_BYTE), vector.toArray(ValueLayout.JAVA_BYTE),
+                                "optimizer " + kind + ", dimension " + dimension + ", trial " + trial);
+                    }
+                }
+            }
+        }
+    }
+
+    @Test
+    void sumsAreTheSameBitsBothWaysAndStartFromPositiveZero() {
+        SplittableRandom random = new SplittableRandom(4);
+        try (Arena arena = Arena.ofConfined()) {
+            for (int dimension : DIMENSIONS) {
+                MemorySegment in = arena.allocate(4L * dimension);
+                for (int j = 0; j < dimension; j++) {
+                    in.set(RowLayout.FLOAT, 4L * j, j % 4 == 0 ? -0f : (float) random.nextDouble(-1, 1));
+                }
+                MemorySegment scalar = arena.allocate(4L * dimension);
+                MemorySegment vector = arena.allocate(4L * dimension);
+                ScalarKernels.set(scalar, 0, in, 0, dimension);
+                VectorKernels.set(vector, 0, in, 0, dimension);
+                assertEquals(0, Float.floatToRawIntBits(vector.get(RowLayout.FLOAT, 0)), "-0 + 0 is +0");
+                for (int k = 0; k < 3; k++) {
+                    ScalarKernels.add(scalar, 0, in, 0, dimension);
+                    VectorKernels.add(vector, 0, in, 0, dimension);
+                }
+                assertArrayEquals(scalar.toArray(ValueLayout.JAVA_BYTE), vector.toArray(ValueLayout.JAVA_BYTE));
+            }
+        }
+    }
+
+    @Test
+    void theFirstNonFiniteGradientIsFoundAnywhere() {
+        float[] bad = {Float.NaN, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY};
+        try (Arena arena = Arena.ofConfined()) {
+            for (int n = 0; n <= 70; n++) {
+                MemorySegment g = arena.allocate(4L * Math.max(1, n));
+                for (int j = 0; j < n; j++) {
+                    g.set(RowLayout.FLOAT, 4L * j, j % 2 == 0 ? Float.MAX_VALUE : -Float.MIN_VALUE);
+                }
+                assertEquals(-1, Kernels.firstNonFinite(g, 0, 4L * n));
+                for (int at = 0; at < n; at++) {
+                    float saved = g.get(RowLayout.FLOAT, 4L * at);
+                    g.set(RowLayout.FLOAT, 4L * at, bad[at % 3]);
+                    if (at + 1 < n) {
+                        g.set(RowLayout.FLOAT, 4L * (n - 1), Float.NaN);
+                    }
+                    assertEquals(at, Kernels.firstNonFinite(g, 0, 4L * n), "n " + n + ", at " + at);
+                    g.set(RowLayout.FLOAT, 4L * at, saved);
+                    if (at + 1 < n) {
+                        g.set(RowLayout.FLOAT, 4L * (n - 1), (n - 1) % 2 == 0 ? Float.MAX_VALUE : -Float.MIN_VALUE);
+                    }
+                }
+            }
+        }
+    }
+
+    @Test
+    void heapSegmentsTakeTheScalarPathWithTheSameResult() {
+        float[] heap = {1f, -2f, 3f};
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment nat = arena.allocate(12);
+            MemorySegment.copy(heap, 0, nat, RowLayout.FLOAT, 0, 3);
+            MemorySegment out = arena.allocate(12);
+            Kernels.set(out, 0, MemorySegment.ofArray(heap), 0, 3);
+            Kernels.add(out, 0, nat, 0, 3);
+            assertEquals(-4f, out.get(RowLayout.FLOAT, 4));
+            heap[1] = Float.NaN;
+            assertEquals(1, Kernels.firstNonFinite(MemorySegment.ofArray(heap), 0, 12));
+        }
+    }
+}

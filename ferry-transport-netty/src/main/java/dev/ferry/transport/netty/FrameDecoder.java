@@ -171,7 +171,8 @@ final class FrameDecoder extends ChannelInboundHandlerAdapter {
                 }
                 yield maxPayloadLength;
             }
-            case FrameDescriptor.TYPE_HELLO, FrameDescriptor.TYPE_CHALLENGE, FrameDescriptor.TYPE_PROOF ->
+            case FrameDescriptor.TYPE_HELLO, FrameDescriptor.TYPE_CHALLENGE, FrameDescriptor.TYPE_PROOF,
+                    FrameDescriptor.TYPE_WELCOME ->
                     FrameDescriptor.MAX_HELLO_LENGTH;
             default -> throw new CorruptedFrameException("unknown frame type " + type);
         };

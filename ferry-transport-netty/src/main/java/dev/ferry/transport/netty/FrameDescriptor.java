@@ -29,10 +29,13 @@ import io.netty.buffer.ByteBuf;
  *  CHALLENGE (3) acceptor:  u8 0 | 16 B acceptor nonce | proof (32 B, none without a secret)
  *                      or:  u8 1 | reason (UTF-8), and the acceptor closes
  *  PROOF     (4) connector: proof (32 B, none without a secret)
+ *  WELCOME   (5) acceptor:  nothing; the link is up
  * </pre>
  * Only after a good PROOF does the acceptor file the link under the peer at the claimed listen
  * address (so that {@code connect(thatAddress)} returns the same peer and further links go back
- * to it); only after a good CHALLENGE does the connector send anything else. Handshake frames
+ * to it), and say WELCOME; only after the WELCOME does the connector send anything else, so
+ * that nothing it sends is lost to an acceptor that dropped the connection meanwhile (its
+ * handshake deadline, say). Handshake frames
  * are at most {@link #MAX_HELLO_LENGTH} bytes, and a DATA frame before the handshake is done is
  * garbage whatever its length, so an unauthenticated connection holds a kilobyte at most.
  * {@link #TYPE_DATA} carries one application message. Any other type, another version, a
@@ -75,6 +78,9 @@ public final class FrameDescriptor {
 
     /** The connector's proof, answering the CHALLENGE. */
     public static final byte TYPE_PROOF = 4;
+
+    /** The acceptor took the PROOF: the link is up. */
+    public static final byte TYPE_WELCOME = 5;
 
     /** A CHALLENGE that goes on. */
     public static final byte CHALLENGE_OK = 0;

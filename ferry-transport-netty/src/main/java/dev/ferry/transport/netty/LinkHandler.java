@@ -18,7 +18,7 @@ import java.security.SecureRandom;
 /**
  * The last handler of a link's pipeline: runs the handshake (see {@link FrameDescriptor}),
  * binds the channel to its {@link NettyLink} once both sides proved the secret (at the
- * CHALLENGE for a link we open, at the PROOF for one we accept), passes DATA frames to it, and
+ * WELCOME for a link we open, at the PROOF for one we accept), passes DATA frames to it, and
  * turns any error or close into the failure of the peer.
  *
  * <p>An accepted connection is admitted through the transport's {@link HandshakeGate}: it has
@@ -47,6 +47,8 @@ final class LinkHandler extends ChannelInboundHandlerAdapter {
     private String claimedAddress;
     private int claimedIndex;
     private boolean authenticated;
+    /** The connector sent its PROOF and waits for the WELCOME. */
+    private boolean proved;
     /** An accepted connection's admission, until it authenticated; null for one we open. */
     private HandshakeGate.Ticket ticket;
 
@@ -88,8 +90,12 @@ final class LinkHandler extends ChannelInboundHandlerAdapter {
         if (authenticated) {
             throw new CorruptedFrameException("handshake frame of type " + type + " on an established link");
         }
-        if (outbound && type == FrameDescriptor.TYPE_CHALLENGE) {
+        if (outbound && type == FrameDescriptor.TYPE_CHALLENGE && !proved) {
             onChallenge(ctx.channel(), bytes);
+        } else if (outbound && type == FrameDescriptor.TYPE_WELCOME && proved) {
+            authenticated = true;
+            decoder.authenticated();
+            link.attach(ctx.channel(), decoder);
         } else if (!outbound && type == FrameDescriptor.TYPE_HELLO && theirNonce == null) {
             onHello(ctx.channel(), bytes, frame.stream());
         } else if (!outbound && type == FrameDescriptor.TYPE_PROOF && theirNonce != null) {
@@ -139,9 +145,7 @@ final class LinkHandler extends ChannelInboundHandlerAdapter {
             return;
         }
         write(ch, FrameDescriptor.TYPE_PROOF, 0, answer);
-        authenticated = true;
-        decoder.authenticated();
-        link.attach(ch, decoder);
+        proved = true;
     }
 
     /** The acceptor refused us, or could not prove the secret: the peer fails with that reason. */
@@ -190,6 +194,8 @@ final class LinkHandler extends ChannelInboundHandlerAdapter {
         authenticated = true;
         decoder.authenticated();
         link = transport.accept(claimedAddress, claimedIndex, ch, decoder);
+        // Before anything the link sends: its drain runs after this handler, on this loop.
+        write(ch, FrameDescriptor.TYPE_WELCOME, 0, new byte[0]);
     }
 
     /** Tells the connector why, then closes; counted and logged (rate limited). */

@@ -59,7 +59,7 @@ final class RawPeer {
         return new byte[][] {{type}, payload};
     }
 
-    /** The connector's side of the handshake on {@code socket}, with {@code secret} (null: none). */
+    /** The connector's side of the handshake on {@code socket}, with {@code secret} (null: none), to the WELCOME. */
     static void handshake(Socket socket, String address, SharedSecret secret) throws IOException {
         DataOutputStream out = new DataOutputStream(socket.getOutputStream());
         DataInputStream in = new DataInputStream(socket.getInputStream());
@@ -71,5 +71,9 @@ final class RawPeer {
         byte[] theirs = Arrays.copyOfRange(challenge[1], 1, 1 + SharedSecret.NONCE_BYTES);
         byte[] proof = secret == null ? new byte[0] : secret.proof("ferry-client", theirs, nonce, 0);
         frame(out, FrameDescriptor.TYPE_PROOF, 0, proof);
+        byte[][] welcome = read(in);
+        if (welcome[0][0] != FrameDescriptor.TYPE_WELCOME) {
+            throw new IOException("no WELCOME but a frame of type " + welcome[0][0]);
+        }
     }
 }

@@ -162,6 +162,11 @@ public record Assignment(long generation, long controllerEpoch, long nextMoveId,
             long epoch = in.readLong();
             long nextMoveId = in.readLong();
             int count = in.readInt();
+            // A member takes at least its two string lengths: a count the bytes cannot hold is corrupt.
+            if (count < 0 || count > in.available() / 4) {
+                throw new IllegalArgumentException("an assignment of " + data.length + " bytes claims " + count
+                        + " members");
+            }
             List<String> members = new ArrayList<>(count);
             Map<String, String> addresses = new TreeMap<>();
             for (int i = 0; i < count; i++) {
@@ -179,7 +184,11 @@ public record Assignment(long generation, long controllerEpoch, long nextMoveId,
                 long id = in.readLong();
                 String from = members.get(in.readUnsignedShort());
                 String to = members.get(in.readUnsignedShort());
-                int[] groups = new int[in.readInt()];
+                int n = in.readInt();
+                if (n < 0 || n > RoutingTable.GROUPS) {
+                    throw new IllegalArgumentException("a move of " + n + " groups; there are " + RoutingTable.GROUPS);
+                }
+                int[] groups = new int[n];
                 for (int i = 0; i < groups.length; i++) {
                     groups[i] = in.readUnsignedShort();
                 }

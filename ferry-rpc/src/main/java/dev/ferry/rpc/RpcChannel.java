@@ -21,7 +21,8 @@ import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
 import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
-import dev.ferry.transport.UnauthenticatedException;
+import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * Calls to one server, over whichever session is current: on the primary transport normally,
@@ -206,11 +207,26 @@ public final class RpcChannel {
             try {
                 message = s.peer.allocate(RpcDescriptor.HEADER + call.length);
             } catch (RuntimeException e) {
-                if (!s.peer.isOpen()) {
-                    sessionFailed(s, e);
-                    return;
+                switch (TransportException.reasonOf(e, Reason.UNSPECIFIED)) {
+                    case POOL_EXHAUSTED -> { } // back-pressure: the caller waits for it, within its deadline
+                    case BAD_INPUT, LIMIT_REACHED, INTERRUPTED -> {
+                        // No other session would take this request either: the call fails, the session stays.
+                        fail(call, new RpcException("call " + call.id + " of method " + call.method.id()
+                                + " cannot be sent to " + peerName(s) + ": " + e.getMessage(), e), false);
+                        return;
+                    }
+                    case UNSPECIFIED -> {
+                        // Not the transport's own failure: the peer's state says what it was.
+                        if (!s.peer.isOpen()) {
+                            sessionFailed(s, e);
+                            return;
+                        }
+                    }
+                    default -> {
+                        sessionFailed(s, e); // the peer failed or closed: a new session retries the call
+                        return;
+                    }
                 }
-                // An exhausted send pool is back-pressure: the caller waits for it, within its deadline.
                 if (call.future.isDone() || System.nanoTime() - call.deadlineNanos > 0) {
                     fail(call, new RpcTimeoutException(call.method.id(), peerName(s), call.deadlineMillis,
                             "no send buffer before the deadline: " + e.getMessage()), false);
@@ -561,9 +577,12 @@ public final class RpcChannel {
         Peer peer;
         try {
             peer = transport.connect(address);
-        } catch (UnauthenticatedException e) {
-            // The transport's own challenge, before any fabric address: the same verdict as ours.
-            throw new AuthenticationException("server " + address + " refused the connection: " + e.getMessage());
+        } catch (TransportException e) {
+            if (e.reason() == Reason.UNAUTHENTICATED) {
+                // The transport's own challenge, before any fabric address: the same verdict as ours.
+                throw new AuthenticationException("server " + address + " refused the connection: " + e.getMessage());
+            }
+            throw e;
         }
         Session s = new Session(this, peer, useFallback, client.nextHandshake.getAndIncrement());
         client.sessions.put(peer, s);

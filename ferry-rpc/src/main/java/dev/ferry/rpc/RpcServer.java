@@ -124,6 +124,12 @@ public final class RpcServer implements AutoCloseable {
         return this;
     }
 
+    /** The handler registered for {@code methodId}, or null; for tests that call handlers directly. */
+    RpcHandler handler(int methodId) {
+        Registration registration = methods.get(methodId);
+        return registration == null ? null : registration.handler();
+    }
+
     /** Listens on a transport opened from {@code config}; returns the address clients connect to. */
     public String listen(TransportConfig config) {
         return listen(config, TransportOpener.DEFAULT);

@@ -47,6 +47,15 @@ import java.util.Objects;
  *     process serving requests a few hundred microseconds apart sleeps between them; raise it
  *     for streams of small messages (2,000 us gave tcp 64 B streams a third more messages a
  *     second here), lower it to save CPU. 0 sleeps after a short spin always
+ * @param pullBudgetBytes receiver-driven pacing of rendezvous transfers: the bytes this receiver's
+ *     reads may have in flight at once across all its senders (a read is cut to half the budget,
+ *     chunks go round-robin over the waiting messages, one read always proceeds). Incoming bulk
+ *     data then never puts more than this on the path at once, so a shallow switch buffer in front
+ *     of the receiver does not overflow when many senders push to it together (incast). Size it
+ *     from the link with {@link #pullBudgetFor}: the bandwidth-delay product plus a margin the
+ *     switch buffer absorbs. 0 (the default) sets no budget beyond 16 reads of
+ *     {@code rendezvousChunkBytes} in flight: nothing changes where the network has no shallow
+ *     buffer (loopback, shm, a deep-buffered fabric)
  * @param handshakeTimeoutMillis how long a connection to a listening port (control channel,
  *     Netty port) has to prove the shared secret, for the whole handshake and not per read: a
  *     silent or trickling peer is closed when it passes. A good client needs a few round trips;
@@ -73,6 +82,7 @@ public record TransportConfig(
         long heartbeatTimeoutMillis,
         SharedSecret secret,
         long idlePollMicros,
+        long pullBudgetBytes,
         long handshakeTimeoutMillis) {
 
     /** Checks the settings against each other. */
@@ -98,6 +108,9 @@ public record TransportConfig(
             throw new IllegalArgumentException("heartbeatTimeoutMillis " + heartbeatTimeoutMillis
                     + " must cover at least two heartbeats of " + heartbeatIntervalMillis + " ms");
         }
+        if (pullBudgetBytes < 0) {
+            throw new IllegalArgumentException("pullBudgetBytes must not be negative: " + pullBudgetBytes);
+        }
         if (idlePollMicros < 0) {
             throw new IllegalArgumentException("idlePollMicros must not be negative: " + idlePollMicros);
         }
@@ -109,7 +122,8 @@ public record TransportConfig(
 
     /**
      * The settings above with the default heartbeat (every second, failed after 5 s of silence),
-     * no secret, the default idle polling (200 us) and handshake deadline (2 s).
+     * no secret, the default idle polling (200 us), no pull budget and the default handshake
+     * deadline (2 s).
      */
     public TransportConfig(String provider, String bindHost, int bindPort, int linksPerPeer, int maxLinks,
             int eagerThreshold, int receiveBuffersPerLink, long sendWindowBytesPerLink, long sendWindowBytesPerPeer,
@@ -118,7 +132,7 @@ public record TransportConfig(
         this(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold, receiveBuffersPerLink,
                 sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess, sendPoolBytes,
                 receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
-                1_000, 5_000, null, 200, 2_000);
+                1_000, 5_000, null, 200, 0, 2_000);
     }
 
     private static void positive(String name, long value) {
@@ -133,7 +147,7 @@ public record TransportConfig(
                 2, 4096, 16 * 1024, 64,
                 4L << 20, 8L << 20, 64L << 20,
                 64L << 20, 32L << 20, 256L << 20,
-                1 << 20, 256 << 20, 10_000, 1_000, 5_000, null, 200, 2_000);
+                1 << 20, 256 << 20, 10_000, 1_000, 5_000, null, 200, 0, 2_000);
     }
 
     /** This configuration with another provider. */
@@ -141,7 +155,7 @@ public record TransportConfig(
         return new TransportConfig(value, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
                 handshakeTimeoutMillis);
     }
 
@@ -150,7 +164,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, value, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
                 handshakeTimeoutMillis);
     }
 
@@ -159,7 +173,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, perPeer, max, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
                 handshakeTimeoutMillis);
     }
 
@@ -169,7 +183,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eager,
                 buffersPerLink, windowPerLink, windowPerPeer, windowPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
                 handshakeTimeoutMillis);
     }
 
@@ -178,7 +192,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 send, receive, rendezvous, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
-                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
                 handshakeTimeoutMillis);
     }
 
@@ -187,7 +201,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, value,
-                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
                 handshakeTimeoutMillis);
     }
 
@@ -196,7 +210,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, intervalMillis, timeoutMillis, secret, idlePollMicros,
+                connectTimeoutMillis, intervalMillis, timeoutMillis, secret, idlePollMicros, pullBudgetBytes,
                 handshakeTimeoutMillis);
     }
 
@@ -205,7 +219,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, value, idlePollMicros,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, value, idlePollMicros, pullBudgetBytes,
                 handshakeTimeoutMillis);
     }
 
@@ -214,7 +228,27 @@ public record TransportConfig(
         return new TransportConfig(provider, value, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
+    }
+
+    /**
+     * A pull budget for a link of {@code bitsPerSecond} with a round trip of {@code rttMicros}
+     * in front of a switch port of {@code portBufferBytes}: the bandwidth-delay product plus a
+     * margin of three quarters of the port buffer (reads in flight beyond the BDP queue there),
+     * at least 64 KiB so that reads stay large enough to keep the link busy.
+     */
+    public static long pullBudgetFor(long bitsPerSecond, long rttMicros, long portBufferBytes) {
+        long bdp = bitsPerSecond / 8 * rttMicros / 1_000_000;
+        return Math.max(64 * 1024, bdp + portBufferBytes * 3 / 4);
+    }
+
+    /** This configuration with a pull budget of {@code bytes} (0: none); see {@link #pullBudgetBytes()}. */
+    public TransportConfig withPullBudgetBytes(long bytes) {
+        return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, bytes,
                 handshakeTimeoutMillis);
     }
 
@@ -223,7 +257,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, value,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, value, pullBudgetBytes,
                 handshakeTimeoutMillis);
     }
 
@@ -232,6 +266,7 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, value);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                pullBudgetBytes, value);
     }
 }

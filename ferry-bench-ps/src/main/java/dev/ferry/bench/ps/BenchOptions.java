@@ -56,6 +56,18 @@ public class BenchOptions {
                     + "handler threads either way; gRPC always uses its handler threads. Default: transport.")
     public String pullThreads = "transport";
 
+    @Option(names = "--network", paramLabel = "<n>",
+            description = "loopback, or netlab: the server in the receiver namespace and one worker process per "
+                    + "sender namespace of the emulated leaf switch that sudo bin/netlab up built (docs/netlab.md); "
+                    + "one server, transports tcp, netty, grpc (shm cannot cross namespaces). Results add the "
+                    + "network's drops, TCP retransmissions and timeouts. Default: loopback.")
+    public String network = "loopback";
+
+    @Option(names = "--netlab-hosts", paramLabel = "<n>",
+            description = "With --network netlab: sender namespaces to use, one worker process each, the worker "
+                    + "threads spread over them. Default: one per worker thread, at most the lab's senders.")
+    public int netlabHosts;
+
     @Option(names = "--seed", paramLabel = "<n>", description = "Seed of the id streams. Default: 1.")
     public long seed = 1;
 
@@ -90,9 +102,28 @@ public class BenchOptions {
         if (!psTransport.equals("tuned") && !psTransport.equals("default")) {
             throw new IllegalArgumentException("--ps-transport is tuned or default: " + psTransport);
         }
+        if (!network.equals("loopback") && !network.equals("netlab")) {
+            throw new IllegalArgumentException("--network is loopback or netlab: " + network);
+        }
+        if (netlab()) {
+            for (BenchTransport t : transportList()) {
+                if (t == BenchTransport.SHM) {
+                    throw new IllegalArgumentException("--network netlab: shm is shared memory on one host and "
+                            + "cannot cross network namespaces; use tcp, netty or grpc");
+                }
+                if (t.inProcess()) {
+                    throw new IllegalArgumentException("--network netlab: " + t.label() + " runs in one process, "
+                            + "with no network; use tcp, netty or grpc");
+                }
+            }
+        }
         if (!pullThreads.equals("transport") && !pullThreads.equals("handler")) {
             throw new IllegalArgumentException("--pull-threads is transport or handler: " + pullThreads);
         }
+    }
+
+    boolean netlab() {
+        return network.equals("netlab");
     }
 
     boolean psTuning() {

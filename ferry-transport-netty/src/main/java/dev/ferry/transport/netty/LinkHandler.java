@@ -14,6 +14,7 @@ import java.io.EOFException;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The last handler of a link's pipeline: runs the handshake (see {@link FrameDescriptor}),
@@ -249,10 +250,10 @@ final class LinkHandler extends ChannelInboundHandlerAdapter {
         if (link != null) {
             TransportException why = failure instanceof TransportException t ? t
                     : failure != null
-                    ? new TransportException("link " + ctx.channel() + " to " + link.peer.address() + " failed: "
-                            + failure.getMessage(), failure)
-                    : new TransportException("link " + ctx.channel() + " to " + link.peer.address() + " closed"
-                            + (authenticated ? "" : " during the handshake"));
+                    ? new TransportException(Reason.PEER_FAILED, "link " + ctx.channel() + " to " + link.peer.address()
+                            + " failed: " + failure.getMessage(), failure)
+                    : new TransportException(Reason.PEER_FAILED, "link " + ctx.channel() + " to " + link.peer.address()
+                            + " closed" + (authenticated ? "" : " during the handshake"));
             link.peer.fail(why, true);
         }
         ctx.fireChannelInactive();

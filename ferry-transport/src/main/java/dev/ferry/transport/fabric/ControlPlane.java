@@ -22,6 +22,7 @@ import dev.ferry.transport.UnauthenticatedException;
 import dev.ferry.transport.admission.DropLog;
 import dev.ferry.transport.admission.HandshakeGate;
 import dev.ferry.transport.fabric.HandshakeDescriptor.Hello;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The TCP side of the transport: dials peers, accepts them, runs the handshake
@@ -125,7 +126,7 @@ final class ControlPlane implements AutoCloseable {
     FabricPeer dial(String address) {
         int colon = address.lastIndexOf(':');
         if (colon <= 0) {
-            throw new TransportException("address must be host:port: " + address);
+            throw new TransportException(Reason.BAD_INPUT, "address must be host:port: " + address);
         }
         long timeout = config.connectTimeoutMillis();
         Socket socket = new Socket();
@@ -159,7 +160,7 @@ final class ControlPlane implements AutoCloseable {
             if (peer != null) {
                 peers.remove(address, peer);
                 FabricPeer failed = peer;
-                TransportException cause = new TransportException("cannot connect to " + address + ": " + e.getMessage(), e);
+                TransportException cause = new TransportException(ControlPlane.dialReason(e), "cannot connect to " + address + ": " + e.getMessage(), e);
                 failed.fail(cause);
                 proxy.run(() -> transport.links.teardown(failed, cause, false));
             }
@@ -167,8 +168,14 @@ final class ControlPlane implements AutoCloseable {
             if (e instanceof TransportException t) {
                 throw t;
             }
-            throw new TransportException("cannot connect to " + address + ": " + e, e);
+            throw new TransportException(ControlPlane.dialReason(e), "cannot connect to " + address + ": " + e, e);
         }
+    }
+
+    /** Why a dial failed: the transport's reason where it gave one, else the socket's. */
+    static Reason dialReason(Throwable e) {
+        return e instanceof java.net.SocketTimeoutException ? Reason.TIMEOUT
+                : TransportException.reasonOf(e, Reason.UNREACHABLE);
     }
 
     /** Waits until {@code peer}'s first link is up, or fails with why it is not. */
@@ -176,14 +183,14 @@ final class ControlPlane implements AutoCloseable {
         try {
             peer.ready.get(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
         } catch (TimeoutException e) {
-            throw new TransportException("links to " + peer.address() + " not up within " + config.connectTimeoutMillis()
+            throw new TransportException(Reason.TIMEOUT, "links to " + peer.address() + " not up within " + config.connectTimeoutMillis()
                     + " ms", e);
         } catch (ExecutionException e) {
-            throw new TransportException("cannot connect to " + peer.address() + ": " + e.getCause().getMessage(),
+            throw new TransportException(TransportException.reasonOf(e.getCause(), Reason.UNREACHABLE), "cannot connect to " + peer.address() + ": " + e.getCause().getMessage(),
                     e.getCause());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new TransportException("interrupted while connecting to " + peer.address(), e);
+            throw new TransportException(Reason.INTERRUPTED, "interrupted while connecting to " + peer.address(), e);
         }
     }
 
@@ -196,7 +203,7 @@ final class ControlPlane implements AutoCloseable {
         byte[] nonce = nonce();
         HandshakeDescriptor.writeGreeting(out, secret != null, nonce);
         HandshakeDescriptor.readStatus(address, in, true);
-        byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
+        byte[] theirNonce = HandshakeDescriptor.readNonce(in);
         byte[] theirProof = HandshakeDescriptor.readBytes(in);
         byte[] proof = new byte[0];
         if (secret != null) {
@@ -257,7 +264,7 @@ final class ControlPlane implements AutoCloseable {
                 return;
             } else if (previous != null) {
                 if (previous.failure() == null) {
-                    peerLost(previous, new TransportException("peer " + address + " connected again"));
+                    peerLost(previous, new TransportException(Reason.PEER_FAILED, "peer " + address + " connected again"));
                 }
                 peers.put(address, fresh);
             }
@@ -271,7 +278,7 @@ final class ControlPlane implements AutoCloseable {
         } catch (IOException | RuntimeException e) {
             if (peer != null) {
                 LOG.log(System.Logger.Level.WARNING, "handshake with " + peer.address() + " failed", e);
-                peerLost(peer, new TransportException("handshake with " + peer.address() + " failed: " + e.getMessage(), e));
+                peerLost(peer, new TransportException(Reason.PEER_FAILED, "handshake with " + peer.address() + " failed: " + e.getMessage(), e));
             } else if (!transport.isClosed()) {
                 ticket.failed(e);
             }
@@ -284,12 +291,10 @@ final class ControlPlane implements AutoCloseable {
      * the dialer proves it holds this side's secret, or neither side has one.
      */
     private boolean authenticateDialer(Socket socket, DataInputStream in, DataOutputStream out) throws IOException {
-        if (in.readInt() != HandshakeDescriptor.MAGIC) {
-            throw new IOException("not a Ferry transport");
-        }
+        HandshakeDescriptor.Greeting greeting = HandshakeDescriptor.readGreeting(in);
         SharedSecret secret = config.secret();
-        boolean theirs = in.readBoolean();
-        byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
+        boolean theirs = greeting.hasSecret();
+        byte[] theirNonce = greeting.nonce();
         if (theirs != (secret != null)) {
             return refuse(socket, out, secret != null ? "this side requires the shared secret"
                     : "this side has no shared secret");
@@ -379,7 +384,7 @@ final class ControlPlane implements AutoCloseable {
                 int type = in.read();
                 switch (type) {
                     case -1 -> {
-                        peerLost(peer, new TransportException("peer " + peer.address() + " closed its control channel"));
+                        peerLost(peer, new TransportException(Reason.PEER_FAILED, "peer " + peer.address() + " closed its control channel"));
                         return;
                     }
                     case ControlChannel.HEARTBEAT -> { }
@@ -399,10 +404,10 @@ final class ControlPlane implements AutoCloseable {
                 }
             }
         } catch (java.net.SocketTimeoutException e) {
-            peerLost(peer, new TransportException("peer " + peer.address() + " sent no heartbeat for "
+            peerLost(peer, new TransportException(Reason.PEER_FAILED, "peer " + peer.address() + " sent no heartbeat for "
                     + config.heartbeatTimeoutMillis() + " ms", e));
         } catch (IOException e) {
-            peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: " + e.getMessage(), e));
+            peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " broke: " + e.getMessage(), e));
         } finally {
             peer.controlEnded.countDown();
         }
@@ -413,7 +418,7 @@ final class ControlPlane implements AutoCloseable {
         Link made;
         try {
             if (route < 0 || route >= routes) {
-                throw new TransportException("no route " + route);
+                throw new TransportException(Reason.BAD_INPUT, "no route " + route);
             }
             made = proxy.call(() -> transport.links.openRequested(peer, route, remoteId, grant));
         } catch (TransportException e) {
@@ -432,7 +437,7 @@ final class ControlPlane implements AutoCloseable {
             try {
                 peer.control.openLink(route, id, grant);
             } catch (IOException e) {
-                peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: "
+                peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " broke: "
                         + e.getMessage(), e));
             }
         });
@@ -452,7 +457,7 @@ final class ControlPlane implements AutoCloseable {
                     try {
                         peer.control.heartbeat();
                     } catch (IOException e) {
-                        peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: "
+                        peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " broke: "
                                 + e.getMessage(), e));
                     }
                 }

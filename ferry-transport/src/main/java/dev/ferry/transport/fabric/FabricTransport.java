@@ -24,6 +24,7 @@ import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The ByteExpress-style transport over libfabric: the API, and the wiring of the parts that do
@@ -135,7 +136,7 @@ final class FabricTransport implements Transport {
             }
             ops.close();
             session.close();
-            throw new TransportException("cannot open the " + config.provider() + " transport on "
+            throw new TransportException(Reason.UNAVAILABLE, "cannot open the " + config.provider() + " transport on "
                     + config.bindHost() + ":" + config.bindPort() + ": " + e.getMessage(), e);
         }
         this.control = plane;
@@ -173,7 +174,7 @@ final class FabricTransport implements Transport {
                 reasons.append(reasons.isEmpty() ? "" : "; ").append(t).append(": ").append(e.getMessage());
             }
         }
-        throw new TransportException("libfabric provider '" + config.provider() + "' is not available ("
+        throw new TransportException(Reason.UNAVAILABLE, "libfabric provider '" + config.provider() + "' is not available ("
                 + (reasons.isEmpty() ? "unknown endpoint type " + forced : reasons) + ")", first);
     }
 
@@ -215,7 +216,7 @@ final class FabricTransport implements Transport {
     @Override
     public Peer connect(String address) {
         if (closed) {
-            throw new TransportException("transport is closed");
+            throw new TransportException(Reason.CLOSED, "transport is closed");
         }
         FabricPeer existing = peers.get(address);
         if (existing != null && existing.failure() == null) {
@@ -234,7 +235,7 @@ final class FabricTransport implements Transport {
 
     /** The application closes {@code peer}: any thread. */
     void closePeer(FabricPeer peer) {
-        TransportException cause = new TransportException("peer " + peer.address() + " closed by the application");
+        TransportException cause = new TransportException(Reason.CLOSED, "peer " + peer.address() + " closed by the application");
         // A connect from now on opens a new peer, as Peer.close() promises, even before the
         // progress thread has torn this one down (it would otherwise return the dying peer).
         peers.remove(peer.address(), peer);
@@ -249,7 +250,7 @@ final class FabricTransport implements Transport {
     void submitSend(OutboundFrame frame) {
         if (!proxy.send(frame)) {
             frame.free(); // never posted: no rendezvous key, no window taken by the progress thread
-            SendPump.failFuture(frame, new TransportException("transport closed"));
+            SendPump.failFuture(frame, new TransportException(Reason.CLOSED, "transport closed"));
         }
     }
 
@@ -290,7 +291,7 @@ final class FabricTransport implements Transport {
     /** Progress thread, on the way out: fails every peer, then frees fabric and memory. */
     void shutdown(CompletionBatch batch) {
         assert inProgressThread();
-        TransportException cause = new TransportException("transport closed");
+        TransportException cause = new TransportException(Reason.CLOSED, "transport closed");
         List<FabricPeer> all = new ArrayList<>(peers.values());
         awaitPeersGone(all);
         for (FabricPeer peer : all) {

@@ -20,6 +20,7 @@ import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 import dev.ferry.transport.admission.DropLog;
 
 /**
@@ -105,7 +106,7 @@ final class LinkTable {
     Link[] create(FabricPeer peer, int count) {
         assert transport.inProgressThread();
         if (linksOpenNow() + count > config.maxLinks()) {
-            throw new TransportException("maxLinks (" + config.maxLinks() + ") reached");
+            throw new TransportException(Reason.LIMIT_REACHED, "maxLinks (" + config.maxLinks() + ") reached");
         }
         CreditBalancer credits = transport.credits;
         int minimum = ReceiveCredits.RESERVE + 2;
@@ -120,7 +121,7 @@ final class LinkTable {
                 long left = queue - granted;
                 grant = (int) Math.min(want, Math.max(minimum, left / 32));
                 if (left < minimum) {
-                    throw new TransportException("the shared receive queue (" + queue + " entries) is fully granted to "
+                    throw new TransportException(Reason.LIMIT_REACHED, "the shared receive queue (" + queue + " entries) is fully granted to "
                             + linksOpenNow() + " links");
                 }
             } else {
@@ -144,7 +145,7 @@ final class LinkTable {
                         }
                     }
                 }
-                throw new TransportException("receive pool exhausted (" + config.receivePoolBytes()
+                throw new TransportException(Reason.POOL_EXHAUSTED, "receive pool exhausted (" + config.receivePoolBytes()
                         + " bytes): raise receivePoolBytes or lower receiveBuffersPerLink");
             }
             if (got.size() < toPost) {
@@ -304,7 +305,7 @@ final class LinkTable {
     Link openRequested(FabricPeer peer, int route, int remoteId, int grant) {
         assert transport.inProgressThread();
         if (peer.failure() != null) {
-            throw new TransportException("no route " + route);
+            throw new TransportException(Reason.PEER_FAILED, "no route " + route);
         }
         Link link = create(peer, 1)[0];
         link.remoteId = remoteId;
@@ -393,14 +394,14 @@ final class LinkTable {
                     case SHUTDOWN -> {
                         Link link = linkOf(e);
                         if (link != null) {
-                            teardown(link.peer, new TransportException("peer " + link.peer.address()
+                            teardown(link.peer, new TransportException(Reason.PEER_FAILED, "peer " + link.peer.address()
                                     + " shut the connection down"), true);
                         }
                     }
                     case ERROR -> {
                         Link link = linkOf(e);
                         if (link != null) {
-                            teardown(link.peer, new TransportException("connection to " + link.peer.address()
+                            teardown(link.peer, new TransportException(Reason.PEER_FAILED, "connection to " + link.peer.address()
                                     + " failed: " + Errno.name(e.errno()) + " " + e.message()), true);
                         }
                     }
@@ -471,7 +472,7 @@ final class LinkTable {
         }
         transport.counters.linkFailures.increment();
         LOG.log(System.Logger.Level.WARNING, "closing " + link + ": " + reason);
-        teardown(link.peer, new TransportException(link + " closed: " + reason), true);
+        teardown(link.peer, new TransportException(Reason.PEER_FAILED, link + " closed: " + reason), true);
     }
 
     /** Fails a peer, its sends and its links; tells the application if {@code notify}. */

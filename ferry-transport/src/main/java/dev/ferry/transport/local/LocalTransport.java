@@ -14,6 +14,7 @@ import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 import dev.ferry.transport.UnauthenticatedException;
 import java.security.SecureRandom;
 import java.time.Duration;
@@ -88,7 +89,7 @@ final class LocalTransport implements Transport {
                     .withQuota(PoolKind.RENDEZVOUS, 0));
         } catch (RuntimeException e) {
             REGISTRY.remove(address, this);
-            throw new TransportException("cannot open the local transport: " + e.getMessage(), e);
+            throw new TransportException(Reason.UNAVAILABLE, "cannot open the local transport: " + e.getMessage(), e);
         }
         this.dispatcher = Thread.ofPlatform().daemon().name("ferry-local-" + address).unstarted(this::dispatchLoop);
         dispatcher.start();
@@ -98,7 +99,7 @@ final class LocalTransport implements Transport {
         if (config.bindPort() != 0) {
             String wanted = PREFIX + config.bindPort();
             if (REGISTRY.putIfAbsent(wanted, this) != null) {
-                throw new TransportException("cannot open the local transport on " + wanted + ": the address is in use");
+                throw new TransportException(Reason.UNAVAILABLE, "cannot open the local transport on " + wanted + ": the address is in use");
             }
             return wanted;
         }
@@ -130,14 +131,14 @@ final class LocalTransport implements Transport {
     @Override
     public Peer connect(String remote) {
         if (closed) {
-            throw new TransportException("transport " + address + " is closed");
+            throw new TransportException(Reason.CLOSED, "transport " + address + " is closed");
         }
         LocalPeer known = peers.get(remote);
         if (known != null && known.isOpen()) {
             return known;
         }
         if (remote.equals(address)) {
-            throw new TransportException("transport " + address + " cannot connect to itself");
+            throw new TransportException(Reason.BAD_INPUT, "transport " + address + " cannot connect to itself");
         }
         synchronized (CONNECT_LOCK) {
             known = peers.get(remote);
@@ -146,17 +147,17 @@ final class LocalTransport implements Transport {
             }
             LocalTransport target = REGISTRY.get(remote);
             if (target == null || target.closed) {
-                throw new TransportException("cannot connect to " + remote + ": no local transport listens there"
+                throw new TransportException(Reason.UNREACHABLE, "cannot connect to " + remote + ": no local transport listens there"
                         + (remote.startsWith(PREFIX) ? "" : " (local addresses are " + PREFIX + "<n>)"));
             }
             authenticate(target);
             if (!reserveLink()) {
-                throw new TransportException("cannot connect to " + remote + ": this process has " + config.maxLinks()
+                throw new TransportException(Reason.LIMIT_REACHED, "cannot connect to " + remote + ": this process has " + config.maxLinks()
                         + " links (maxLinks)");
             }
             if (!target.reserveLink()) {
                 releaseLink();
-                throw new TransportException("cannot connect to " + remote + ": it has " + target.config.maxLinks()
+                throw new TransportException(Reason.LIMIT_REACHED, "cannot connect to " + remote + ": it has " + target.config.maxLinks()
                         + " links (maxLinks)");
             }
             LocalPeer mine = new LocalPeer(this, remote);
@@ -229,7 +230,7 @@ final class LocalTransport implements Transport {
         try {
             buffer = allocator.tryAllocate(PoolKind.SEND, Math.max(1, length));
         } catch (IllegalStateException e) {
-            throw new TransportException("transport " + address + " is closed", e);
+            throw new TransportException(Reason.CLOSED, "transport " + address + " is closed", e);
         }
         return buffer == null ? null : taken(buffer, length);
     }
@@ -243,9 +244,9 @@ final class LocalTransport implements Transport {
             return null;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new TransportException("interrupted while waiting for a send buffer", e);
+            throw new TransportException(Reason.INTERRUPTED, "interrupted while waiting for a send buffer", e);
         } catch (IllegalStateException e) {
-            throw new TransportException("transport " + address + " is closed", e);
+            throw new TransportException(Reason.CLOSED, "transport " + address + " is closed", e);
         }
     }
 
@@ -435,7 +436,8 @@ final class LocalTransport implements Transport {
             closed = true;
             REGISTRY.remove(address, this);
         }
-        TransportException cause = new TransportException("transport " + address + " closed");
+        // Only the remote ends are told: to them this side is a peer that went away.
+        TransportException cause = new TransportException(Reason.PEER_FAILED, "transport " + address + " closed");
         for (LocalPeer peer : new ArrayList<>(peers.values())) {
             LocalConnection connection = peer.connection();
             boolean dialer = connection.dialer == peer;

@@ -161,7 +161,7 @@ public final class Domain extends FabricObject {
             long mrOps = LibFabric.word(fid, DOMAIN_MR);
             long mr = Fabric.openObject(a -> (int) LibFabric.I_JJJJJJJJJ.invokeExact(LibFabric.function(mrOps, MR_REG),
                     fid, segment.address(), segment.byteSize(), access, 0L, key, 0L, a, 0L),
-                    "fi_mr_reg(" + segment.byteSize() + " B)");
+                    "fi_mr_reg(" + segment.byteSize() + " B)", false);
             return new MemoryRegion(mr, this, segment, (mrMode & Fi.MR_VIRT_ADDR) != 0, (mrMode & Fi.MR_ENDPOINT) != 0);
         });
     }

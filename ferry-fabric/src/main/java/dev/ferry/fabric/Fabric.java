@@ -89,10 +89,21 @@ public final class Fabric extends FabricObject {
     }
 
     static long openObject(Opener opener, String what) {
+        return openObject(opener, what, true);
+    }
+
+    /**
+     * Opens an object; with {@code guard}, puts the JVM's signal handlers back afterwards (shm
+     * installs its own in {@code fi_endpoint}, psm2 and opx in theirs). Memory registration,
+     * which installs none and runs once per rendezvous transfer, goes without.
+     */
+    static long openObject(Opener opener, String what, boolean guard) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment out = arena.allocate(JAVA_LONG);
             int rc = opener.open(out.address());
-            SignalGuard.restore(); // shm installs its handlers in fi_endpoint, psm2/opx in theirs
+            if (guard) {
+                SignalGuard.restore();
+            }
             LibFabric.check(rc, what);
             return out.get(JAVA_LONG, 0);
         } catch (Throwable t) {

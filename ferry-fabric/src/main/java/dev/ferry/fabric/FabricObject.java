@@ -107,7 +107,9 @@ public abstract sealed class FabricObject implements AutoCloseable
             }
             long ops = LibFabric.word(fid, InfoDescriptor.FID_OPS);
             int rc = (int) LibFabric.I_J.invokeExact(LibFabric.function(ops, InfoDescriptor.OPS_CLOSE), fid);
-            SignalGuard.restore();
+            if (!(this instanceof MemoryRegion)) { // closed once per rendezvous transfer; installs nothing
+                SignalGuard.restore();
+            }
             LibFabric.check(rc, "fi_close(" + getClass().getSimpleName() + ")");
         } catch (Throwable t) {
             failure = failure == null ? LibFabric.rethrow(t) : failure;
@@ -162,7 +164,9 @@ public abstract sealed class FabricObject implements AutoCloseable
             long ops = LibFabric.word(fid, InfoDescriptor.FID_OPS);
             int rc = (int) LibFabric.I_JIJ.invokeExact(LibFabric.function(ops, InfoDescriptor.OPS_CONTROL), fid,
                     command, arg);
-            SignalGuard.restore(); // fi_enable creates shm's region
+            if (!(this instanceof MemoryRegion)) { // fi_enable of an shm endpoint creates its region
+                SignalGuard.restore();
+            }
             LibFabric.check(rc, what);
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
@@ -175,7 +179,9 @@ public abstract sealed class FabricObject implements AutoCloseable
             long ops = LibFabric.word(fid, InfoDescriptor.FID_OPS);
             int rc = (int) LibFabric.I_JJJ.invokeExact(LibFabric.function(ops, InfoDescriptor.OPS_BIND), fid,
                     other.fid, flags);
-            SignalGuard.restore();
+            if (!(this instanceof MemoryRegion)) {
+                SignalGuard.restore();
+            }
             LibFabric.check(rc, what);
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);

@@ -29,7 +29,7 @@ public final class FabricSession implements AutoCloseable {
     private final SharedReceiveContext srx;
     private final byte[] address;
     /** This session's hold on its shm region (see {@link ShmRegions}); null on other providers. */
-    private final ShmRegions.Claim region;
+    private final OwnerLock region;
     private final List<Connection> connections = new ArrayList<>();
 
     private FabricSession(InfoList infos, FabricInfo info, int cqSize, boolean listen) {

@@ -34,8 +34,9 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * connect, accept, listen and close: {@link #restore}) it puts back the JVM's action wherever a
  * foreign one was installed. Handlers the JVM itself installs later (a Java
  * {@code Signal.handle} for another signal) are recognised by their address and kept. Data
- * calls (posts, completion reads) install nothing, so they are left alone: this costs about 30
- * {@code sigaction} calls per control call and nothing on the data path.
+ * calls (posts, completion reads) and memory registration (once per rendezvous transfer) install
+ * nothing, so they are left alone: this costs about 30 {@code sigaction} calls per control call
+ * and nothing on the data path.
  *
  * <p>Without the providers' handlers, shm regions are still removed by a normal close
  * ({@code fi_close} of the endpoint) and SIGTERM runs the JVM's shutdown hooks, which close the

@@ -66,7 +66,7 @@ class ShmRegionsTest {
         Path foreign = Files.writeString(shm.resolve("1000003:0:0"), "another libfabric user's, unmarked");
         Path other = Files.writeString(shm.resolve("ferry-doorbell-1-2"), "not a region");
         ShmRegions.claim(dead).close(); // marked, then its owner went away
-        ShmRegions.Claim holder = ShmRegions.claim(live);
+        OwnerLock holder = ShmRegions.claim(live);
         assertNotNull(holder);
         try {
             assertEquals(1, ShmRegions.removeDeadRegions(shm));

@@ -32,13 +32,16 @@ import org.junit.jupiter.api.Timeout;
  * exactly one region per live transport of these processes, and nothing of them once they stopped.
  *
  * <p>{@code -Dferry.ps.shmLoad.seconds} sets the length of the load (20 s by default; the
- * {@code full} profile runs 600).
+ * {@code full} profile runs 600), {@code -Dferry.ps.shmLoad.probeSeconds} how often a new client
+ * connects during it (5 s).
  */
 class ShmLoadTest {
 
     private static final Path SHM = Path.of("/dev/shm");
     private static final long SECONDS = Long.getLong("ferry.ps.shmLoad.seconds",
             "full".equals(System.getProperty("ferry.test.scale", "ci")) ? 600 : 20);
+    /** How often a new client connects during the load: {@code -Dferry.ps.shmLoad.probeSeconds}, 5 s by default. */
+    private static final long PROBE_SECONDS = Long.getLong("ferry.ps.shmLoad.probeSeconds", 5);
     private static final List<String> JVM = List.of("-Xmx256m", "-XX:TieredStopAtLevel=1",
             "-XX:+UnlockDiagnosticVMOptions", "-XX:+SafepointALot", "-XX:GuaranteedSafepointInterval=1");
     private static final int DIMENSION = 8;
@@ -57,7 +60,7 @@ class ShmLoadTest {
             SplittableRandom random = new SplittableRandom(7);
             long start = System.nanoTime();
             long end = start + TimeUnit.SECONDS.toNanos(SECONDS);
-            long nextProbe = start + TimeUnit.SECONDS.toNanos(5);
+            long nextProbe = start + TimeUnit.SECONDS.toNanos(PROBE_SECONDS);
             long nextProgress = start + TimeUnit.SECONDS.toNanos(60);
             long rounds = 0;
             long probes = 0;
@@ -86,7 +89,7 @@ class ShmLoadTest {
                 if (now >= nextProbe) {
                     assertNewClientConnects(cluster, "after " + TimeUnit.NANOSECONDS.toSeconds(now - start) + " s");
                     probes++;
-                    nextProbe = now + TimeUnit.SECONDS.toNanos(5);
+                    nextProbe = now + TimeUnit.SECONDS.toNanos(PROBE_SECONDS);
                 }
                 if (now >= nextProgress) {
                     System.err.printf("shm load: %d s, %d rounds, %d new clients%n",

@@ -5,6 +5,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.handler.codec.CorruptedFrameException;
 import java.nio.charset.StandardCharsets;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The last handler of a link's pipeline: binds the channel to its {@link NettyLink} (at once
@@ -74,9 +75,9 @@ final class LinkHandler extends ChannelInboundHandlerAdapter {
         transport.onChannelInactive(ctx.channel());
         if (link != null) {
             TransportException why = failure != null
-                    ? new TransportException("link " + ctx.channel() + " to " + link.peer.address() + " failed: "
+                    ? new TransportException(Reason.PEER_FAILED, "link " + ctx.channel() + " to " + link.peer.address() + " failed: "
                             + failure.getMessage(), failure)
-                    : new TransportException("link " + ctx.channel() + " to " + link.peer.address() + " closed");
+                    : new TransportException(Reason.PEER_FAILED, "link " + ctx.channel() + " to " + link.peer.address() + " closed");
             link.peer.fail(why, true);
         }
         ctx.fireChannelInactive();

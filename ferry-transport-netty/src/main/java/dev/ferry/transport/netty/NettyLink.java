@@ -14,6 +14,7 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * One TCP connection of a peer, served by one event loop.
@@ -114,7 +115,7 @@ final class NettyLink {
         boolean schedule = false;
         synchronized (this) {
             if (failed) {
-                throw new TransportException("link " + index + " to " + peer.address() + " is closed", peer.failure());
+                throw new TransportException(TransportException.reasonOf(peer.failure(), Reason.PEER_FAILED), "link " + index + " to " + peer.address() + " is closed", peer.failure());
             }
             Channel ch = channel;
             boolean admitted = unadmitted == 0 && (!tryOnly || ch == null || ch.isWritable()) && acquire(send.bytes);

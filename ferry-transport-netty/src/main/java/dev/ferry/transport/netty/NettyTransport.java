@@ -44,6 +44,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The kernel-TCP transport: a listening socket, the peers known by their listen addresses, and
@@ -108,7 +109,7 @@ final class NettyTransport implements Transport {
             this.serverChannel = server.bind(config.bindHost(), config.bindPort()).sync().channel();
         } catch (Exception e) {
             group.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
-            throw new TransportException("cannot listen on " + config.bindHost() + ":" + config.bindPort(), e);
+            throw new TransportException(Reason.UNAVAILABLE, "cannot listen on " + config.bindHost() + ":" + config.bindPort(), e);
         }
         InetSocketAddress bound = (InetSocketAddress) serverChannel.localAddress();
         this.localAddress = config.bindHost() + ":" + bound.getPort();
@@ -174,7 +175,7 @@ final class NettyTransport implements Transport {
     @Override
     public Peer connect(String address) {
         if (closed.get()) {
-            throw new TransportException("transport " + localAddress + " is closed");
+            throw new TransportException(Reason.CLOSED, "transport " + localAddress + " is closed");
         }
         parse(address);
         NettyPeer peer = peers.computeIfAbsent(address, a -> new NettyPeer(this, a));
@@ -183,22 +184,22 @@ final class NettyTransport implements Transport {
             link.connected.get(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
             return peer;
         } catch (TimeoutException e) {
-            TransportException failure = new TransportException("connect to " + address + " timed out after "
+            TransportException failure = new TransportException(Reason.TIMEOUT, "connect to " + address + " timed out after "
                     + config.connectTimeoutMillis() + " ms");
             peer.fail(failure, false);
             throw failure;
         } catch (ExecutionException e) {
-            throw new TransportException("cannot connect to " + address + ": " + e.getCause().getMessage(), e.getCause());
+            throw new TransportException(Reason.UNREACHABLE, "cannot connect to " + address + ": " + e.getCause().getMessage(), e.getCause());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new TransportException("interrupted while connecting to " + address, e);
+            throw new TransportException(Reason.INTERRUPTED, "interrupted while connecting to " + address, e);
         }
     }
 
     private static InetSocketAddress parse(String address) {
         int colon = address.lastIndexOf(':');
         if (colon <= 0) {
-            throw new TransportException("not a host:port address: " + address);
+            throw new TransportException(Reason.BAD_INPUT, "not a host:port address: " + address);
         }
         String host = address.substring(0, colon);
         if (host.startsWith("[") && host.endsWith("]")) {
@@ -207,7 +208,7 @@ final class NettyTransport implements Transport {
         try {
             return InetSocketAddress.createUnresolved(host, Integer.parseInt(address.substring(colon + 1)));
         } catch (IllegalArgumentException e) {
-            throw new TransportException("not a host:port address: " + address, e);
+            throw new TransportException(Reason.BAD_INPUT, "not a host:port address: " + address, e);
         }
     }
 
@@ -220,7 +221,7 @@ final class NettyTransport implements Transport {
         connect.addListener(f -> {
             if (!f.isSuccess()) {
                 linkFailures.increment();
-                peer.fail(new TransportException("cannot connect to " + peer.address() + ": " + f.cause(), f.cause()),
+                peer.fail(new TransportException(Reason.UNREACHABLE, "cannot connect to " + peer.address() + ": " + f.cause(), f.cause()),
                         peer.isEstablished());
             }
         });
@@ -230,14 +231,14 @@ final class NettyTransport implements Transport {
     /** A connector said HELLO: file the channel under the peer at its listen address. */
     NettyLink accept(String address, int index, Channel channel, FrameDecoder decoder) {
         if (closed.get() || !reserveLink()) {
-            throw new TransportException(closed.get() ? "transport closed" : "refusing a link from " + address
+            throw new TransportException(closed.get() ? Reason.CLOSED : Reason.LIMIT_REACHED, closed.get() ? "transport closed" : "refusing a link from " + address
                     + ": the process has " + config.maxLinks() + " links (maxLinks)");
         }
         NettyPeer peer = peers.computeIfAbsent(address, a -> new NettyPeer(this, a));
         NettyLink link = new NettyLink(this, peer, index, channel.eventLoop());
         link.attach(channel, decoder, false);
         if (!peer.adopt(link)) {
-            link.fail(new TransportException("peer " + address + " failed while it connected"));
+            link.fail(new TransportException(Reason.PEER_FAILED, "peer " + address + " failed while it connected"));
         }
         return link;
     }
@@ -287,7 +288,7 @@ final class NettyTransport implements Transport {
     /** Takes a send buffer, waiting (if {@code wait}) up to the connect timeout for the pool. */
     OutboundMessage allocate(NettyPeer peer, int length, boolean wait) {
         if (length < 0 || length > config.maxMessageSize()) {
-            throw new TransportException("message of " + length + " bytes: the limit is " + config.maxMessageSize()
+            throw new TransportException(Reason.BAD_INPUT, "message of " + length + " bytes: the limit is " + config.maxMessageSize()
                     + " (maxMessageSize)");
         }
         long bytes = (long) FrameDescriptor.HEADER_LENGTH + length;
@@ -302,7 +303,7 @@ final class NettyTransport implements Transport {
             buffer = allocator.directBuffer((int) bytes, (int) bytes);
         } catch (OutOfMemoryError e) {
             releaseSendPool(bytes);
-            throw new TransportException("cannot allocate a send buffer of " + bytes + " bytes", e);
+            throw new TransportException(Reason.POOL_EXHAUSTED, "cannot allocate a send buffer of " + bytes + " bytes", e);
         }
         return new NettyOutboundMessage(this, buffer, length, bytes);
     }
@@ -315,19 +316,19 @@ final class NettyTransport implements Transport {
             while (!sendPool.tryAcquire(bytes)) {
                 long left = deadline - System.nanoTime();
                 if (left <= 0) {
-                    throw new TransportException("send pool exhausted: no " + bytes + " bytes of "
+                    throw new TransportException(Reason.POOL_EXHAUSTED, "send pool exhausted: no " + bytes + " bytes of "
                             + config.sendPoolBytes() + " (sendPoolBytes) came free within "
                             + config.connectTimeoutMillis() + " ms");
                 }
                 if (!peer.isOpen()) {
-                    throw new TransportException("peer " + peer.address() + " failed while waiting for a send buffer",
+                    throw new TransportException(Reason.PEER_FAILED, "peer " + peer.address() + " failed while waiting for a send buffer",
                             peer.failure());
                 }
                 sendPoolFreed.awaitNanos(Math.min(left, ALLOCATE_POLL_NANOS));
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new TransportException("interrupted while waiting for a send buffer", e);
+            throw new TransportException(Reason.INTERRUPTED, "interrupted while waiting for a send buffer", e);
         } finally {
             sendPoolLock.unlock();
             sendPoolWaiters.decrementAndGet();
@@ -377,6 +378,11 @@ final class NettyTransport implements Transport {
         reposts.increment();
     }
 
+    @Override
+    public String provider() {
+        return "netty";
+    }
+
     /**
      * {@inheritDoc}
      *
@@ -405,7 +411,7 @@ final class NettyTransport implements Transport {
             return;
         }
         serverChannel.close();
-        TransportException cause = new TransportException("transport " + localAddress + " closed");
+        TransportException cause = new TransportException(Reason.CLOSED, "transport " + localAddress + " closed");
         for (NettyPeer peer : new ArrayList<>(peers.values())) {
             peer.fail(cause, false);
         }

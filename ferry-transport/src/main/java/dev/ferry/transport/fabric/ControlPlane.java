@@ -21,6 +21,7 @@ import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.UnauthenticatedException;
 import dev.ferry.transport.fabric.HandshakeDescriptor.Hello;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The TCP side of the transport: dials peers, accepts them, runs the handshake
@@ -116,7 +117,7 @@ final class ControlPlane implements AutoCloseable {
     FabricPeer dial(String address) {
         int colon = address.lastIndexOf(':');
         if (colon <= 0) {
-            throw new TransportException("address must be host:port: " + address);
+            throw new TransportException(Reason.BAD_INPUT, "address must be host:port: " + address);
         }
         long timeout = config.connectTimeoutMillis();
         Socket socket = new Socket();
@@ -150,7 +151,7 @@ final class ControlPlane implements AutoCloseable {
             if (peer != null) {
                 peers.remove(address, peer);
                 FabricPeer failed = peer;
-                TransportException cause = new TransportException("cannot connect to " + address + ": " + e.getMessage(), e);
+                TransportException cause = new TransportException(ControlPlane.dialReason(e), "cannot connect to " + address + ": " + e.getMessage(), e);
                 failed.fail(cause);
                 proxy.run(() -> transport.links.teardown(failed, cause, false));
             }
@@ -158,8 +159,14 @@ final class ControlPlane implements AutoCloseable {
             if (e instanceof TransportException t) {
                 throw t;
             }
-            throw new TransportException("cannot connect to " + address + ": " + e, e);
+            throw new TransportException(ControlPlane.dialReason(e), "cannot connect to " + address + ": " + e, e);
         }
+    }
+
+    /** Why a dial failed: the transport's reason where it gave one, else the socket's. */
+    static Reason dialReason(Throwable e) {
+        return e instanceof java.net.SocketTimeoutException ? Reason.TIMEOUT
+                : TransportException.reasonOf(e, Reason.UNREACHABLE);
     }
 
     /** Waits until {@code peer}'s first link is up, or fails with why it is not. */
@@ -167,14 +174,14 @@ final class ControlPlane implements AutoCloseable {
         try {
             peer.ready.get(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
         } catch (TimeoutException e) {
-            throw new TransportException("links to " + peer.address() + " not up within " + config.connectTimeoutMillis()
+            throw new TransportException(Reason.TIMEOUT, "links to " + peer.address() + " not up within " + config.connectTimeoutMillis()
                     + " ms", e);
         } catch (ExecutionException e) {
-            throw new TransportException("cannot connect to " + peer.address() + ": " + e.getCause().getMessage(),
+            throw new TransportException(TransportException.reasonOf(e.getCause(), Reason.UNREACHABLE), "cannot connect to " + peer.address() + ": " + e.getCause().getMessage(),
                     e.getCause());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new TransportException("interrupted while connecting to " + peer.address(), e);
+            throw new TransportException(Reason.INTERRUPTED, "interrupted while connecting to " + peer.address(), e);
         }
     }
 
@@ -256,7 +263,7 @@ final class ControlPlane implements AutoCloseable {
                 return;
             } else if (previous != null) {
                 if (previous.failure() == null) {
-                    peerLost(previous, new TransportException("peer " + address + " connected again"));
+                    peerLost(previous, new TransportException(Reason.PEER_FAILED, "peer " + address + " connected again"));
                 }
                 peers.put(address, fresh);
             }
@@ -270,7 +277,7 @@ final class ControlPlane implements AutoCloseable {
         } catch (IOException | RuntimeException e) {
             if (peer != null) {
                 LOG.log(System.Logger.Level.WARNING, "handshake with " + peer.address() + " failed", e);
-                peerLost(peer, new TransportException("handshake with " + peer.address() + " failed: " + e.getMessage(), e));
+                peerLost(peer, new TransportException(Reason.PEER_FAILED, "handshake with " + peer.address() + " failed: " + e.getMessage(), e));
             } else if (!transport.isClosed()) {
                 LOG.log(System.Logger.Level.WARNING, "refused a control connection from "
                         + socket.getRemoteSocketAddress() + ": " + e.getMessage());
@@ -377,7 +384,7 @@ final class ControlPlane implements AutoCloseable {
                 int type = in.read();
                 switch (type) {
                     case -1 -> {
-                        peerLost(peer, new TransportException("peer " + peer.address() + " closed its control channel"));
+                        peerLost(peer, new TransportException(Reason.PEER_FAILED, "peer " + peer.address() + " closed its control channel"));
                         return;
                     }
                     case ControlChannel.HEARTBEAT -> { }
@@ -397,10 +404,10 @@ final class ControlPlane implements AutoCloseable {
                 }
             }
         } catch (java.net.SocketTimeoutException e) {
-            peerLost(peer, new TransportException("peer " + peer.address() + " sent no heartbeat for "
+            peerLost(peer, new TransportException(Reason.PEER_FAILED, "peer " + peer.address() + " sent no heartbeat for "
                     + config.heartbeatTimeoutMillis() + " ms", e));
         } catch (IOException e) {
-            peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: " + e.getMessage(), e));
+            peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " broke: " + e.getMessage(), e));
         } finally {
             peer.controlEnded.countDown();
         }
@@ -411,7 +418,7 @@ final class ControlPlane implements AutoCloseable {
         Link made;
         try {
             if (route < 0 || route >= routes) {
-                throw new TransportException("no route " + route);
+                throw new TransportException(Reason.BAD_INPUT, "no route " + route);
             }
             made = proxy.call(() -> transport.links.openRequested(peer, route, remoteId, grant));
         } catch (TransportException e) {
@@ -430,7 +437,7 @@ final class ControlPlane implements AutoCloseable {
             try {
                 peer.control.openLink(route, id, grant);
             } catch (IOException e) {
-                peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: "
+                peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " broke: "
                         + e.getMessage(), e));
             }
         });
@@ -450,7 +457,7 @@ final class ControlPlane implements AutoCloseable {
                     try {
                         peer.control.heartbeat();
                     } catch (IOException e) {
-                        peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: "
+                        peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " broke: "
                                 + e.getMessage(), e));
                     }
                 }

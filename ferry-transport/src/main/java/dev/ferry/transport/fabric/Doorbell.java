@@ -13,6 +13,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 
+import dev.ferry.fabric.OwnerLock;
+
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
@@ -28,13 +30,17 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  *
  * <p>The word is a small file in {@code /dev/shm} named after this process, mapped by the peers
  * that learn its path on the control channel; it is deleted on {@link #close}, and files left by
- * processes that no longer exist are removed when a new one is made.
+ * processes that no longer exist are removed when a new one is made: the owner holds an
+ * {@link OwnerLock} on its file, so a doorbell whose lock is free is a dead process's, in
+ * whatever PID namespace it ran (files without the lock's mark are judged by their process id).
  */
 final class Doorbell implements AutoCloseable {
 
     private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
     private static final Path DIRECTORY = Path.of("/dev/shm");
     private static final String PREFIX = "ferry-doorbell-";
+    /** Marks doorbells whose owner holds an {@link OwnerLock} (a live owner, in any PID namespace). */
+    static final String MARK = "user.ferry.doorbell";
     private static final long SYS_FUTEX = 202; // x86-64
     private static final long FUTEX_WAIT = 0;
     private static final long FUTEX_WAKE = 1;
@@ -45,12 +51,14 @@ final class Doorbell implements AutoCloseable {
     private final Arena arena;
     private final MemorySegment word;
     private final MemorySegment timeout;
+    private final OwnerLock lock;
 
     private Doorbell(Path path, Arena arena, MemorySegment word) {
         this.path = path;
         this.arena = arena;
         this.word = word;
         this.timeout = arena.allocate(16, 8);
+        this.lock = OwnerLock.hold(path, MARK);
     }
 
     private static MethodHandle syscall() {
@@ -88,6 +96,10 @@ final class Doorbell implements AutoCloseable {
     private static void removeLeftovers() {
         try (DirectoryStream<Path> files = Files.newDirectoryStream(DIRECTORY, PREFIX + "*")) {
             for (Path file : files) {
+                if (OwnerLock.deleteIfUnheld(file, MARK) || OwnerLock.isMarked(file, MARK)) {
+                    continue; // its owner died, or lives
+                }
+                // Unmarked: an owner that holds no lock; judged by its process id.
                 String name = file.getFileName().toString();
                 int dash = name.indexOf('-', PREFIX.length());
                 try {
@@ -181,6 +193,9 @@ final class Doorbell implements AutoCloseable {
     public void close() {
         arena.close();
         deleteQuietly(path);
+        if (lock != null) {
+            lock.close();
+        }
     }
 
     private static void deleteQuietly(Path path) {

@@ -7,6 +7,7 @@ import java.io.IOException;
 import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.UnauthenticatedException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The handshake on a new control connection: the challenge that proves both sides hold the
@@ -149,7 +150,7 @@ final class HandshakeDescriptor {
         // At most the links asked for: a count beyond them is refused before anything is allocated.
         Hello answer = readBody(in, null, links);
         if (answer.links() != links) {
-            throw new TransportException(from + " answered with " + answer.links() + " links for " + links);
+            throw new TransportException(Reason.UNREACHABLE, from + " answered with " + answer.links() + " links for " + links);
         }
         return answer;
     }
@@ -179,11 +180,11 @@ final class HandshakeDescriptor {
      */
     static void readStatus(String from, DataInputStream in, boolean challenge) throws IOException {
         if (in.readInt() != MAGIC) {
-            throw new TransportException(from + " is not a Ferry transport");
+            throw new TransportException(Reason.UNREACHABLE, from + " is not a Ferry transport");
         }
         if (in.readByte() != ACCEPTED) {
             String reason = from + " refused the connection: " + in.readUTF();
-            throw challenge ? new UnauthenticatedException(reason) : new TransportException(reason);
+            throw challenge ? new UnauthenticatedException(reason) : new TransportException(Reason.UNREACHABLE, reason);
         }
     }
 

@@ -20,6 +20,8 @@ import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.events.TransportEvents;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * Every link of the transport: creates them (with their receive buffers and first grant),
@@ -96,7 +98,7 @@ final class LinkTable {
     Link[] create(FabricPeer peer, int count) {
         assert transport.inProgressThread();
         if (linksOpenNow() + count > config.maxLinks()) {
-            throw new TransportException("maxLinks (" + config.maxLinks() + ") reached");
+            throw new TransportException(Reason.LIMIT_REACHED, "maxLinks (" + config.maxLinks() + ") reached");
         }
         CreditBalancer credits = transport.credits;
         int minimum = ReceiveCredits.RESERVE + 2;
@@ -111,7 +113,7 @@ final class LinkTable {
                 long left = queue - granted;
                 grant = (int) Math.min(want, Math.max(minimum, left / 32));
                 if (left < minimum) {
-                    throw new TransportException("the shared receive queue (" + queue + " entries) is fully granted to "
+                    throw new TransportException(Reason.LIMIT_REACHED, "the shared receive queue (" + queue + " entries) is fully granted to "
                             + linksOpenNow() + " links");
                 }
             } else {
@@ -135,7 +137,7 @@ final class LinkTable {
                         }
                     }
                 }
-                throw new TransportException("receive pool exhausted (" + config.receivePoolBytes()
+                throw new TransportException(Reason.POOL_EXHAUSTED, "receive pool exhausted (" + config.receivePoolBytes()
                         + " bytes): raise receivePoolBytes or lower receiveBuffersPerLink");
             }
             if (got.size() < toPost) {
@@ -259,6 +261,7 @@ final class LinkTable {
     private void markReady(Link link) {
         link.ready = true;
         linksOpen++;
+        TransportEvents.linkOpened(config.provider(), link.peer.address(), link.id, linksOpen);
         link.peer.ready.complete(null);
         transport.sends.activate(link);
     }
@@ -295,7 +298,7 @@ final class LinkTable {
     Link openRequested(FabricPeer peer, int route, int remoteId, int grant) {
         assert transport.inProgressThread();
         if (peer.failure() != null) {
-            throw new TransportException("no route " + route);
+            throw new TransportException(Reason.PEER_FAILED, "no route " + route);
         }
         Link link = create(peer, 1)[0];
         link.remoteId = remoteId;
@@ -376,14 +379,14 @@ final class LinkTable {
                     case SHUTDOWN -> {
                         Link link = linkOf(e);
                         if (link != null) {
-                            teardown(link.peer, new TransportException("peer " + link.peer.address()
+                            teardown(link.peer, new TransportException(Reason.PEER_FAILED, "peer " + link.peer.address()
                                     + " shut the connection down"), true);
                         }
                     }
                     case ERROR -> {
                         Link link = linkOf(e);
                         if (link != null) {
-                            teardown(link.peer, new TransportException("connection to " + link.peer.address()
+                            teardown(link.peer, new TransportException(Reason.PEER_FAILED, "connection to " + link.peer.address()
                                     + " failed: " + Errno.name(e.errno()) + " " + e.message()), true);
                         }
                     }
@@ -452,8 +455,9 @@ final class LinkTable {
             return;
         }
         transport.counters.linkFailures.increment();
+        TransportEvents.linkFailed(config.provider(), link.peer.address(), link.id, reason);
         LOG.log(System.Logger.Level.WARNING, "closing " + link + ": " + reason);
-        teardown(link.peer, new TransportException(link + " closed: " + reason), true);
+        teardown(link.peer, new TransportException(Reason.PEER_FAILED, link + " closed: " + reason), true);
     }
 
     /** Fails a peer, its sends and its links; tells the application if {@code notify}. */
@@ -512,20 +516,5 @@ final class LinkTable {
             case OperationTable.READ -> transport.pulls.abandon((InboundFrame) target, bytes);
             default -> { }
         }
-    }
-
-    /** One line per link: its state, credits and queues; for diagnostics. */
-    String describe() {
-        StringBuilder b = new StringBuilder();
-        for (Link link : links) {
-            b.append(link).append(link.ready ? " ready" : " down").append(link.peer.failure() != null ? " failed" : "")
-                    .append(" granted=").append(link.granted).append(" window=").append(link.credits.window())
-                    .append(" peerHeld=").append(link.credits.peerHeld()).append(" owed=").append(link.credits.owed())
-                    .append(" available=").append(link.credits.available()).append(" queued=").append(link.queue.size())
-                    .append(" control=").append(link.control.size()).append(" reclaimPending=").append(link.reclaimPending)
-                    .append(" quietMs=").append((System.nanoTime() - link.lastArrivalNanos) / 1_000_000).append('\n');
-        }
-        return b.append("shared posted=").append(transport.credits.sharedPosted()).append(" granted=")
-                .append(transport.credits.sharedGranted()).toString();
     }
 }

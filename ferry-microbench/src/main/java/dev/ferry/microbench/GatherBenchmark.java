@@ -24,8 +24,8 @@ import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * A server's gather: {@value #DISTINCT} distinct Zipf ids (a part of a client batch, already
- * deduplicated) from a table of {@code rows} rows (all created up front), dimension 64, Adagrad
- * rows: time per distinct row. {@code copyLimit} copies the same bytes from one contiguous
+ * deduplicated) from a table of {@code rows} rows (all created up front), dimension 64: time per
+ * distinct row. {@code copyLimit} copies the same bytes from one contiguous
  * segment (the limit: no lookup, no cache miss per row).
  */
 @BenchmarkMode(Mode.AverageTime)
@@ -43,6 +43,14 @@ public class GatherBenchmark {
     @Param({"1048576"})
     public int rows;
 
+    /**
+     * The table's optimizer: Adagrad rows hold their accumulator beside the weights (528 bytes);
+     * SGD rows are weights only (272 bytes), what a table keeping weights apart from state would
+     * read.
+     */
+    @Param({"adagrad"})
+    public String optimizer;
+
     private ParameterServer server;
     private SparseTable table;
     private long[][] batches;
@@ -55,7 +63,8 @@ public class GatherBenchmark {
     @Setup
     public void setUp() {
         server = ParameterServer.create(PsConfig.defaults());
-        table = server.createTable(TableConfig.of("t", Workload.DIMENSION, Optimizer.adagrad(0.1)).withMaxRows(rows));
+        Optimizer rule = optimizer.equals("sgd") ? Optimizer.sgd(0.1) : Optimizer.adagrad(0.1);
+        table = server.createTable(TableConfig.of("t", Workload.DIMENSION, rule).withMaxRows(rows));
         long[] all = new long[rows];
         for (int i = 0; i < rows; i++) {
             all[i] = i;

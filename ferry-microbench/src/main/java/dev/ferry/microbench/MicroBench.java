@@ -9,11 +9,13 @@ import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.RunnerException;
 import org.openjdk.jmh.runner.options.CommandLineOptionException;
 import org.openjdk.jmh.runner.options.CommandLineOptions;
+import org.openjdk.jmh.runner.options.OptionsBuilder;
 
 /**
  * Runs the benchmarks with JMH's own command line (a regular expression, {@code -f}, {@code -wi},
- * {@code -i}, {@code -prof gc}, ...), then prints a table of time per unit and the bytes per
- * second that it moves, so that each row stands beside the {@code copyLimit} of its class.
+ * {@code -i}, {@code -prof gc}, ...) and {@link CpuTimeProfiler}, then prints a table of wall and
+ * CPU time per unit and the bytes per second of CPU time that it moves, so that each row stands
+ * beside the {@code copyLimit} of its class.
  */
 public final class MicroBench {
 
@@ -35,9 +37,11 @@ public final class MicroBench {
 
     /** JMH's arguments; no argument runs every benchmark. */
     public static void main(String[] args) throws RunnerException, CommandLineOptionException {
-        Collection<RunResult> results = new Runner(new CommandLineOptions(args)).run();
+        Collection<RunResult> results = new Runner(new OptionsBuilder().parent(new CommandLineOptions(args))
+                .addProfiler(CpuTimeProfiler.class).build()).run();
         System.out.println();
-        System.out.printf(Locale.ROOT, "%-44s %-18s %14s %-12s %8s%n", "benchmark", "params", "time", "unit", "GB/s");
+        System.out.printf(Locale.ROOT, "%-36s %-10s %16s %9s %-12s %8s%n", "benchmark", "params", "wall", "cpu", "unit",
+                "GB/s");
         for (RunResult run : results) {
             String label = run.getParams().getBenchmark();
             String simple = label.substring(label.lastIndexOf('.', label.lastIndexOf('.') - 1) + 1);
@@ -53,9 +57,11 @@ public final class MicroBench {
                 bytes = optimizerBytes(run.getParams().getParam("optimizer"));
             }
             String timeUnit = primary.getScoreUnit().replace("/op", "/" + unit.name());
-            double nanos = primary.getScore() * (primary.getScoreUnit().startsWith("us") ? 1e3 : 1);
-            System.out.printf(Locale.ROOT, "%-44s %-18s %8.2f ±%5.2f %-12s %8s%n", simple, params,
-                    primary.getScore(), primary.getScoreError(), timeUnit,
+            Result<?> cpu = run.getSecondaryResults().get("cpu");
+            double cpuScore = cpu == null ? primary.getScore() : cpu.getScore();
+            double nanos = cpuScore * (primary.getScoreUnit().startsWith("us") ? 1e3 : 1);
+            System.out.printf(Locale.ROOT, "%-36s %-10s %8.2f ±%6.2f %9.2f %-12s %8s%n", simple, params,
+                    primary.getScore(), primary.getScoreError(), cpuScore, timeUnit,
                     bytes > 0 ? String.format(Locale.ROOT, "%.1f", bytes / nanos) : "-");
         }
     }

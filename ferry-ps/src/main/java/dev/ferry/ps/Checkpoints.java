@@ -7,6 +7,7 @@ import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.EOFException;
 import java.io.IOException;
+import java.io.UTFDataFormatException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -198,7 +199,7 @@ final class Checkpoints {
                         FileSummary summary = new FileSummary(in.readLong(), in.readInt());
                         String source = where + "/" + file;
                         try (Arena shardArena = Arena.ofConfined()) {
-                            MemorySegment data = CheckpointDescriptor.read(checkpoint.resolve(file),
+                            MemorySegment data = CheckpointDescriptor.read(fileIn(checkpoint, file),
                                     CheckpointDescriptor.KIND_ROWS, summary, shardArena, source);
                             if (data.byteSize() != rows * table.rowBytes()) {
                                 throw SparseTable.corrupt(source, data.byteSize() + " bytes of rows; the manifest says "
@@ -215,14 +216,20 @@ final class Checkpoints {
                     if (tables.containsKey(config.name()) || tensors.containsKey(config.name())) {
                         throw SparseTable.corrupt(where, "name '" + config.name() + "' appears twice");
                     }
-                    DenseTensor tensor = new DenseTensor(config, limits, readOnly);
-                    tensors.put(config.name(), tensor);
                     String file = in.readUTF();
                     FileSummary summary = new FileSummary(in.readLong(), in.readInt());
                     String source = where + "/" + file;
                     try (Arena tensorArena = Arena.ofConfined()) {
-                        tensor.load(CheckpointDescriptor.read(checkpoint.resolve(file), CheckpointDescriptor.KIND_DENSE,
-                                summary, tensorArena, source), source);
+                        // The file first: its size, not the manifest's claimed length, bounds what is allocated.
+                        MemorySegment data = CheckpointDescriptor.read(fileIn(checkpoint, file),
+                                CheckpointDescriptor.KIND_DENSE, summary, tensorArena, source);
+                        if (data.byteSize() != config.bytes()) {
+                            throw SparseTable.corrupt(source, data.byteSize() + " bytes; tensor '" + config.name()
+                                    + "' takes " + config.bytes());
+                        }
+                        DenseTensor tensor = new DenseTensor(config, limits, readOnly);
+                        tensors.put(config.name(), tensor);
+                        tensor.load(data, source);
                     }
                 }
                 if (in.available() != 0) {
@@ -232,6 +239,9 @@ final class Checkpoints {
                 return loaded;
             } catch (EOFException e) {
                 throw SparseTable.corrupt(where + "/" + CheckpointDescriptor.MANIFEST, "ends early");
+            } catch (UTFDataFormatException e) {
+                throw SparseTable.corrupt(where + "/" + CheckpointDescriptor.MANIFEST, "a name is not modified UTF-8: "
+                        + e.getMessage());
             } catch (PsException e) {
                 if (e.code() == PsException.Code.INVALID_ARGUMENT) {
                     throw SparseTable.corrupt(where + "/" + CheckpointDescriptor.MANIFEST, e.getMessage());
@@ -246,6 +256,19 @@ final class Checkpoints {
                 tensors.values().forEach(DenseTensor::close);
             }
         }
+    }
+
+    /**
+     * The file of {@code checkpoint} that a manifest names: a plain file name, never a path that
+     * leads elsewhere ("../x", "/etc/x") nor one the file system refuses (a NUL byte).
+     */
+    private static Path fileIn(Path checkpoint, String name) {
+        if (name.isEmpty() || name.equals(".") || name.equals("..") || name.indexOf('/') >= 0
+                || name.indexOf('\\') >= 0 || name.indexOf('\0') >= 0) {
+            throw SparseTable.corrupt(checkpoint + "/" + CheckpointDescriptor.MANIFEST, "names a file outside the checkpoint: '"
+                    + name.replace("\0", "\\0") + "'");
+        }
+        return checkpoint.resolve(name);
     }
 
     static long sequenceOf(Path path) {

@@ -21,7 +21,8 @@ import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
 import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
-import dev.ferry.transport.UnauthenticatedException;
+import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * Calls to one server, over whichever session is current: on the primary transport normally,
@@ -62,7 +63,7 @@ public final class RpcChannel {
         this.primaryAddress = primaryAddress;
         this.fallbackAddress = fallbackAddress;
         RpcConfig c = client.config;
-        this.breaker = new CircuitBreaker(c.breakerFailures(), TimeUnit.MILLISECONDS.toNanos(c.breakerWindowMillis()),
+        this.breaker = new CircuitBreaker(primaryAddress, c.breakerFailures(), TimeUnit.MILLISECONDS.toNanos(c.breakerWindowMillis()),
                 TimeUnit.MILLISECONDS.toNanos(c.breakerProbeMillis()));
     }
 
@@ -206,11 +207,26 @@ public final class RpcChannel {
             try {
                 message = s.peer.allocate(RpcDescriptor.HEADER + call.length);
             } catch (RuntimeException e) {
-                if (!s.peer.isOpen()) {
-                    sessionFailed(s, e);
-                    return;
+                switch (TransportException.reasonOf(e, Reason.UNSPECIFIED)) {
+                    case POOL_EXHAUSTED -> { } // back-pressure: the caller waits for it, within its deadline
+                    case BAD_INPUT, LIMIT_REACHED, INTERRUPTED -> {
+                        // No other session would take this request either: the call fails, the session stays.
+                        fail(call, new RpcException("call " + call.id + " of method " + call.method.id()
+                                + " cannot be sent to " + peerName(s) + ": " + e.getMessage(), e), false);
+                        return;
+                    }
+                    case UNSPECIFIED -> {
+                        // Not the transport's own failure: the peer's state says what it was.
+                        if (!s.peer.isOpen()) {
+                            sessionFailed(s, e);
+                            return;
+                        }
+                    }
+                    default -> {
+                        sessionFailed(s, e); // the peer failed or closed: a new session retries the call
+                        return;
+                    }
                 }
-                // An exhausted send pool is back-pressure: the caller waits for it, within its deadline.
                 if (call.future.isDone() || System.nanoTime() - call.deadlineNanos > 0) {
                     fail(call, new RpcTimeoutException(call.method.id(), peerName(s), call.deadlineMillis,
                             "no send buffer before the deadline: " + e.getMessage()), false);
@@ -255,6 +271,7 @@ public final class RpcChannel {
             return;
         }
         cancelTimer(call);
+        completed(call, false);
         if (cause instanceof RpcTimeoutException || countAsTimeout) {
             client.timeouts.increment();
         } else if (cause instanceof PeerUnavailableException) {
@@ -263,6 +280,13 @@ public final class RpcChannel {
             client.remoteErrors.increment();
         }
         call.future.completeExceptionally(cause);
+    }
+
+    /** Tells the observer and, past the slow-call threshold, the flight recorder. */
+    private void completed(Call call, boolean ok) {
+        long nanos = System.nanoTime() - call.startNanos;
+        client.observer.callCompleted(call.method, nanos, ok);
+        dev.ferry.rpc.events.RpcEvents.callCompleted(call.method.id(), primaryAddress, call.id, nanos, ok);
     }
 
     private static void cancelTimer(Call call) {
@@ -294,6 +318,7 @@ public final class RpcChannel {
             return;
         }
         cancelTimer(call);
+        completed(call, false);
         client.cancelled.increment();
         Session s = call.sentOn.get();
         if (s != null && s.live()) {
@@ -345,6 +370,7 @@ public final class RpcChannel {
                 }
                 cancelTimer(call);
                 RpcResponse response = new RpcResponse(message);
+                completed(call, true);
                 client.succeeded.increment(); // before completing, so a caller that returns sees it
                 if (!call.future.complete(response)) {
                     client.succeeded.decrement();
@@ -561,9 +587,12 @@ public final class RpcChannel {
         Peer peer;
         try {
             peer = transport.connect(address);
-        } catch (UnauthenticatedException e) {
-            // The transport's own challenge, before any fabric address: the same verdict as ours.
-            throw new AuthenticationException("server " + address + " refused the connection: " + e.getMessage());
+        } catch (TransportException e) {
+            if (e.reason() == Reason.UNAUTHENTICATED) {
+                // The transport's own challenge, before any fabric address: the same verdict as ours.
+                throw new AuthenticationException("server " + address + " refused the connection: " + e.getMessage());
+            }
+            throw e;
         }
         Session s = new Session(this, peer, useFallback, client.nextHandshake.getAndIncrement());
         client.sessions.put(peer, s);
@@ -663,6 +692,7 @@ public final class RpcChannel {
         final RequestWriter writer;
         final long deadlineMillis;
         final long deadlineNanos;
+        final long startNanos;
         final CallFuture future;
         final AtomicReference<Session> sentOn = new AtomicReference<>();
         /** The epoch of the server the call was first sent to; 0 before. */
@@ -676,7 +706,8 @@ public final class RpcChannel {
             this.length = length;
             this.writer = writer;
             this.deadlineMillis = deadlineMillis;
-            this.deadlineNanos = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
+            this.startNanos = System.nanoTime();
+            this.deadlineNanos = startNanos + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
             this.future = new CallFuture(this);
         }
     }

@@ -99,7 +99,12 @@ public final class ServerCall {
             message = inline ? peer.tryAllocate(RpcDescriptor.HEADER + length)
                     : peer.allocate(RpcDescriptor.HEADER + length);
         } catch (TransportException e) {
-            if (peer.isOpen()) {
+            boolean peerGone = switch (e.reason()) {
+                case PEER_FAILED, CLOSED -> true;
+                case UNSPECIFIED -> !peer.isOpen();
+                default -> false;
+            };
+            if (!peerGone) {
                 throw e;
             }
             // The caller's link failed under the handler. The call still completes: its outcome

@@ -1,6 +1,7 @@
 package dev.ferry.transport;
 
 import java.util.ServiceLoader;
+import dev.ferry.transport.TransportException.Reason;
 
 /** Opens transports by provider name. */
 public final class Transports {
@@ -19,7 +20,7 @@ public final class Transports {
                 return provider.open(config, handler);
             }
         }
-        throw new TransportException("no transport for provider '" + config.provider()
+        throw new TransportException(Reason.UNAVAILABLE, "no transport for provider '" + config.provider()
                 + "' on the class path (fabric providers need ferry-transport, netty needs ferry-transport-netty)");
     }
 }

@@ -3,7 +3,7 @@ package dev.ferry.transport;
 /**
  * A connection refused at authentication: the peer could not prove it holds the shared secret,
  * or refused this side's proof (or its lack of one). Nothing about either side's fabric was
- * exchanged.
+ * exchanged. Its {@link #reason()} is {@link Reason#UNAUTHENTICATED}.
  */
 public class UnauthenticatedException extends TransportException {
 
@@ -11,6 +11,6 @@ public class UnauthenticatedException extends TransportException {
 
     /** An authentication refusal with its reason. */
     public UnauthenticatedException(String message) {
-        super(message);
+        super(Reason.UNAUTHENTICATED, message);
     }
 }

@@ -34,6 +34,10 @@ final class Args {
         return this;
     }
 
+    boolean has(String key) {
+        return values.containsKey(key);
+    }
+
     String string(String key) {
         String v = values.get(key);
         if (v == null) {

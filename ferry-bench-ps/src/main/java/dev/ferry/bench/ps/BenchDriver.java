@@ -20,15 +20,40 @@ final class BenchDriver {
     private static final long START_TIMEOUT_MILLIS = 120_000;
 
     private final PrintStream progress;
+    /** The emulated network the processes run in, or null on loopback. */
+    private final Netlab netlab;
 
     BenchDriver(PrintStream progress) {
-        this.progress = progress;
+        this(progress, null);
     }
 
-    /** A transport's run of {@code fetch}. */
+    BenchDriver(PrintStream progress, Netlab netlab) {
+        this.progress = progress;
+        this.netlab = netlab;
+    }
+
+    private Map<String, Long> network() {
+        return netlab == null ? Map.of() : netlab.counters();
+    }
+
+    /** The network's counters over the measured interval join the result's. */
+    private RunResult withNetwork(RunResult r, Map<String, Long> before) {
+        if (netlab != null) {
+            r.counters().putAll(Netlab.delta(before, netlab.counters()));
+        }
+        return r;
+    }
+
+    /** A transport's run of {@code fetch}, with metrics if {@code --metrics-port} is given. */
     RunResult fetch(FetchOptions o, BenchTransport transport) {
+        return fetch(o, transport, o.common.metricsPort != null);
+    }
+
+    /** A transport's run of {@code fetch}, with every process's metrics served and scraped if {@code metrics}. */
+    RunResult fetch(FetchOptions o, BenchTransport transport, boolean metrics) {
         BenchOptions c = o.common;
-        try (Cluster cluster = Cluster.start(c, transport, true, "sgd", o.clientProcesses, o.clients, Args.of()
+        try (Cluster cluster = Cluster.start(c, netlab, transport, true, metrics, "sgd", o.clientProcesses, o.clients,
+                Args.of()
                 .with("workload", "fetch")
                 .with("alpha", o.alpha())
                 .with("batchMin", o.minBatch())
@@ -39,19 +64,21 @@ final class BenchDriver {
             cluster.sendAll(workers, "RUN");
             wait("fetch", transport.label(), "warm-up", c.warmup(FetchOptions.WARMUP_SECONDS), null);
             cluster.sendAll(cluster.servers, "RESET");
+            Map<String, Long> net0 = network();
             long cpu0 = cluster.cpuNanos();
             cluster.sendAll(workers, "MEASURE");
             wait("fetch", transport.label(), "measuring", c.durationSeconds, workers);
             cluster.sendAll(workers, "STOP");
             long cpu1 = cluster.cpuNanos();
-            return cluster.collect("fetch", transport, true, workers, cpu1 - cpu0, null);
+            return withNetwork(cluster.collect("fetch", transport, true, workers, cpu1 - cpu0, null), net0);
         }
     }
 
     /** A transport's run of {@code push}, with Ferry's flow control on or off. */
     RunResult push(PushOptions o, BenchTransport transport, boolean flowControl) {
         BenchOptions c = o.common;
-        try (Cluster cluster = Cluster.start(c, transport, flowControl, "adagrad", o.workerProcesses, o.workers,
+        try (Cluster cluster = Cluster.start(c, netlab, transport, flowControl, c.metricsPort != null, "adagrad",
+                o.workerProcesses, o.workers,
                 Args.of()
                         .with("workload", "push")
                         .with("alpha", o.alpha())
@@ -68,6 +95,7 @@ final class BenchDriver {
             long measureFrom = start + (long) (warmup * 1e9);
             long measureUntil = Long.MAX_VALUE;
             long cpu0 = 0;
+            Map<String, Long> net0 = Map.of();
             long released = 0;
             boolean measuring = false;
             long lastPrint = 0;
@@ -82,6 +110,7 @@ final class BenchDriver {
                 String go;
                 if (!measuring && now >= measureFrom) {
                     cluster.sendAll(cluster.servers, "RESET");
+                    net0 = network();
                     cpu0 = cluster.cpuNanos();
                     measuring = true;
                     measureUntil = now + (long) (c.durationSeconds * 1e9);
@@ -102,7 +131,7 @@ final class BenchDriver {
                 if (go.equals("GO stop")) {
                     long cpu1 = cluster.cpuNanos();
                     cluster.sendAll(workers, go);
-                    return cluster.collect("push", transport, flowControl, workers, cpu1 - cpu0, steps);
+                    return withNetwork(cluster.collect("push", transport, flowControl, workers, cpu1 - cpu0, steps), net0);
                 }
                 cluster.sendAll(workers, go);
                 released = System.nanoTime();
@@ -144,23 +173,31 @@ final class BenchDriver {
         final BenchOptions options;
         final BenchTransport transport;
         final boolean flowControl;
+        final boolean metrics;
+        BenchMetrics.Scraper scraper;
         final List<Child> servers = new ArrayList<>();
         final List<Child> workers = new ArrayList<>();
         final List<String> addresses = new ArrayList<>();
 
-        private Cluster(BenchOptions options, BenchTransport transport, boolean flowControl) {
+        private Cluster(BenchOptions options, BenchTransport transport, boolean flowControl, boolean metrics) {
             this.options = options;
             this.transport = transport;
             this.flowControl = flowControl;
+            this.metrics = metrics;
+        }
+
+        /** The metrics port of server {@code i} (0 when off); client process {@code p} has that of i = servers + p. */
+        int metricsPort(int i) {
+            return metrics ? options.metricsBase() + i : 0;
         }
 
         /**
          * Starts the servers and, at the same time, {@code processes} client processes sharing
          * {@code threads} threads with the workload's {@code args}; returns once all are ready.
          */
-        static Cluster start(BenchOptions o, BenchTransport transport, boolean flowControl, String optimizer,
-                int processes, int threads, Args workload) {
-            Cluster cluster = new Cluster(o, transport, flowControl);
+        static Cluster start(BenchOptions o, Netlab netlab, BenchTransport transport, boolean flowControl,
+                boolean metrics, String optimizer, int processes, int threads, Args workload) {
+            Cluster cluster = new Cluster(o, transport, flowControl, metrics);
             // In-process runs: the servers live in the one client process, with every client thread.
             boolean inProcess = transport.inProcess();
             if (inProcess) {
@@ -170,8 +207,13 @@ final class BenchDriver {
                         .with("optimizer", optimizer)
                         .with("inlinePulls", o.inlinePulls());
             }
+            int serverCount = inProcess ? 0 : netlab != null ? 1 : o.servers;
+            if (netlab != null) {
+                // One receiver; a worker process per sender namespace, as many as the threads or the hosts.
+                processes = Math.min(threads, o.netlabHosts > 0 ? Math.min(o.netlabHosts, netlab.hosts()) : netlab.hosts());
+            }
             try {
-                for (int i = 0; i < (inProcess ? 0 : o.servers); i++) {
+                for (int i = 0; i < serverCount; i++) {
                     Args args = Args.of()
                             .with("transport", transport.label())
                             .with("dimension", o.dimension)
@@ -182,8 +224,18 @@ final class BenchDriver {
                             .with("optimizer", optimizer)
                             .with("flowControl", flowControl)
                             .with("psTuning", o.psTuning())
-                            .with("inlinePulls", o.inlinePulls());
-                    cluster.servers.add(Child.start("server " + i, PsBenchServer.class, o.childJvmOptions,
+                            .with("inlinePulls", o.inlinePulls())
+                            .with("metricsPort", cluster.metricsPort(i));
+                    List<String> prefix = List.of();
+                    if (netlab != null) {
+                        args.with("servers", 1).with("bindHost", Netlab.RECEIVER_HOST);
+                        if (flowControl && transport.ferry()) {
+                            // Receiver-driven pacing of the pushes' rendezvous pulls, sized from the lab's link.
+                            args.with("pullBudget", netlab.pullBudget());
+                        }
+                        prefix = Netlab.in(netlab.receiverNamespace());
+                    }
+                    cluster.servers.add(Child.start("server " + i, prefix, PsBenchServer.class, o.childJvmOptions,
                             args.toList()));
                 }
                 for (int p = 0; p < processes; p++) {
@@ -195,10 +247,13 @@ final class BenchDriver {
                             .with("threads", mine)
                             .with("ids", o.ids)
                             .with("seed", o.seed * 131 + p)
-                            .with("bindHost", BenchTransport.loopback(o.servers + p))
+                            .with("bindHost", netlab != null ? Netlab.senderHost(p) : BenchTransport.loopback(o.servers + p))
                             .with("flowControl", flowControl)
-                            .with("psTuning", o.psTuning()).toList());
-                    cluster.workers.add(Child.start("client " + p, PsBenchWorker.class, o.childJvmOptions, args));
+                            .with("psTuning", o.psTuning())
+                            .with("metricsPort", cluster.metricsPort(o.servers + p)).toList());
+                    cluster.workers.add(Child.start("client " + p,
+                            netlab != null ? Netlab.in(netlab.senderNamespace(p)) : List.of(),
+                            PsBenchWorker.class, o.childJvmOptions, args));
                 }
                 for (Child server : cluster.servers) {
                     cluster.addresses.add(server.expect("READY", START_TIMEOUT_MILLIS));
@@ -206,6 +261,16 @@ final class BenchDriver {
                 cluster.sendAll(cluster.workers, "SERVERS " + (inProcess ? "in-process" : String.join(",", cluster.addresses)));
                 for (Child worker : cluster.workers) {
                     worker.expect("READY", START_TIMEOUT_MILLIS);
+                }
+                if (metrics) {
+                    List<Integer> ports = new ArrayList<>();
+                    for (int i = 0; i < cluster.servers.size(); i++) {
+                        ports.add(cluster.metricsPort(i));
+                    }
+                    for (int p = 0; p < cluster.workers.size(); p++) {
+                        ports.add(cluster.metricsPort(o.servers + p));
+                    }
+                    cluster.scraper = new BenchMetrics.Scraper(ports);
                 }
                 return cluster;
             } catch (RuntimeException e) {
@@ -261,7 +326,12 @@ final class BenchDriver {
                     }
                 }
             }
-            return new RunResult(workload, transport.label(), flowControl, latency, ops, keys, errors, seconds,
+            if (scraper != null) {
+                counters.put("metrics_scrapes", scraper.scrapes());
+                counters.put("metrics_scrape_failures", scraper.failures());
+            }
+            String label = transport.label() + (metrics && options.metricsRounds > 0 ? "+metrics" : "");
+            return new RunResult(workload, label, flowControl, latency, ops, keys, errors, seconds,
                     cpuNanos, steps, counters);
         }
 
@@ -273,6 +343,9 @@ final class BenchDriver {
 
         @Override
         public void close() {
+            if (scraper != null) {
+                scraper.close();
+            }
             for (Child worker : workers) {
                 worker.close();
             }

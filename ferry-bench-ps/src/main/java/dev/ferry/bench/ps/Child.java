@@ -22,10 +22,17 @@ final class Child implements AutoCloseable {
 
     /** Starts {@code mainClass} with {@code args} in a JVM with {@code jvmOptions}. */
     static Child start(String name, Class<?> mainClass, List<String> jvmOptions, List<String> args) {
+        return start(name, List.of(), mainClass, jvmOptions, args);
+    }
+
+    /** {@link #start(String, Class, List, List)} behind {@code prefix} (such as {@code ip netns exec <ns>}, which execs the JVM). */
+    static Child start(String name, List<String> prefix, Class<?> mainClass, List<String> jvmOptions, List<String> args) {
         List<String> options = new ArrayList<>();
         options.add("-XX:+UseParallelGC");
         options.addAll(jvmOptions);
-        return new Child(name, ChildJvm.javaCommand(options, mainClass.getName(), args));
+        List<String> command = new ArrayList<>(prefix);
+        command.addAll(ChildJvm.javaCommand(options, mainClass.getName(), args));
+        return new Child(name, command);
     }
 
     private void onProgress(String line) {

@@ -37,25 +37,58 @@ public final class FetchBenchmark implements Callable<Integer> {
 
     /** Runs {@code options} and returns the results, printing progress to {@code out}. */
     static List<RunResult> run(FetchOptions options, PrintStream out) {
+        return run(options, out, new ArrayList<>());
+    }
+
+    /** {@link #run(FetchOptions, PrintStream)}; a transport whose run fails is named in {@code failed}, and the others still run. */
+    static List<RunResult> run(FetchOptions options, PrintStream out, List<String> failed) {
         options.check();
-        BenchDriver driver = new BenchDriver(out);
+        Netlab netlab = options.common.netlab() ? Netlab.open() : null;
+        if (netlab != null) {
+            out.println("network: netlab (" + netlab.settings() + "); one server in " + netlab.receiverNamespace()
+                    + ", a worker process per sender namespace");
+        }
+        BenchDriver driver = new BenchDriver(out, netlab);
         List<RunResult> results = new ArrayList<>();
+        int rounds = options.common.metricsRounds;
         for (BenchTransport transport : options.common.transportList()) {
-            out.println("fetch on " + transport.label() + " ...");
-            results.add(driver.fetch(options, transport));
+            if (rounds == 0) {
+                out.println("fetch on " + transport.label() + " ...");
+                try {
+                    results.add(driver.fetch(options, transport));
+                } catch (RuntimeException e) {
+                    out.println("fetch on " + transport.label() + " FAILED: " + e.getMessage());
+                    failed.add(transport.label());
+                }
+                continue;
+            }
+            for (int r = 1; r <= rounds; r++) {
+                out.println("fetch on " + transport.label() + ", metrics off, round " + r + " of " + rounds + " ...");
+                results.add(driver.fetch(options, transport, false));
+                out.println("fetch on " + transport.label() + ", metrics on and scraped every second, round " + r
+                        + " of " + rounds + " ...");
+                results.add(driver.fetch(options, transport, true));
+            }
+        }
+        if (rounds > 0) {
+            MetricsComparison.print(results, out);
         }
         return results;
     }
 
     @Override
     public Integer call() {
-        List<RunResult> results = run(options, System.out);
+        List<String> failed = new ArrayList<>();
+        List<RunResult> results = run(options, System.out, failed);
         Report.print(results, System.out);
+        if (!failed.isEmpty()) {
+            System.out.println("failed (no row): " + String.join(", ", failed));
+        }
         if (!options.common.noReport) {
             Path dir = Report.write(options.common.reportDir, "fetch", commandLine(spec), results);
             System.out.println("report: " + dir.toAbsolutePath());
         }
-        return results.stream().anyMatch(r -> r.errors() > 0 || r.operations() == 0) ? 1 : 0;
+        return !failed.isEmpty() || results.stream().anyMatch(r -> r.errors() > 0 || r.operations() == 0) ? 1 : 0;
     }
 
     /** The command as typed, for the report. */

@@ -21,6 +21,7 @@ import dev.ferry.ps.SlotTable;
 import dev.ferry.ps.TableConfig;
 import dev.ferry.ps.net.PsServer;
 import dev.ferry.rpc.RpcServer;
+import dev.ferry.transport.TransportConfig;
 import io.grpc.Server;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 
@@ -75,22 +76,26 @@ public final class PsBenchServer {
                 PsServer server = PsServer.open(ps, index, servers, null, BenchTransport.rpc(threads),
                         args.bool("inlinePulls"));
                 rpc = server.rpcServer();
-                address = rpc.listen(transport.config(args.bool("flowControl"), BenchTransport.loopback(index),
-                        args.bool("psTuning")),
+                TransportConfig config = transport.config(args.bool("flowControl"), bindHost(args, index),
+                        args.bool("psTuning"));
+                if (args.has("pullBudget")) {
+                    config = config.withPullBudgetBytes(args.longValue("pullBudget"));
+                }
+                address = rpc.listen(config,
                         gauge.ferryOpener());
                 serving = server;
             } else {
                 AtomicInteger n = new AtomicInteger();
                 ExecutorService pool = Executors.newFixedThreadPool(threads,
                         r -> Thread.ofPlatform().daemon().name("grpc-handler-" + n.incrementAndGet()).unstarted(r));
-                Server server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
+                Server server = NettyServerBuilder.forAddress(new InetSocketAddress(grpcHost(args), 0))
                         .addService(new GrpcPsService(ps))
                         .executor(pool)
                         .addStreamTracerFactory(GrpcPsService.counting(gauge))
                         .maxInboundMessageSize(GrpcPsClient.MAX_MESSAGE_BYTES)
                         .build()
                         .start();
-                address = "127.0.0.1:" + server.getPort();
+                address = grpcHost(args) + ":" + server.getPort();
                 serving = () -> {
                     server.shutdown();
                     server.awaitTermination(5, java.util.concurrent.TimeUnit.SECONDS);
@@ -98,6 +103,15 @@ public final class PsBenchServer {
                     pool.shutdownNow();
                 };
             }
+            PsServer bound = serving instanceof PsServer s ? s : null;
+            BenchMetrics.Endpoint metrics = BenchMetrics.serve(args.integer("metricsPort"),
+                    m -> {
+                        if (bound != null) {
+                            m.bind(bound);
+                        } else {
+                            m.bind(ps);
+                        }
+                    });
             System.out.println("READY " + address);
             System.out.flush();
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -120,11 +134,21 @@ public final class PsBenchServer {
                 }
             }
             try {
+                metrics.close();
                 serving.close();
             } catch (Exception e) {
                 // exiting anyway
             }
         }
+    }
+
+    /** The host Ferry's transport binds to: {@code bindHost} if given (a netlab address), else this server's loopback one. */
+    private static String bindHost(Args args, int index) {
+        return args.has("bindHost") ? args.string("bindHost") : BenchTransport.loopback(index);
+    }
+
+    private static String grpcHost(Args args) {
+        return args.has("bindHost") ? args.string("bindHost") : "127.0.0.1";
     }
 
     /**

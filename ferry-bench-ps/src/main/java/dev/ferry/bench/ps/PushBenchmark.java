@@ -41,16 +41,32 @@ public final class PushBenchmark implements Callable<Integer> {
 
     /** Runs {@code options} and returns the results, printing progress to {@code out}. */
     static List<RunResult> run(PushOptions options, PrintStream out) {
+        return run(options, out, new ArrayList<>());
+    }
+
+    /** {@link #run(PushOptions, PrintStream)}; a transport whose run fails is named in {@code failed}, and the others still run. */
+    static List<RunResult> run(PushOptions options, PrintStream out, List<String> failed) {
         options.check();
-        BenchDriver driver = new BenchDriver(out);
+        Netlab netlab = options.common.netlab() ? Netlab.open() : null;
+        if (netlab != null) {
+            out.println("network: netlab (" + netlab.settings() + "); one server in " + netlab.receiverNamespace()
+                    + ", a worker process per sender namespace");
+        }
+        BenchDriver driver = new BenchDriver(out, netlab);
         List<RunResult> results = new ArrayList<>();
         for (boolean flowControl : options.flowControlModes()) {
             for (BenchTransport transport : options.common.transportList()) {
                 if (!transport.ferry() && !flowControl && options.flowControlModes().length > 1) {
                     continue;
                 }
-                out.println("push on " + transport.label() + (flowControl ? "" : " without flow control") + " ...");
-                results.add(driver.push(options, transport, flowControl));
+                String label = transport.label() + (flowControl ? "" : " without flow control");
+                out.println("push on " + label + " ...");
+                try {
+                    results.add(driver.push(options, transport, flowControl));
+                } catch (RuntimeException e) {
+                    out.println("push on " + label + " FAILED: " + e.getMessage());
+                    failed.add(label);
+                }
             }
         }
         return results;
@@ -58,13 +74,17 @@ public final class PushBenchmark implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        List<RunResult> results = run(options, System.out);
+        List<String> failed = new ArrayList<>();
+        List<RunResult> results = run(options, System.out, failed);
         Report.print(results, System.out);
+        if (!failed.isEmpty()) {
+            System.out.println("failed (no row): " + String.join(", ", failed));
+        }
         if (!options.common.noReport) {
             Path dir = Report.write(options.common.reportDir, "push", FetchBenchmark.commandLine(spec), results);
             System.out.println("report: " + dir.toAbsolutePath());
         }
-        return results.stream().anyMatch(r -> r.errors() > 0 || r.operations() == 0) ? 1 : 0;
+        return !failed.isEmpty() || results.stream().anyMatch(r -> r.errors() > 0 || r.operations() == 0) ? 1 : 0;
     }
 
     /** Runs from the command line. */

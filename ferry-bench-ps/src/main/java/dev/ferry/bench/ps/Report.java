@@ -12,6 +12,7 @@ import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 
 import org.HdrHistogram.HistogramIterationValue;
 import org.knowm.xchart.BitmapEncoder;
@@ -92,8 +93,33 @@ final class Report {
                     + "ratios are layer to netty's layer");
             floor.forEach(out::println);
         }
+        List<String> network = networkTable(results);
+        if (!network.isEmpty()) {
+            out.println();
+            out.println("the emulated network over each measured interval (bin/netlab; drops outside the bottleneck "
+                    + "distort a run)");
+            network.forEach(out::println);
+        }
         out.println();
         results.forEach(r -> out.println(json(results, r)));
+    }
+
+    /** Drops, retransmissions and timeouts per run on the emulated network; empty on loopback. */
+    static List<String> networkTable(List<RunResult> results) {
+        List<String> lines = new ArrayList<>();
+        if (results.stream().noneMatch(r -> r.counters().containsKey("net_bottleneck_drops"))) {
+            return lines;
+        }
+        lines.add("| transport  | bottleneck drops | TCP retrans segs | TCP timeouts (RTO) | other drops | softnet drops |");
+        lines.add("|------------|-----------------:|-----------------:|-------------------:|------------:|--------------:|");
+        for (RunResult r : results) {
+            Map<String, Long> c = r.counters();
+            lines.add(String.format(Locale.ROOT, "| %-10s | %,16d | %,16d | %,18d | %,11d | %,13d |", r.label(),
+                    c.getOrDefault("net_bottleneck_drops", 0L), c.getOrDefault("net_tcp_retrans_segs", 0L),
+                    c.getOrDefault("net_tcp_timeouts", 0L), c.getOrDefault("net_other_drops", 0L),
+                    c.getOrDefault("net_softnet_drops", 0L)));
+        }
+        return lines;
     }
 
     /** The JSON line of {@code r}, with its floor and layer costs when the run has a floor. */
@@ -139,6 +165,14 @@ final class Report {
             for (String name : List.of("mean", "p99", "cpu")) {
                 md.add("![floor and layer, " + name + "](" + workload + "-floor-" + name + ".png)");
             }
+            md.add("");
+        }
+        List<String> network = networkTable(results);
+        if (!network.isEmpty()) {
+            md.add("The emulated network (bin/netlab, docs/netlab.md) over each measured interval; drops outside the "
+                    + "bottleneck, or softnet drops, mean the run is distorted:");
+            md.add("");
+            md.addAll(network);
             md.add("");
         }
         md.add("Counters (clients and servers; totals summed, peaks the maximum over processes):");

@@ -16,6 +16,7 @@ import java.util.concurrent.TimeUnit;
 import org.HdrHistogram.Histogram;
 
 import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The kernel-TCP baseline: the same ping-pong through the transport API on the Netty transport.
@@ -168,10 +169,10 @@ final class NettyPingPong {
             try {
                 MemorySegment in = message.segment();
                 if (in.byteSize() != size) {
-                    throw new TransportException("reply " + i + " has " + in.byteSize() + " bytes, expected " + size);
+                    throw new TransportException(Reason.PEER_FAILED, "reply " + i + " has " + in.byteSize() + " bytes, expected " + size);
                 }
                 if (size >= Long.BYTES && in.get(JAVA_LONG_UNALIGNED, 0) != i) {
-                    throw new TransportException("reply " + i + " echoes round trip " + in.get(JAVA_LONG_UNALIGNED, 0));
+                    throw new TransportException(Reason.PEER_FAILED, "reply " + i + " echoes round trip " + in.get(JAVA_LONG_UNALIGNED, 0));
                 }
             } catch (RuntimeException e) {
                 failure = e;
@@ -207,7 +208,7 @@ final class NettyPingPong {
         @Override
         public void onPeerClosed(Peer closed, Throwable cause) {
             if (done.getCount() > 0) {
-                failure = cause != null ? cause : new TransportException("the server closed the connection");
+                failure = cause != null ? cause : new TransportException(Reason.PEER_FAILED, "the server closed the connection");
                 done.countDown();
             }
         }
@@ -224,19 +225,19 @@ final class NettyPingPong {
                         seen = c;
                         lastProgress = now;
                     } else if (now - lastProgress > TimeUnit.MILLISECONDS.toNanos(timeoutMillis)) {
-                        throw new TransportException("no reply to round trip " + c + " within " + timeoutMillis + " ms");
+                        throw new TransportException(Reason.TIMEOUT, "no reply to round trip " + c + " within " + timeoutMillis + " ms");
                     }
                     if (!server.isAlive()) {
-                        throw new TransportException("the server went away during round trip " + c);
+                        throw new TransportException(Reason.PEER_FAILED, "the server went away during round trip " + c);
                     }
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-                throw new TransportException("interrupted");
+                throw new TransportException(Reason.INTERRUPTED, "interrupted");
             }
             Throwable f = failure;
             if (f != null) {
-                throw f instanceof RuntimeException r ? r : new TransportException(f.toString());
+                throw f instanceof RuntimeException r ? r : new TransportException(TransportException.reasonOf(f, Reason.PEER_FAILED), f.toString());
             }
         }
 

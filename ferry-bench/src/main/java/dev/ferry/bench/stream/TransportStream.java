@@ -18,6 +18,7 @@ import dev.ferry.transport.Transports;
 import org.HdrHistogram.Histogram;
 
 import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * Both sides of a run through Ferry's transport API.
@@ -185,7 +186,7 @@ final class TransportStream {
                     if (deadline == 0) {
                         deadline = now + timeoutNanos;
                     } else if (now > deadline) {
-                        throw new TransportException("no completion within " + spec.timeoutMillis() + " ms; "
+                        throw new TransportException(Reason.TIMEOUT, "no completion within " + spec.timeoutMillis() + " ms; "
                                 + transport.counters());
                     }
                     checkFailure();
@@ -205,7 +206,7 @@ final class TransportStream {
         private void checkFailure() {
             Throwable t = failure.get();
             if (t != null) {
-                throw new TransportException("send failed: " + t.getMessage(), t);
+                throw new TransportException(TransportException.reasonOf(t, Reason.PEER_FAILED), "send failed: " + t.getMessage(), t);
             }
         }
 
@@ -280,16 +281,16 @@ final class TransportStream {
                     + (spec.messages() > 0 ? Math.max(60_000, spec.messages()) : 0) + spec.timeoutMillis();
             try {
                 if (!done.await(limit, TimeUnit.MILLISECONDS)) {
-                    throw new TransportException("ping-pong did not finish within " + limit + " ms (" + count
+                    throw new TransportException(Reason.TIMEOUT, "ping-pong did not finish within " + limit + " ms (" + count
                             + " round trips)");
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-                throw new TransportException("interrupted", e);
+                throw new TransportException(Reason.INTERRUPTED, "interrupted", e);
             }
             Throwable t2 = failure.get();
             if (t2 != null) {
-                throw new TransportException("ping-pong failed: " + t2.getMessage(), t2);
+                throw new TransportException(TransportException.reasonOf(t2, Reason.PEER_FAILED), "ping-pong failed: " + t2.getMessage(), t2);
             }
             SideCounters counters = SideCounters.of(t.counters()).minus(before);
             return new Measured(timedMessages, elapsed, latency, counters, alloc);

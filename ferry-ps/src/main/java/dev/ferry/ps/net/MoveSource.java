@@ -42,7 +42,7 @@ final class MoveSource implements AutoCloseable {
     /** Bytes of rows per {@code MOVE_ROWS} message of the snapshot. */
     private static final long RUN_BYTES = 1 << 20;
     /** Deadline of one server-to-server call; a forward is retried after it. */
-    private static final long CALL_MILLIS = 2_000;
+    private static final long CALL_MILLIS = 5_000;
 
     private final ParameterServer ps;
     private final PsServer server;
@@ -52,8 +52,32 @@ final class MoveSource implements AutoCloseable {
     private volatile Outgoing outgoing;
     private RpcClient peers;
 
-    /** The move being sent. */
-    private record Outgoing(long id, boolean[] groups, RpcChannel target) {
+    /** The move being sent; {@code ended} is set (without the barrier) when it is over. */
+    private static final class Outgoing {
+        final long id;
+        final boolean[] groups;
+        final int firstGroup;
+        final RpcChannel target;
+        volatile boolean ended;
+
+        Outgoing(long id, boolean[] groups, int firstGroup, RpcChannel target) {
+            this.id = id;
+            this.groups = groups;
+            this.firstGroup = firstGroup;
+            this.target = target;
+        }
+
+        long id() {
+            return id;
+        }
+
+        boolean[] groups() {
+            return groups;
+        }
+
+        RpcChannel target() {
+            return target;
+        }
     }
 
     MoveSource(ParameterServer ps, PsServer server, RpcConfig config) {
@@ -88,7 +112,7 @@ final class MoveSource implements AutoCloseable {
             send(target, PsDescriptor.MOVE_BEGIN, beginBody(moveId, groups, tables));
             barrier.writeLock().lock();
             try {
-                outgoing = new Outgoing(moveId, moving, target);
+                outgoing = new Outgoing(moveId, moving, groups[0], target);
             } finally {
                 barrier.writeLock().unlock();
             }
@@ -107,11 +131,21 @@ final class MoveSource implements AutoCloseable {
     }
 
     /** Stops forwarding for {@code moveId} (flipped or cancelled); another id is ignored. */
-    synchronized void end(long moveId) {
-        // No barrier here: pushes waiting in forward() for a cancellation watch this field.
+    void end(long moveId) {
         Outgoing o = outgoing;
-        if (o != null && o.id() == moveId) {
-            outgoing = null;
+        if (o == null || o.id() != moveId) {
+            return;
+        }
+        // First the flag, which pushes waiting in forward() watch; then the barrier, so that no push
+        // that saw the move is still between its ownership check and its forward when it is gone.
+        o.ended = true;
+        barrier.writeLock().lock();
+        try {
+            if (outgoing == o) {
+                outgoing = null;
+            }
+        } finally {
+            barrier.writeLock().unlock();
         }
     }
 
@@ -153,7 +187,7 @@ final class MoveSource implements AutoCloseable {
             MemorySegment.copy(gradients, i * rowBytes, grads, to * rowBytes, rowBytes);
         }
         ps.push(name, dimension, order, 0, moving, grads.asSlice(0, moving * rowBytes));
-        forward(ps.table(name), order, moving, remainingMillis);
+        forward(o, ps.table(name), order, moving, remainingMillis);
         if (count > moving) {
             ps.push(name, dimension, order, moving, count - moving, grads.asSlice(moving * rowBytes));
         }
@@ -161,30 +195,14 @@ final class MoveSource implements AutoCloseable {
     }
 
     /**
-     * After a push was applied here: sends the updated whole rows of its ids in moving groups to
-     * the new owner, and returns once it has them (or the move was cancelled).
+     * After a push was applied here: sends the updated whole rows of {@code moved[0, m)} (all in
+     * groups of move {@code o}) to the new owner, and returns once it has them, or once the move
+     * was cancelled while this server still owns the groups.
      *
      * @throws PsException {@code WRONG_SERVER} if the new owner owns them already (the push must
      *                     be retried there); {@code CLOSED} if the call's deadline came first
      */
-    void forward(SparseTable table, long[] ids, int count, long remainingMillis) {
-        Outgoing o = outgoing;
-        if (o == null) {
-            return;
-        }
-        int m = 0;
-        long[] moved = null;
-        for (int i = 0; i < count; i++) {
-            if (o.groups()[RoutingTable.groupOf(ids[i])]) {
-                if (moved == null) {
-                    moved = new long[count - i];
-                }
-                moved[m++] = ids[i];
-            }
-        }
-        if (m == 0) {
-            return;
-        }
+    private void forward(Outgoing o, SparseTable table, long[] moved, int m, long remainingMillis) {
         long rowBytes = RowTransfer.rowBytes(table);
         MemorySegment rows = MemorySegment.ofArray(new long[(int) (m * rowBytes / Long.BYTES)]);
         RowTransfer.copy(table, moved, m, rows);
@@ -201,7 +219,7 @@ final class MoveSource implements AutoCloseable {
                     throw PsDescriptor.wrongServer(t == null ? -1 : t.generation(), "the ids' groups moved to "
                             + o.target().address() + "; this push was not acknowledged here: " + e.getMessage());
                 }
-                if (outgoing != o) {
+                if (o.ended && ownsStill(o)) {
                     return; // cancelled: the groups stay here, and so does the push
                 }
                 if (System.nanoTime() > deadline) {
@@ -217,6 +235,12 @@ final class MoveSource implements AutoCloseable {
                 }
             }
         }
+    }
+
+    private boolean ownsStill(Outgoing o) {
+        RoutingTable t = server.routingTable();
+        int self = server.index();
+        return t != null && self >= 0 && t.ownerOfGroup(o.firstGroup) == self;
     }
 
     @Override

@@ -118,6 +118,14 @@ final class MoveTarget {
             // Read under the fence: PsServer.install swaps the table under its write lock.
             RoutingTable current = server.routingTable();
             int self = server.index();
+            // The fence first: once the groups are this server's, their old owner must retry here.
+            for (long r = 0; r < rows.byteSize(); r += rowBytes) {
+                int g = RoutingTable.groupOf(RowTransfer.idOf(rows, r));
+                if (current != null && self >= 0 && current.ownerOfGroup(g) == self) {
+                    throw PsDescriptor.wrongServer(current.generation(), "group " + g
+                            + " already belongs to this server: rows from its old owner are refused");
+                }
+            }
             Incoming in = incoming;
             if (in == null || in.id() != moveId) {
                 // Not WRONG_SERVER: the sender keeps the push (it is still the owner) and waits.
@@ -129,10 +137,6 @@ final class MoveTarget {
                 if (!in.groups()[g]) {
                     throw new PsException(PsException.Code.INVALID_ARGUMENT, "a row of group " + g
                             + ", which move " + moveId + " does not carry");
-                }
-                if (current != null && self >= 0 && current.ownerOfGroup(g) == self) {
-                    throw PsDescriptor.wrongServer(current.generation(), "group " + g
-                            + " already belongs to this server: rows from its old owner are refused");
                 }
             }
             RowTransfer.merge(table, rows);

@@ -456,25 +456,51 @@ public final class PsDescriptor {
         return p + TABLE_INFO;
     }
 
-    /** Decodes a {@code DESCRIBE} response. */
+    /**
+     * Decodes a {@code DESCRIBE} response.
+     *
+     * @throws PsException {@code LENGTH_MISMATCH} if its size disagrees with what it holds,
+     *                     {@code INVALID_ARGUMENT} if a table's optimizer is unknown or invalid
+     */
     static ServerInfo readDescribe(MemorySegment in, String address) {
+        if (in.byteSize() < SERVER_INFO) {
+            throw malformedDescribe(address, in.byteSize() + " bytes, shorter than the server info");
+        }
         int index = in.get(INT, 0);
         int count = in.get(INT, 4);
         boolean readOnly = (in.get(INT, 8) & 1) != 0;
         int tables = in.get(INT, 12);
         int slotHash = in.get(INT, 16);
+        // Every entry takes at least tableInfoBytes(0): the count cannot claim more than the bytes hold.
+        if (tables < 0 || tables > (in.byteSize() - SERVER_INFO) / tableInfoBytes(0)) {
+            throw malformedDescribe(address, tables + " tables in " + in.byteSize() + " bytes");
+        }
         java.util.List<ServerInfo.Table> list = new java.util.ArrayList<>(tables);
         long at = SERVER_INFO;
         for (int t = 0; t < tables; t++) {
+            if (in.byteSize() - at < HEADER) {
+                throw malformedDescribe(address, "table " + t + " at byte " + at + " is cut short");
+            }
             MemorySegment entry = in.asSlice(at);
             int p = payloadOffset(nameLength(entry));
+            if (entry.byteSize() < p + TABLE_INFO) {
+                throw malformedDescribe(address, "table " + t + " at byte " + at + " is cut short");
+            }
             Optimizer optimizer = readOptimizer(entry, p + 32);
             TableStats stats = new TableStats(name(entry), dimension(entry), optimizer, entry.get(LONG, p),
                     entry.get(LONG, p + 8), entry.get(LONG, p + 16), entry.get(LONG, p + 24));
             list.add(new ServerInfo.Table(kind(entry) == DENSE, stats));
             at += p + TABLE_INFO;
         }
+        if (at != in.byteSize()) {
+            throw malformedDescribe(address, (in.byteSize() - at) + " bytes after the last table");
+        }
         return new ServerInfo(address, index, count, readOnly, slotHash, list);
+    }
+
+    private static PsException malformedDescribe(String address, String problem) {
+        return new PsException(PsException.Code.LENGTH_MISMATCH, "server " + address
+                + " sent a malformed DESCRIBE response: " + problem);
     }
 
     // ------------------------------------------------------------------------------------------

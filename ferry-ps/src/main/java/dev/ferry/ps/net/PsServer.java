@@ -47,6 +47,7 @@ public final class PsServer implements AutoCloseable {
     private final MoveSource moveSource;
     private final MoveTarget moveTarget;
     private volatile TransportConfig transport;
+    private volatile java.util.function.Consumer<dev.ferry.ps.TableConfig> onTableCreated = config -> { };
     /** The routing table enforced and this server's index in it; replaced whole by {@link #install}. */
     private volatile View view;
 
@@ -155,6 +156,14 @@ public final class PsServer implements AutoCloseable {
     public void endMove(long moveId) {
         moveSource.end(moveId);
         moveTarget.end(moveId);
+    }
+
+    /**
+     * Called after each sparse table a client creates here (so that a cluster records it for the
+     * servers that join later); on the handler thread.
+     */
+    public void onTableCreated(java.util.function.Consumer<dev.ferry.ps.TableConfig> listener) {
+        this.onTableCreated = Objects.requireNonNull(listener, "listener");
     }
 
     /** The id of the move this server is sending, or -1. */
@@ -324,7 +333,12 @@ public final class PsServer implements AutoCloseable {
             checkDenseOwner(config.name());
             ps.createDense(config);
         } else if (PsDescriptor.kind(body) == PsDescriptor.SPARSE) {
-            ps.createTable(PsDescriptor.readTable(body));
+            dev.ferry.ps.TableConfig config = PsDescriptor.readTable(body);
+            if (memberId != null && sameTable(config)) {
+                return; // a cluster's members copy tables from each other: the same one again is no error
+            }
+            ps.createTable(config);
+            onTableCreated.accept(config);
         } else {
             throw new PsException(PsException.Code.INVALID_ARGUMENT, "unknown table kind " + PsDescriptor.kind(body));
         }
@@ -383,6 +397,14 @@ public final class PsServer implements AutoCloseable {
 
     // ------------------------------------------------------------------------------------------
     // Checks
+
+    private boolean sameTable(dev.ferry.ps.TableConfig config) {
+        try {
+            return ps.table(config.name()).config().equals(config);
+        } catch (PsException unknown) {
+            return false;
+        }
+    }
 
     private boolean isDense(String name) {
         try {

@@ -18,6 +18,7 @@ import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.Transports;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * A transport that breaks on command, around a real one.
@@ -69,7 +70,7 @@ public final class FaultyTransport implements Transport {
     /** Fails every link now, as if each had hit an error. */
     public void failLinks() {
         for (FaultyPeer peer : List.copyOf(peers.values())) {
-            fail(peer, new TransportException("link to " + peer.address() + " failed (injected)"));
+            fail(peer, new TransportException(Reason.PEER_FAILED, "link to " + peer.address() + " failed (injected)"));
         }
     }
 
@@ -78,7 +79,7 @@ public final class FaultyTransport implements Transport {
         boolean any = false;
         for (FaultyPeer peer : List.copyOf(peers.values())) {
             if (peer.address().equals(address)) {
-                any |= fail(peer, new TransportException("link to " + address + " failed (injected)"));
+                any |= fail(peer, new TransportException(Reason.PEER_FAILED, "link to " + address + " failed (injected)"));
             }
         }
         return any;
@@ -159,7 +160,7 @@ public final class FaultyTransport implements Transport {
     public Peer connect(String address) {
         if (refuseConnects || connectsToRefuse.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
             connectsRefused.incrementAndGet();
-            throw new TransportException("connect to " + address + " refused (injected)");
+            throw new TransportException(Reason.UNREACHABLE, "connect to " + address + " refused (injected)");
         }
         return peerFor(inner.connect(address));
     }
@@ -173,6 +174,16 @@ public final class FaultyTransport implements Transport {
     @Override
     public TransportCounters counters() {
         return inner.counters();
+    }
+
+    @Override
+    public String provider() {
+        return inner.provider();
+    }
+
+    @Override
+    public java.util.Optional<dev.ferry.memory.AllocatorStats> allocatorStats() {
+        return inner.allocatorStats();
     }
 
     @Override
@@ -260,7 +271,7 @@ public final class FaultyTransport implements Transport {
         private void checkOpen() {
             Throwable cause = failure;
             if (cause != null) {
-                throw new TransportException("peer " + address() + " has failed: " + cause.getMessage(), cause);
+                throw new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), "peer " + address() + " has failed: " + cause.getMessage(), cause);
             }
         }
 
@@ -281,7 +292,7 @@ public final class FaultyTransport implements Transport {
             Throwable cause = failure;
             if (cause != null) {
                 message.release();
-                return CompletableFuture.failedFuture(new TransportException("peer " + address() + " has failed", cause));
+                return CompletableFuture.failedFuture(new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), "peer " + address() + " has failed", cause));
             }
             if (transport.framesToDrop.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
                 transport.framesDropped.incrementAndGet();
@@ -294,7 +305,7 @@ public final class FaultyTransport implements Transport {
                 transport.delayer().schedule(() -> {
                     if (failure != null) {
                         message.release();
-                        future.completeExceptionally(new TransportException("peer " + address() + " has failed", failure));
+                        future.completeExceptionally(new TransportException(TransportException.reasonOf(failure, Reason.PEER_FAILED), "peer " + address() + " has failed", failure));
                         return;
                     }
                     inner.send(stream, message).whenComplete((v, e) -> {

@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * A remote transport, known by its listen address whichever side connected. Stream {@code s}
@@ -116,10 +117,10 @@ final class NettyPeer implements Peer {
     private void checkOpen() {
         TransportException failed = failure;
         if (failed != null) {
-            throw new TransportException("peer " + address + " has failed: " + failed.getMessage(), failed);
+            throw new TransportException(TransportException.reasonOf(failed, Reason.PEER_FAILED), "peer " + address + " has failed: " + failed.getMessage(), failed);
         }
         if (transport.isClosed()) {
-            throw new TransportException("transport " + transport.localAddress() + " is closed");
+            throw new TransportException(Reason.CLOSED, "transport " + transport.localAddress() + " is closed");
         }
     }
 
@@ -155,7 +156,7 @@ final class NettyPeer implements Peer {
                     return slots.get(i);
                 }
             }
-            throw new TransportException("cannot open a link to " + address + ": the process has "
+            throw new TransportException(Reason.LIMIT_REACHED, "cannot open a link to " + address + ": the process has "
                     + transport.config().maxLinks() + " links (maxLinks)");
         }
         link = transport.connectLink(this, index);
@@ -178,7 +179,7 @@ final class NettyPeer implements Peer {
 
     @Override
     public void close() {
-        fail(new TransportException("peer " + address() + " closed by the application"), true);
+        fail(new TransportException(Reason.CLOSED, "peer " + address() + " closed by the application"), true);
     }
 
     /** Fails every pending send, closes every link, and tells the handler (if {@code notify}). */

@@ -7,6 +7,9 @@ import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.UnauthenticatedException;
+import dev.ferry.transport.admission.DropLog;
+import dev.ferry.transport.admission.HandshakeGate;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
@@ -44,6 +47,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The kernel-TCP transport: a listening socket, the peers known by their listen addresses, and
@@ -85,12 +89,17 @@ final class NettyTransport implements Transport {
     final LongAdder windowStalls = new LongAdder();
     final LongAdder creditStalls = new LongAdder();
     final LongAdder linkFailures = new LongAdder();
+    final LongAdder authenticationFailures = new LongAdder();
+    /** Admission of accepted connections until they authenticate. */
+    private final HandshakeGate gate;
 
     NettyTransport(TransportConfig config, MessageHandler handler) {
         this.config = config;
         this.handler = handler;
         this.window = new ByteWindow(config.sendWindowBytesPerProcess());
         this.sendPool = new ByteWindow(config.sendPoolBytes());
+        this.gate = new HandshakeGate(new DropLog(LOG, "netty port " + config.bindHost()),
+                config.handshakeTimeoutMillis(), 0, 0);
         boolean epoll = Epoll.isAvailable();
         IoHandlerFactory io = epoll ? EpollIoHandler.newFactory() : NioIoHandler.newFactory();
         Class<? extends ServerChannel> serverClass = epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class;
@@ -108,7 +117,7 @@ final class NettyTransport implements Transport {
             this.serverChannel = server.bind(config.bindHost(), config.bindPort()).sync().channel();
         } catch (Exception e) {
             group.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
-            throw new TransportException("cannot listen on " + config.bindHost() + ":" + config.bindPort(), e);
+            throw new TransportException(Reason.UNAVAILABLE, "cannot listen on " + config.bindHost() + ":" + config.bindPort(), e);
         }
         InetSocketAddress bound = (InetSocketAddress) serverChannel.localAddress();
         this.localAddress = config.bindHost() + ":" + bound.getPort();
@@ -148,7 +157,7 @@ final class NettyTransport implements Transport {
         return new ChannelInitializer<>() {
             @Override
             protected void initChannel(Channel ch) {
-                FrameDecoder decoder = new FrameDecoder(config.maxMessageSize());
+                FrameDecoder decoder = new FrameDecoder(config.maxMessageSize(), false);
                 ch.pipeline().addLast("frames", decoder).addLast("link", new LinkHandler(NettyTransport.this, decoder, link));
             }
         };
@@ -160,6 +169,10 @@ final class NettyTransport implements Transport {
 
     MessageHandler handler() {
         return handler;
+    }
+
+    HandshakeGate gate() {
+        return gate;
     }
 
     boolean isClosed() {
@@ -174,7 +187,7 @@ final class NettyTransport implements Transport {
     @Override
     public Peer connect(String address) {
         if (closed.get()) {
-            throw new TransportException("transport " + localAddress + " is closed");
+            throw new TransportException(Reason.CLOSED, "transport " + localAddress + " is closed");
         }
         parse(address);
         NettyPeer peer = peers.computeIfAbsent(address, a -> new NettyPeer(this, a));
@@ -183,22 +196,25 @@ final class NettyTransport implements Transport {
             link.connected.get(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
             return peer;
         } catch (TimeoutException e) {
-            TransportException failure = new TransportException("connect to " + address + " timed out after "
+            TransportException failure = new TransportException(Reason.TIMEOUT, "connect to " + address + " timed out after "
                     + config.connectTimeoutMillis() + " ms");
             peer.fail(failure, false);
             throw failure;
         } catch (ExecutionException e) {
-            throw new TransportException("cannot connect to " + address + ": " + e.getCause().getMessage(), e.getCause());
+            if (e.getCause() instanceof UnauthenticatedException refused) {
+                throw new UnauthenticatedException(refused.getMessage());
+            }
+            throw new TransportException(Reason.UNREACHABLE, "cannot connect to " + address + ": " + e.getCause().getMessage(), e.getCause());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new TransportException("interrupted while connecting to " + address, e);
+            throw new TransportException(Reason.INTERRUPTED, "interrupted while connecting to " + address, e);
         }
     }
 
     private static InetSocketAddress parse(String address) {
         int colon = address.lastIndexOf(':');
         if (colon <= 0) {
-            throw new TransportException("not a host:port address: " + address);
+            throw new TransportException(Reason.BAD_INPUT, "not a host:port address: " + address);
         }
         String host = address.substring(0, colon);
         if (host.startsWith("[") && host.endsWith("]")) {
@@ -207,7 +223,7 @@ final class NettyTransport implements Transport {
         try {
             return InetSocketAddress.createUnresolved(host, Integer.parseInt(address.substring(colon + 1)));
         } catch (IllegalArgumentException e) {
-            throw new TransportException("not a host:port address: " + address, e);
+            throw new TransportException(Reason.BAD_INPUT, "not a host:port address: " + address, e);
         }
     }
 
@@ -220,24 +236,27 @@ final class NettyTransport implements Transport {
         connect.addListener(f -> {
             if (!f.isSuccess()) {
                 linkFailures.increment();
-                peer.fail(new TransportException("cannot connect to " + peer.address() + ": " + f.cause(), f.cause()),
+                peer.fail(new TransportException(Reason.UNREACHABLE, "cannot connect to " + peer.address() + ": " + f.cause(), f.cause()),
                         peer.isEstablished());
             }
         });
         return link;
     }
 
-    /** A connector said HELLO: file the channel under the peer at its listen address. */
+    /**
+     * A connector proved the secret: file the channel under the peer at the listen address it
+     * named. Never before: the address is a claim, the proof is what makes it the peer.
+     */
     NettyLink accept(String address, int index, Channel channel, FrameDecoder decoder) {
         if (closed.get() || !reserveLink()) {
-            throw new TransportException(closed.get() ? "transport closed" : "refusing a link from " + address
+            throw new TransportException(closed.get() ? Reason.CLOSED : Reason.LIMIT_REACHED, closed.get() ? "transport closed" : "refusing a link from " + address
                     + ": the process has " + config.maxLinks() + " links (maxLinks)");
         }
         NettyPeer peer = peers.computeIfAbsent(address, a -> new NettyPeer(this, a));
         NettyLink link = new NettyLink(this, peer, index, channel.eventLoop());
-        link.attach(channel, decoder, false);
+        link.attach(channel, decoder);
         if (!peer.adopt(link)) {
-            link.fail(new TransportException("peer " + address + " failed while it connected"));
+            link.fail(new TransportException(Reason.PEER_FAILED, "peer " + address + " failed while it connected"));
         }
         return link;
     }
@@ -287,7 +306,7 @@ final class NettyTransport implements Transport {
     /** Takes a send buffer, waiting (if {@code wait}) up to the connect timeout for the pool. */
     OutboundMessage allocate(NettyPeer peer, int length, boolean wait) {
         if (length < 0 || length > config.maxMessageSize()) {
-            throw new TransportException("message of " + length + " bytes: the limit is " + config.maxMessageSize()
+            throw new TransportException(Reason.BAD_INPUT, "message of " + length + " bytes: the limit is " + config.maxMessageSize()
                     + " (maxMessageSize)");
         }
         long bytes = (long) FrameDescriptor.HEADER_LENGTH + length;
@@ -302,7 +321,7 @@ final class NettyTransport implements Transport {
             buffer = allocator.directBuffer((int) bytes, (int) bytes);
         } catch (OutOfMemoryError e) {
             releaseSendPool(bytes);
-            throw new TransportException("cannot allocate a send buffer of " + bytes + " bytes", e);
+            throw new TransportException(Reason.POOL_EXHAUSTED, "cannot allocate a send buffer of " + bytes + " bytes", e);
         }
         return new NettyOutboundMessage(this, buffer, length, bytes);
     }
@@ -315,19 +334,19 @@ final class NettyTransport implements Transport {
             while (!sendPool.tryAcquire(bytes)) {
                 long left = deadline - System.nanoTime();
                 if (left <= 0) {
-                    throw new TransportException("send pool exhausted: no " + bytes + " bytes of "
+                    throw new TransportException(Reason.POOL_EXHAUSTED, "send pool exhausted: no " + bytes + " bytes of "
                             + config.sendPoolBytes() + " (sendPoolBytes) came free within "
                             + config.connectTimeoutMillis() + " ms");
                 }
                 if (!peer.isOpen()) {
-                    throw new TransportException("peer " + peer.address() + " failed while waiting for a send buffer",
+                    throw new TransportException(Reason.PEER_FAILED, "peer " + peer.address() + " failed while waiting for a send buffer",
                             peer.failure());
                 }
                 sendPoolFreed.awaitNanos(Math.min(left, ALLOCATE_POLL_NANOS));
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new TransportException("interrupted while waiting for a send buffer", e);
+            throw new TransportException(Reason.INTERRUPTED, "interrupted while waiting for a send buffer", e);
         } finally {
             sendPoolLock.unlock();
             sendPoolWaiters.decrementAndGet();
@@ -377,6 +396,11 @@ final class NettyTransport implements Transport {
         reposts.increment();
     }
 
+    @Override
+    public String provider() {
+        return "netty";
+    }
+
     /**
      * {@inheritDoc}
      *
@@ -396,7 +420,8 @@ final class NettyTransport implements Transport {
         long sent = messagesSent.sum();
         return new TransportCounters(linksOpen.get(), sent, messagesReceived.sum(), bytesSent.sum(),
                 bytesReceived.sum(), sent, 0, credits, creditStalls.sum(), windowStalls.sum(), window.used(),
-                window.peak(), reposts.sum(), receiveBuffersHeld.get(), linkFailures.sum(), 0, 0, 0);
+                window.peak(), reposts.sum(), receiveBuffersHeld.get(), linkFailures.sum(), 0, 0,
+                authenticationFailures.sum());
     }
 
     @Override
@@ -405,7 +430,7 @@ final class NettyTransport implements Transport {
             return;
         }
         serverChannel.close();
-        TransportException cause = new TransportException("transport " + localAddress + " closed");
+        TransportException cause = new TransportException(Reason.CLOSED, "transport " + localAddress + " closed");
         for (NettyPeer peer : new ArrayList<>(peers.values())) {
             peer.fail(cause, false);
         }

@@ -4,6 +4,7 @@ import dev.ferry.transport.TransportException;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
 import java.util.concurrent.CompletableFuture;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * One message on its way through a link: queued (waiting for the send window, or for the link
@@ -45,7 +46,7 @@ final class PendingSend implements ChannelFutureListener {
     void fail(String why, Throwable cause) {
         if (future != null) {
             future.completeExceptionally(cause instanceof TransportException t && t.getMessage().equals(why)
-                    ? t : new TransportException(why, cause));
+                    ? t : new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), why, cause));
         }
     }
 }

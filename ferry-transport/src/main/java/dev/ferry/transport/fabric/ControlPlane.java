@@ -10,7 +10,6 @@ import java.net.Socket;
 import java.security.SecureRandom;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
@@ -20,7 +19,10 @@ import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.UnauthenticatedException;
+import dev.ferry.transport.admission.DropLog;
+import dev.ferry.transport.admission.HandshakeGate;
 import dev.ferry.transport.fabric.HandshakeDescriptor.Hello;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The TCP side of the transport: dials peers, accepts them, runs the handshake
@@ -35,9 +37,9 @@ final class ControlPlane implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
     private static final SecureRandom NONCES = new SecureRandom();
     /**
-     * Handshakes served at once. A connect storm (hundreds of peers starting together) then
-     * queues on the listener instead of each handshake competing for the progress thread and
-     * timing out together.
+     * Authenticated handshakes served at once. A connect storm (hundreds of peers starting
+     * together) then queues instead of each handshake competing for the progress thread and
+     * timing out together. Only peers that proved the secret take or wait for one.
      */
     private static final int CONCURRENT_HANDSHAKES = 16;
     /** A peer that dials again has usually just closed the old channel: how long its end may lag. */
@@ -56,7 +58,8 @@ final class ControlPlane implements AutoCloseable {
     private final String localAddress;
     private final Thread acceptor;
     private final Thread heartbeats;
-    private final Semaphore handshakes = new Semaphore(CONCURRENT_HANDSHAKES);
+    /** Deadline, bounds and slots of incoming handshakes. */
+    private final HandshakeGate gate;
     private final LongAdder authenticationFailures = new LongAdder();
     /** Fault injection: while set, this side sends no heartbeats (as a hung process would not). */
     private volatile boolean heartbeatsPaused;
@@ -71,6 +74,8 @@ final class ControlPlane implements AutoCloseable {
         this.fabricAddress = fabricAddress;
         this.doorbellPath = doorbellPath;
         this.routes = routes;
+        this.gate = new HandshakeGate(new DropLog(LOG, "control channel " + config.bindHost()),
+                config.handshakeTimeoutMillis(), CONCURRENT_HANDSHAKES, config.connectTimeoutMillis());
         this.socket = new ServerSocket();
         try {
             socket.bind(new InetSocketAddress(InetAddress.getByName(config.bindHost()), config.bindPort()), 1024);
@@ -99,6 +104,11 @@ final class ControlPlane implements AutoCloseable {
         return socket.getLocalPort();
     }
 
+    /** Incoming handshakes not yet authenticated. */
+    int handshakesPending() {
+        return gate.pending();
+    }
+
     /** Dialers refused for want of the shared secret. */
     long authenticationFailures() {
         return authenticationFailures.sum();
@@ -116,7 +126,7 @@ final class ControlPlane implements AutoCloseable {
     FabricPeer dial(String address) {
         int colon = address.lastIndexOf(':');
         if (colon <= 0) {
-            throw new TransportException("address must be host:port: " + address);
+            throw new TransportException(Reason.BAD_INPUT, "address must be host:port: " + address);
         }
         long timeout = config.connectTimeoutMillis();
         Socket socket = new Socket();
@@ -150,7 +160,7 @@ final class ControlPlane implements AutoCloseable {
             if (peer != null) {
                 peers.remove(address, peer);
                 FabricPeer failed = peer;
-                TransportException cause = new TransportException("cannot connect to " + address + ": " + e.getMessage(), e);
+                TransportException cause = new TransportException(ControlPlane.dialReason(e), "cannot connect to " + address + ": " + e.getMessage(), e);
                 failed.fail(cause);
                 proxy.run(() -> transport.links.teardown(failed, cause, false));
             }
@@ -158,8 +168,14 @@ final class ControlPlane implements AutoCloseable {
             if (e instanceof TransportException t) {
                 throw t;
             }
-            throw new TransportException("cannot connect to " + address + ": " + e, e);
+            throw new TransportException(ControlPlane.dialReason(e), "cannot connect to " + address + ": " + e, e);
         }
+    }
+
+    /** Why a dial failed: the transport's reason where it gave one, else the socket's. */
+    static Reason dialReason(Throwable e) {
+        return e instanceof java.net.SocketTimeoutException ? Reason.TIMEOUT
+                : TransportException.reasonOf(e, Reason.UNREACHABLE);
     }
 
     /** Waits until {@code peer}'s first link is up, or fails with why it is not. */
@@ -167,14 +183,14 @@ final class ControlPlane implements AutoCloseable {
         try {
             peer.ready.get(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
         } catch (TimeoutException e) {
-            throw new TransportException("links to " + peer.address() + " not up within " + config.connectTimeoutMillis()
+            throw new TransportException(Reason.TIMEOUT, "links to " + peer.address() + " not up within " + config.connectTimeoutMillis()
                     + " ms", e);
         } catch (ExecutionException e) {
-            throw new TransportException("cannot connect to " + peer.address() + ": " + e.getCause().getMessage(),
+            throw new TransportException(TransportException.reasonOf(e.getCause(), Reason.UNREACHABLE), "cannot connect to " + peer.address() + ": " + e.getCause().getMessage(),
                     e.getCause());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new TransportException("interrupted while connecting to " + peer.address(), e);
+            throw new TransportException(Reason.INTERRUPTED, "interrupted while connecting to " + peer.address(), e);
         }
     }
 
@@ -187,7 +203,7 @@ final class ControlPlane implements AutoCloseable {
         byte[] nonce = nonce();
         HandshakeDescriptor.writeGreeting(out, secret != null, nonce);
         HandshakeDescriptor.readStatus(address, in, true);
-        byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
+        byte[] theirNonce = HandshakeDescriptor.readNonce(in);
         byte[] theirProof = HandshakeDescriptor.readBytes(in);
         byte[] proof = new byte[0];
         if (secret != null) {
@@ -213,29 +229,18 @@ final class ControlPlane implements AutoCloseable {
                 }
                 return;
             }
+            HandshakeGate.Ticket ticket = gate.admit(accepted);
             Thread.ofVirtual().name("ferry-handshake").start(() -> {
-                boolean admitted = false;
                 try {
-                    admitted = handshakes.tryAcquire(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
-                    if (admitted) {
-                        handshake(accepted);
-                    } else {
-                        LOG.log(System.Logger.Level.WARNING, "too many handshakes at once; dropped "
-                                + accepted.getRemoteSocketAddress());
-                        closeQuietly(accepted);
-                    }
-                } catch (InterruptedException e) {
-                    closeQuietly(accepted);
+                    handshake(accepted, ticket);
                 } finally {
-                    if (admitted) {
-                        handshakes.release();
-                    }
+                    ticket.finished();
                 }
             });
         }
     }
 
-    private void handshake(Socket socket) {
+    private void handshake(Socket socket, HandshakeGate.Ticket ticket) {
         FabricPeer peer = null;
         try {
             socket.setTcpNoDelay(true);
@@ -245,6 +250,9 @@ final class ControlPlane implements AutoCloseable {
             if (!authenticateDialer(socket, in, out)) {
                 closeQuietly(socket);
                 return;
+            }
+            if (!ticket.authenticated()) {
+                return; // dropped at its deadline, or no slot came free: closed and logged
             }
             Hello hello = HandshakeDescriptor.readHello(in, routes);
             String address = hello.address();
@@ -256,7 +264,7 @@ final class ControlPlane implements AutoCloseable {
                 return;
             } else if (previous != null) {
                 if (previous.failure() == null) {
-                    peerLost(previous, new TransportException("peer " + address + " connected again"));
+                    peerLost(previous, new TransportException(Reason.PEER_FAILED, "peer " + address + " connected again"));
                 }
                 peers.put(address, fresh);
             }
@@ -270,10 +278,9 @@ final class ControlPlane implements AutoCloseable {
         } catch (IOException | RuntimeException e) {
             if (peer != null) {
                 LOG.log(System.Logger.Level.WARNING, "handshake with " + peer.address() + " failed", e);
-                peerLost(peer, new TransportException("handshake with " + peer.address() + " failed: " + e.getMessage(), e));
+                peerLost(peer, new TransportException(Reason.PEER_FAILED, "handshake with " + peer.address() + " failed: " + e.getMessage(), e));
             } else if (!transport.isClosed()) {
-                LOG.log(System.Logger.Level.WARNING, "refused a control connection from "
-                        + socket.getRemoteSocketAddress() + ": " + e.getMessage());
+                ticket.failed(e);
             }
             closeQuietly(socket);
         }
@@ -284,12 +291,10 @@ final class ControlPlane implements AutoCloseable {
      * the dialer proves it holds this side's secret, or neither side has one.
      */
     private boolean authenticateDialer(Socket socket, DataInputStream in, DataOutputStream out) throws IOException {
-        if (in.readInt() != HandshakeDescriptor.MAGIC) {
-            throw new IOException("not a Ferry transport");
-        }
+        HandshakeDescriptor.Greeting greeting = HandshakeDescriptor.readGreeting(in);
         SharedSecret secret = config.secret();
-        boolean theirs = in.readBoolean();
-        byte[] theirNonce = in.readNBytes(SharedSecret.NONCE_BYTES);
+        boolean theirs = greeting.hasSecret();
+        byte[] theirNonce = greeting.nonce();
         if (theirs != (secret != null)) {
             return refuse(socket, out, secret != null ? "this side requires the shared secret"
                     : "this side has no shared secret");
@@ -299,9 +304,9 @@ final class ControlPlane implements AutoCloseable {
                 secret == null ? new byte[0] : secret.proof(HandshakeDescriptor.SERVER_LABEL, theirNonce, nonce, 0));
         byte[] proof;
         try {
-            proof = HandshakeDescriptor.readBytes(in);
+            proof = HandshakeDescriptor.readBytes(in, SharedSecret.PROOF_BYTES);
         } catch (IOException e) {
-            return refuse(socket, null, "no proof of the shared secret (" + e.getMessage() + ")");
+            return refuse(socket, null, "no proof of the shared secret: " + HandshakeGate.reasonOf(e));
         }
         if (secret != null && !secret.verify(proof, HandshakeDescriptor.CLIENT_LABEL, nonce, theirNonce, 0)) {
             return refuse(socket, out, "authentication failed");
@@ -313,7 +318,7 @@ final class ControlPlane implements AutoCloseable {
         if (config.secret() != null) {
             authenticationFailures.increment();
         }
-        LOG.log(System.Logger.Level.WARNING, "refused " + socket.getRemoteSocketAddress() + ": " + reason);
+        gate.dropLog().drop("refused", socket.getRemoteSocketAddress() + ": " + reason);
         if (out != null) {
             try {
                 HandshakeDescriptor.writeRefusal(out, reason);
@@ -379,7 +384,7 @@ final class ControlPlane implements AutoCloseable {
                 int type = in.read();
                 switch (type) {
                     case -1 -> {
-                        peerLost(peer, new TransportException("peer " + peer.address() + " closed its control channel"));
+                        peerLost(peer, new TransportException(Reason.PEER_FAILED, "peer " + peer.address() + " closed its control channel"));
                         return;
                     }
                     case ControlChannel.HEARTBEAT -> { }
@@ -399,10 +404,10 @@ final class ControlPlane implements AutoCloseable {
                 }
             }
         } catch (java.net.SocketTimeoutException e) {
-            peerLost(peer, new TransportException("peer " + peer.address() + " sent no heartbeat for "
+            peerLost(peer, new TransportException(Reason.PEER_FAILED, "peer " + peer.address() + " sent no heartbeat for "
                     + config.heartbeatTimeoutMillis() + " ms", e));
         } catch (IOException e) {
-            peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: " + e.getMessage(), e));
+            peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " broke: " + e.getMessage(), e));
         } finally {
             peer.controlEnded.countDown();
         }
@@ -413,7 +418,7 @@ final class ControlPlane implements AutoCloseable {
         Link made;
         try {
             if (route < 0 || route >= routes) {
-                throw new TransportException("no route " + route);
+                throw new TransportException(Reason.BAD_INPUT, "no route " + route);
             }
             made = proxy.call(() -> transport.links.openRequested(peer, route, remoteId, grant));
         } catch (TransportException e) {
@@ -432,7 +437,7 @@ final class ControlPlane implements AutoCloseable {
             try {
                 peer.control.openLink(route, id, grant);
             } catch (IOException e) {
-                peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: "
+                peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " broke: "
                         + e.getMessage(), e));
             }
         });
@@ -452,7 +457,7 @@ final class ControlPlane implements AutoCloseable {
                     try {
                         peer.control.heartbeat();
                     } catch (IOException e) {
-                        peerLost(peer, new TransportException("control channel to " + peer.address() + " broke: "
+                        peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " broke: "
                                 + e.getMessage(), e));
                     }
                 }

@@ -167,7 +167,12 @@ final class Doorbell implements AutoCloseable {
             return null;
         }
         // Only a doorbell file: a peer names the path, so nothing else may be mapped or grown.
-        Path file = Path.of(path).normalize();
+        Path file;
+        try {
+            file = Path.of(path).normalize();
+        } catch (java.nio.file.InvalidPathException e) {
+            return null; // a NUL byte, say: no file of ours
+        }
         if (!DIRECTORY.equals(file.getParent()) || !file.getFileName().toString().startsWith(PREFIX)) {
             return null;
         }

@@ -13,6 +13,7 @@ import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * A peer of the fabric transport: its links, its control channel, and the bytes in flight to it.
@@ -79,13 +80,13 @@ final class FabricPeer implements Peer {
                     FrameDescriptor.PAYLOAD_OFFSET + (long) length, Duration.ofMillis(transport.config().connectTimeoutMillis()));
             return new SendClaim(transport.frames().take(this, buffer, length));
         } catch (PoolExhaustedException e) {
-            throw new TransportException("no send buffer of " + length + " bytes for " + address + " within "
+            throw new TransportException(Reason.POOL_EXHAUSTED, "no send buffer of " + length + " bytes for " + address + " within "
                     + transport.config().connectTimeoutMillis() + " ms: the send pool is exhausted", e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new TransportException("interrupted while waiting for a send buffer", e);
+            throw new TransportException(Reason.INTERRUPTED, "interrupted while waiting for a send buffer", e);
         } catch (IllegalStateException e) {
-            throw new TransportException("transport closed", e);
+            throw new TransportException(Reason.CLOSED, "transport closed", e);
         }
     }
 
@@ -99,12 +100,12 @@ final class FabricPeer implements Peer {
 
     private void checkUsable(int length) {
         if (length < 0 || length > transport.config().maxMessageSize()) {
-            throw new TransportException("message of " + length + " bytes is outside 0.."
+            throw new TransportException(Reason.BAD_INPUT, "message of " + length + " bytes is outside 0.."
                     + transport.config().maxMessageSize() + " (maxMessageSize)");
         }
         Throwable cause = failure;
         if (cause != null) {
-            throw new TransportException("peer " + address + " has failed: " + cause.getMessage(), cause);
+            throw new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), "peer " + address + " has failed: " + cause.getMessage(), cause);
         }
     }
 
@@ -146,7 +147,7 @@ final class FabricPeer implements Peer {
         frame.stream = stream;
         Throwable cause = failure;
         if (cause != null) {
-            frame.finish(new TransportException("peer " + address + " has failed", cause));
+            frame.finish(new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), "peer " + address + " has failed", cause));
             return;
         }
         Link link = link(stream);

@@ -24,6 +24,7 @@ import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The ByteExpress-style transport over libfabric: the API, and the wiring of the parts that do
@@ -135,7 +136,7 @@ final class FabricTransport implements Transport {
             }
             ops.close();
             session.close();
-            throw new TransportException("cannot open the " + config.provider() + " transport on "
+            throw new TransportException(Reason.UNAVAILABLE, "cannot open the " + config.provider() + " transport on "
                     + config.bindHost() + ":" + config.bindPort() + ": " + e.getMessage(), e);
         }
         this.control = plane;
@@ -173,7 +174,7 @@ final class FabricTransport implements Transport {
                 reasons.append(reasons.isEmpty() ? "" : "; ").append(t).append(": ").append(e.getMessage());
             }
         }
-        throw new TransportException("libfabric provider '" + config.provider() + "' is not available ("
+        throw new TransportException(Reason.UNAVAILABLE, "libfabric provider '" + config.provider() + "' is not available ("
                 + (reasons.isEmpty() ? "unknown endpoint type " + forced : reasons) + ")", first);
     }
 
@@ -215,7 +216,7 @@ final class FabricTransport implements Transport {
     @Override
     public Peer connect(String address) {
         if (closed) {
-            throw new TransportException("transport is closed");
+            throw new TransportException(Reason.CLOSED, "transport is closed");
         }
         FabricPeer existing = peers.get(address);
         if (existing != null && existing.failure() == null) {
@@ -234,7 +235,7 @@ final class FabricTransport implements Transport {
 
     /** The application closes {@code peer}: any thread. */
     void closePeer(FabricPeer peer) {
-        TransportException cause = new TransportException("peer " + peer.address() + " closed by the application");
+        TransportException cause = new TransportException(Reason.CLOSED, "peer " + peer.address() + " closed by the application");
         // A connect from now on opens a new peer, as Peer.close() promises, even before the
         // progress thread has torn this one down (it would otherwise return the dying peer).
         peers.remove(peer.address(), peer);
@@ -245,11 +246,20 @@ final class FabricTransport implements Transport {
         }
     }
 
-    /** Hands a send to the progress thread; fails it if nothing is left to post it. */
+    /**
+     * Hands a send to the progress thread; fails it if nothing is left to post it. A send made
+     * on the progress thread itself (a handler answering there) is queued on its link at once,
+     * and posted in the same turn, rather than waiting a turn in the proxy: all of that
+     * thread's sends take this path, so they stay in order.
+     */
     void submitSend(OutboundFrame frame) {
+        if (inProgressThread()) {
+            sends.enqueue(frame);
+            return;
+        }
         if (!proxy.send(frame)) {
             frame.free(); // never posted: no rendezvous key, no window taken by the progress thread
-            SendPump.failFuture(frame, new TransportException("transport closed"));
+            SendPump.failFuture(frame, new TransportException(Reason.CLOSED, "transport closed"));
         }
     }
 
@@ -272,6 +282,16 @@ final class FabricTransport implements Transport {
     }
 
     @Override
+    public String provider() {
+        return config.provider();
+    }
+
+    @Override
+    public java.util.Optional<dev.ferry.memory.AllocatorStats> allocatorStats() {
+        return java.util.Optional.of(allocator.stats());
+    }
+
+    @Override
     public void close() {
         if (closed) {
             return;
@@ -290,7 +310,7 @@ final class FabricTransport implements Transport {
     /** Progress thread, on the way out: fails every peer, then frees fabric and memory. */
     void shutdown(CompletionBatch batch) {
         assert inProgressThread();
-        TransportException cause = new TransportException("transport closed");
+        TransportException cause = new TransportException(Reason.CLOSED, "transport closed");
         List<FabricPeer> all = new ArrayList<>(peers.values());
         awaitPeersGone(all);
         for (FabricPeer peer : all) {
@@ -385,6 +405,16 @@ final class FabricTransport implements Transport {
         return control.authenticationFailures();
     }
 
+    /** Incoming handshakes not yet authenticated; for tests. */
+    int handshakesPending() {
+        return control.handshakesPending();
+    }
+
+    /** The provider's own address (on tcp, the sockaddr of its listener); for tests. */
+    byte[] fabricAddress() {
+        return session.address();
+    }
+
     /** Fault injection: stops (or resumes) this side's heartbeats, as a hung process would. */
     void pauseHeartbeats(boolean paused) {
         control.pauseHeartbeats(paused);
@@ -410,7 +440,19 @@ final class FabricTransport implements Transport {
 
     /** One line per link: its state, credits and queues; for diagnostics. */
     String describeLinks() {
-        return proxy.call(links::describe);
+        return proxy.call(() -> {
+            StringBuilder b = new StringBuilder();
+            for (Link link : links.all()) {
+                b.append(link).append(link.ready ? " ready" : " down").append(link.peer.failure() != null ? " failed" : "")
+                        .append(" granted=").append(link.granted).append(" window=").append(link.credits.window())
+                        .append(" peerHeld=").append(link.credits.peerHeld()).append(" owed=").append(link.credits.owed())
+                        .append(" available=").append(link.credits.available()).append(" queued=").append(link.queue.size())
+                        .append(" control=").append(link.control.size()).append(" reclaimPending=").append(link.reclaimPending)
+                        .append(" quietMs=").append((System.nanoTime() - link.lastArrivalNanos) / 1_000_000).append('\n');
+            }
+            return b.append("shared posted=").append(credits.sharedPosted()).append(" granted=")
+                    .append(credits.sharedGranted()).toString();
+        });
     }
 
     @Override

@@ -7,6 +7,7 @@ import java.io.IOException;
 import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.UnauthenticatedException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The handshake on a new control connection: the challenge that proves both sides hold the
@@ -63,6 +64,10 @@ final class HandshakeDescriptor {
         }
     }
 
+    /** The dialer's greeting: whether it holds a secret, and its nonce. */
+    record Greeting(boolean hasSecret, byte[] nonce) {
+    }
+
     static void writeGreeting(DataOutputStream out, boolean hasSecret, byte[] nonce) throws IOException {
         out.writeInt(MAGIC);
         out.writeBoolean(hasSecret);
@@ -110,6 +115,26 @@ final class HandshakeDescriptor {
         out.flush();
     }
 
+    /**
+     * Reads the dialer's greeting.
+     *
+     * @throws IOException if it is not a Ferry transport or the stream ends early
+     */
+    static Greeting readGreeting(DataInputStream in) throws IOException {
+        if (in.readInt() != MAGIC) {
+            throw new IOException("not a Ferry transport");
+        }
+        boolean hasSecret = in.readBoolean();
+        return new Greeting(hasSecret, readNonce(in));
+    }
+
+    /** A nonce of {@link SharedSecret#NONCE_BYTES}: a short one is an {@link java.io.EOFException}, never accepted. */
+    static byte[] readNonce(DataInputStream in) throws IOException {
+        byte[] nonce = new byte[SharedSecret.NONCE_BYTES];
+        in.readFully(nonce);
+        return nonce;
+    }
+
     /** Reads a dialer's hello; at most {@code maxLinks} links. */
     static Hello readHello(DataInputStream in, int maxLinks) throws IOException {
         String address = in.readUTF();
@@ -122,9 +147,10 @@ final class HandshakeDescriptor {
      */
     static Hello readAnswer(String from, DataInputStream in, int links) throws IOException {
         readStatus(from, in, false);
-        Hello answer = readBody(in, null, Integer.MAX_VALUE);
+        // At most the links asked for: a count beyond them is refused before anything is allocated.
+        Hello answer = readBody(in, null, links);
         if (answer.links() != links) {
-            throw new TransportException(from + " answered with " + answer.links() + " links for " + links);
+            throw new TransportException(Reason.UNREACHABLE, from + " answered with " + answer.links() + " links for " + links);
         }
         return answer;
     }
@@ -154,17 +180,28 @@ final class HandshakeDescriptor {
      */
     static void readStatus(String from, DataInputStream in, boolean challenge) throws IOException {
         if (in.readInt() != MAGIC) {
-            throw new TransportException(from + " is not a Ferry transport");
+            throw new TransportException(Reason.UNREACHABLE, from + " is not a Ferry transport");
         }
         if (in.readByte() != ACCEPTED) {
             String reason = from + " refused the connection: " + in.readUTF();
-            throw challenge ? new UnauthenticatedException(reason) : new TransportException(reason);
+            throw challenge ? new UnauthenticatedException(reason) : new TransportException(Reason.UNREACHABLE, reason);
         }
     }
 
     static void writeBytes(DataOutputStream out, byte[] bytes) throws IOException {
         out.writeShort(bytes.length);
         out.write(bytes);
+    }
+
+    /** Bytes from a peer not yet authenticated: a claimed length above {@code max} is garbage. */
+    static byte[] readBytes(DataInputStream in, int max) throws IOException {
+        int length = in.readUnsignedShort();
+        if (length > max) {
+            throw new IOException("a field of " + length + " bytes where " + max + " at most belong");
+        }
+        byte[] bytes = new byte[length];
+        in.readFully(bytes);
+        return bytes;
     }
 
     static byte[] readBytes(DataInputStream in) throws IOException {

@@ -7,6 +7,7 @@ import dev.ferry.fabric.EndpointType;
 import dev.ferry.fabric.Fi;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The progress thread's duty cycle, the only caller of libfabric. Each turn it takes what other
@@ -40,6 +41,8 @@ final class ProgressLoop {
     private final boolean connected;
     private final Thread thread;
     private final Idler idler;
+    /** Whether the host has more runnable threads than cores: then an idle loop sleeps at once. */
+    private final CpuPressure pressure = CpuPressure.open();
     /** Idle progress while work comes in dense bursts: keeps polling this long before sleeping. */
     private final long pollBudgetNanos;
     private volatile boolean parked;
@@ -89,6 +92,7 @@ final class ProgressLoop {
                         timer = true;
                         lastReview = now;
                         work += transport.credits.review(now);
+                        pressure.sample();
                     }
                 }
                 if (connected && (transport.links.connecting() || timer)) {
@@ -113,9 +117,10 @@ final class ProgressLoop {
         } catch (Throwable t) {
             LOG.log(System.Logger.Level.ERROR, "progress thread failed; the transport stops", t);
             for (FabricPeer peer : transport.peers.values()) {
-                peer.fail(new TransportException("transport progress failed: " + t, t));
+                peer.fail(new TransportException(Reason.CLOSED, "transport progress failed: " + t, t));
             }
         } finally {
+            pressure.close();
             transport.shutdown(batch);
         }
     }
@@ -138,7 +143,9 @@ final class ProgressLoop {
     }
 
     /**
-     * The idle strategy, by time since the last work. It spins for {@link #SPIN_NANOS}, so that
+     * The idle strategy, by time since the last work. Where the host has more runnable threads
+     * than cores ({@link CpuPressure}), spinning or polling would take a core from a thread with
+     * work, and a wake-up costs less than that: it sleeps at once. Else it spins for {@link #SPIN_NANOS}, so that
      * a reply that follows at once costs no wake-up. While work comes in dense bursts (the
      * average idle stretch, {@link #idleGap}, is under {@link #pollBudgetNanos}), it keeps
      * polling, yielding the core between polls, up to that budget: a request-response exchange
@@ -148,11 +155,12 @@ final class ProgressLoop {
      */
     private int idle(int idle, CompletionBatch batch) {
         long idleNanos = System.nanoTime() - lastWork;
-        if (idleNanos < SPIN_NANOS) {
+        boolean crowded = pressure.overcommitted();
+        if (idleNanos < SPIN_NANOS && !crowded) {
             Thread.onSpinWait();
             return idle + 1;
         }
-        if (idleNanos < pollBudgetNanos && idleGap < pollBudgetNanos) {
+        if (idleNanos < pollBudgetNanos && idleGap < pollBudgetNanos && !crowded) {
             Thread.yield();
             return idle + 1;
         }
@@ -277,7 +285,7 @@ final class ProgressLoop {
             case OperationTable.RECV -> transport.receives.onReceiveFailed((RegisteredBuffer) target, link, what);
             case OperationTable.SEND_MESSAGE -> {
                 transport.sends.onMessageFailed((OutboundFrame) target, link,
-                        new TransportException("send to " + link.peer.address() + " failed: " + what));
+                        new TransportException(Reason.PEER_FAILED, "send to " + link.peer.address() + " failed: " + what));
                 links.linkFailure(link, "send failed: " + what);
             }
             case OperationTable.SEND_CONTROL -> {

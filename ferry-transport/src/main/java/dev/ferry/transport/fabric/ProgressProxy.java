@@ -9,6 +9,7 @@ import java.util.concurrent.locks.LockSupport;
 import java.util.function.Supplier;
 
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The only door from other threads to the progress thread, which alone calls libfabric. A
@@ -90,9 +91,12 @@ final class ProgressProxy {
             if (e.getCause() instanceof RuntimeException r) {
                 throw r;
             }
-            throw new TransportException(e.getCause().toString(), e.getCause());
-        } catch (TimeoutException | InterruptedException e) {
-            throw new TransportException("the progress thread did not answer", e);
+            throw new TransportException(TransportException.reasonOf(e.getCause(), Reason.CLOSED), e.getCause().toString(), e.getCause());
+        } catch (TimeoutException e) {
+            throw new TransportException(Reason.TIMEOUT, "the progress thread did not answer", e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new TransportException(Reason.INTERRUPTED, "interrupted while waiting for the progress thread", e);
         }
     }
 

@@ -6,6 +6,7 @@ import java.lang.invoke.VarHandle;
 
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The application's handle on a pooled {@link OutboundFrame}, one per allocation. Sending or
@@ -62,7 +63,7 @@ final class SendClaim implements OutboundMessage {
     OutboundFrame handOver(FabricPeer to) {
         OutboundFrame f = live();
         if (f.peer != to) {
-            throw new TransportException("message was allocated for " + f.peer.address() + ", sent to " + to.address());
+            throw new TransportException(Reason.BAD_INPUT, "message was allocated for " + f.peer.address() + ", sent to " + to.address());
         }
         return take(SENT);
     }

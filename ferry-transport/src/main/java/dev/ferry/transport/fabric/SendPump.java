@@ -10,6 +10,8 @@ import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredAllocator;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.events.TransportEvents;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * Posts what links have to send, in order, as credits and the send window allow: control
@@ -122,6 +124,7 @@ final class SendPump {
                 if (!link.creditStalled) {
                     link.creditStalled = true;
                     counters.creditStalls.increment();
+                    TransportEvents.creditStall(transport.config.provider(), link.peer.address(), link.id, link.queue.size(), link.inFlight);
                 }
                 break;
             }
@@ -131,6 +134,7 @@ final class SendPump {
                     if (!link.windowStalled) {
                         link.windowStalled = true;
                         counters.windowStalls.increment();
+                        TransportEvents.windowStall(transport.config.provider(), link.peer.address(), link.id, frame.length, link.inFlight, link.rendezvousInFlight);
                     }
                     break;
                 }
@@ -185,7 +189,7 @@ final class SendPump {
             } catch (FabricException e) {
                 ops.release(slot);
                 window.release(link, frame.length);
-                failSend(frame, new TransportException("cannot register a rendezvous payload: " + e.getMessage(), e));
+                failSend(frame, new TransportException(Reason.LIMIT_REACHED, "cannot register a rendezvous payload: " + e.getMessage(), e));
                 return true; // consumed: this message failed, the ones behind it may go
             }
             ok = link.endpoint.send(whole.address(), FrameDescriptor.RNDV_REQ_BYTES, frame.buffer.descriptor(),
@@ -336,6 +340,6 @@ final class SendPump {
     }
 
     static void failFuture(OutboundFrame frame, Throwable cause) {
-        frame.finish(cause instanceof TransportException t ? t : new TransportException(cause.getMessage(), cause));
+        frame.finish(cause instanceof TransportException t ? t : new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), cause.getMessage(), cause));
     }
 }

@@ -1,6 +1,7 @@
 package dev.ferry.transport.local;
 
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 
 /**
  * The two ends of a connection between transports of this JVM: the dialer's peer and the
@@ -33,7 +34,7 @@ final class LocalConnection {
             return existing;
         }
         if (failure != null) {
-            throw new TransportException("peer " + from.address() + " has failed: " + failure.getMessage(), failure);
+            throw new TransportException(TransportException.reasonOf(failure, Reason.PEER_FAILED), "peer " + from.address() + " has failed: " + failure.getMessage(), failure);
         }
         LocalPeer to = from.twin();
         boolean reserved = index == 0 || from.transport.reserveLink();

@@ -1,6 +1,7 @@
 package dev.ferry.transport.local;
 
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -50,7 +51,7 @@ final class LocalLink {
     boolean submit(LocalMessage message, boolean tryOnly) {
         synchronized (this) {
             if (failure != null) {
-                throw new TransportException("link " + index + " to " + sender.address() + " is closed: "
+                throw new TransportException(TransportException.reasonOf(failure, Reason.PEER_FAILED), "link " + index + " to " + sender.address() + " is closed: "
                         + failure.getMessage(), failure);
             }
             boolean admitted = queue.isEmpty() && acquire(message.length());

@@ -4,6 +4,7 @@ import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.InboundMessage;
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -143,7 +144,7 @@ final class LocalMessage extends Delivery implements OutboundMessage, InboundMes
 
     @Override
     void discard(LocalTransport transport) {
-        link.failInFlight(this, new TransportException("transport " + transport.localAddress()
+        link.failInFlight(this, new TransportException(Reason.CLOSED, "transport " + transport.localAddress()
                 + " closed before the message was delivered"));
     }
 

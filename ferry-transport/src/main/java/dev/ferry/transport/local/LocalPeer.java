@@ -3,6 +3,7 @@ package dev.ferry.transport.local;
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
@@ -75,7 +76,7 @@ final class LocalPeer implements Peer {
             }
             checkUsable(length);
             if (System.nanoTime() - deadline >= 0) {
-                throw new TransportException("no send buffer of " + length + " bytes for " + address + " within "
+                throw new TransportException(Reason.POOL_EXHAUSTED, "no send buffer of " + length + " bytes for " + address + " within "
                         + transport.config().connectTimeoutMillis() + " ms: the send pool of "
                         + transport.config().sendPoolBytes() + " bytes (sendPoolBytes) is exhausted");
             }
@@ -143,7 +144,7 @@ final class LocalPeer implements Peer {
 
     @Override
     public void close() {
-        connection.fail(new TransportException("peer " + address + " closed by the application"), true, true);
+        connection.fail(new TransportException(Reason.CLOSED, "peer " + address + " closed by the application"), true, true);
     }
 
     /** The connection failed: fail this end's links, leave the transport, tell the handler if asked. */
@@ -189,7 +190,7 @@ final class LocalPeer implements Peer {
 
     private void checkUsable(int length) {
         if (length < 0 || length > transport.config().maxMessageSize()) {
-            throw new TransportException("message of " + length + " bytes is outside 0.."
+            throw new TransportException(Reason.BAD_INPUT, "message of " + length + " bytes is outside 0.."
                     + transport.config().maxMessageSize() + " (maxMessageSize)");
         }
         checkOpen();
@@ -198,10 +199,10 @@ final class LocalPeer implements Peer {
     private void checkOpen() {
         TransportException failed = connection.failure();
         if (failed != null) {
-            throw new TransportException("peer " + address + " has failed: " + failed.getMessage(), failed);
+            throw new TransportException(TransportException.reasonOf(failed, Reason.PEER_FAILED), "peer " + address + " has failed: " + failed.getMessage(), failed);
         }
         if (transport.isClosed()) {
-            throw new TransportException("transport " + transport.localAddress() + " is closed");
+            throw new TransportException(Reason.CLOSED, "transport " + transport.localAddress() + " is closed");
         }
     }
 

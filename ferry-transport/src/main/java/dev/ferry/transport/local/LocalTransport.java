@@ -14,6 +14,7 @@ import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.TransportException.Reason;
 import dev.ferry.transport.UnauthenticatedException;
 import java.security.SecureRandom;
 import java.time.Duration;
@@ -42,6 +43,8 @@ final class LocalTransport implements Transport {
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final long ALLOCATE_SLICE_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     static final String PREFIX = "local:";
+    /** The longest a dispatch thread polls after its last delivery before it parks. */
+    private static final long SPIN_MICROS = 20;
 
     private final TransportConfig config;
     private final MessageHandler handler;
@@ -77,7 +80,9 @@ final class LocalTransport implements Transport {
         this.config = config;
         this.handler = handler;
         this.window = new ByteBudget(config.sendWindowBytesPerProcess());
-        this.spinNanos = Math.min(config.idlePollMicros(), 1_000) * 1_000L;
+        // A short spin, then park: with one dispatch thread per transport and several transports in
+        // a process, spinning for the whole idlePollMicros burns the cores the handlers need.
+        this.spinNanos = Math.min(config.idlePollMicros(), SPIN_MICROS) * 1_000L;
         this.address = register();
         long slab = Math.max(1L << 20, Math.min(4L << 20, Long.highestOneBit(config.sendPoolBytes())));
         try {
@@ -88,7 +93,7 @@ final class LocalTransport implements Transport {
                     .withQuota(PoolKind.RENDEZVOUS, 0));
         } catch (RuntimeException e) {
             REGISTRY.remove(address, this);
-            throw new TransportException("cannot open the local transport: " + e.getMessage(), e);
+            throw new TransportException(Reason.UNAVAILABLE, "cannot open the local transport: " + e.getMessage(), e);
         }
         this.dispatcher = Thread.ofPlatform().daemon().name("ferry-local-" + address).unstarted(this::dispatchLoop);
         dispatcher.start();
@@ -98,7 +103,7 @@ final class LocalTransport implements Transport {
         if (config.bindPort() != 0) {
             String wanted = PREFIX + config.bindPort();
             if (REGISTRY.putIfAbsent(wanted, this) != null) {
-                throw new TransportException("cannot open the local transport on " + wanted + ": the address is in use");
+                throw new TransportException(Reason.UNAVAILABLE, "cannot open the local transport on " + wanted + ": the address is in use");
             }
             return wanted;
         }
@@ -130,14 +135,14 @@ final class LocalTransport implements Transport {
     @Override
     public Peer connect(String remote) {
         if (closed) {
-            throw new TransportException("transport " + address + " is closed");
+            throw new TransportException(Reason.CLOSED, "transport " + address + " is closed");
         }
         LocalPeer known = peers.get(remote);
         if (known != null && known.isOpen()) {
             return known;
         }
         if (remote.equals(address)) {
-            throw new TransportException("transport " + address + " cannot connect to itself");
+            throw new TransportException(Reason.BAD_INPUT, "transport " + address + " cannot connect to itself");
         }
         synchronized (CONNECT_LOCK) {
             known = peers.get(remote);
@@ -146,17 +151,17 @@ final class LocalTransport implements Transport {
             }
             LocalTransport target = REGISTRY.get(remote);
             if (target == null || target.closed) {
-                throw new TransportException("cannot connect to " + remote + ": no local transport listens there"
+                throw new TransportException(Reason.UNREACHABLE, "cannot connect to " + remote + ": no local transport listens there"
                         + (remote.startsWith(PREFIX) ? "" : " (local addresses are " + PREFIX + "<n>)"));
             }
             authenticate(target);
             if (!reserveLink()) {
-                throw new TransportException("cannot connect to " + remote + ": this process has " + config.maxLinks()
+                throw new TransportException(Reason.LIMIT_REACHED, "cannot connect to " + remote + ": this process has " + config.maxLinks()
                         + " links (maxLinks)");
             }
             if (!target.reserveLink()) {
                 releaseLink();
-                throw new TransportException("cannot connect to " + remote + ": it has " + target.config.maxLinks()
+                throw new TransportException(Reason.LIMIT_REACHED, "cannot connect to " + remote + ": it has " + target.config.maxLinks()
                         + " links (maxLinks)");
             }
             LocalPeer mine = new LocalPeer(this, remote);
@@ -229,7 +234,7 @@ final class LocalTransport implements Transport {
         try {
             buffer = allocator.tryAllocate(PoolKind.SEND, Math.max(1, length));
         } catch (IllegalStateException e) {
-            throw new TransportException("transport " + address + " is closed", e);
+            throw new TransportException(Reason.CLOSED, "transport " + address + " is closed", e);
         }
         return buffer == null ? null : taken(buffer, length);
     }
@@ -243,9 +248,9 @@ final class LocalTransport implements Transport {
             return null;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new TransportException("interrupted while waiting for a send buffer", e);
+            throw new TransportException(Reason.INTERRUPTED, "interrupted while waiting for a send buffer", e);
         } catch (IllegalStateException e) {
-            throw new TransportException("transport " + address + " is closed", e);
+            throw new TransportException(Reason.CLOSED, "transport " + address + " is closed", e);
         }
     }
 
@@ -435,7 +440,8 @@ final class LocalTransport implements Transport {
             closed = true;
             REGISTRY.remove(address, this);
         }
-        TransportException cause = new TransportException("transport " + address + " closed");
+        // Only the remote ends are told: to them this side is a peer that went away.
+        TransportException cause = new TransportException(Reason.PEER_FAILED, "transport " + address + " closed");
         for (LocalPeer peer : new ArrayList<>(peers.values())) {
             LocalConnection connection = peer.connection();
             boolean dialer = connection.dialer == peer;

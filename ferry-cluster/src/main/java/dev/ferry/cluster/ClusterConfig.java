@@ -1,0 +1,79 @@
+package dev.ferry.cluster;
+
+import java.util.Objects;
+
+/**
+ * Where a cluster lives in ZooKeeper and how it reacts, each tunable with its default and why.
+ *
+ * @param connectString          ZooKeeper servers, {@code host:port[,host:port...]}
+ * @param name                   the cluster's name: its znodes live under {@code /ferry/<name>}
+ * @param sessionTimeoutMillis   how long ZooKeeper waits for a silent member before its member node
+ *                               expires: the floor of failure detection (a killed server is seen
+ *                               gone this long plus about half a second later). Default 4 s: above
+ *                               a long GC pause of a small heap, far below a restart. The ZooKeeper
+ *                               server clamps it to [2, 20] x its tickTime
+ * @param connectionTimeoutMillis how long to wait for the first connection. Default 10 s
+ * @param maxGroupsPerMove       the largest slot move (in groups of 64 slots); bigger transfers run
+ *                               as several moves, one at a time, so that copying never swamps the
+ *                               push and pull traffic. Default 64 (a sixteenth of the slots)
+ */
+public record ClusterConfig(String connectString, String name, int sessionTimeoutMillis, int connectionTimeoutMillis,
+        int maxGroupsPerMove) {
+
+    /** Checks the values. */
+    public ClusterConfig {
+        Objects.requireNonNull(connectString, "connectString");
+        Objects.requireNonNull(name, "name");
+        if (connectString.isBlank() || name.isBlank() || name.contains("/")) {
+            throw new IllegalArgumentException("a cluster needs ZooKeeper servers and a name without '/': '"
+                    + connectString + "', '" + name + "'");
+        }
+        if (sessionTimeoutMillis < 100 || connectionTimeoutMillis < 100 || maxGroupsPerMove < 1) {
+            throw new IllegalArgumentException("timeouts must be >= 100 ms and moves >= 1 group: "
+                    + sessionTimeoutMillis + ", " + connectionTimeoutMillis + ", " + maxGroupsPerMove);
+        }
+    }
+
+    /** The defaults for a cluster {@code name} on {@code connectString}. */
+    public static ClusterConfig of(String connectString, String name) {
+        return new ClusterConfig(connectString, name, 4_000, 10_000, 64);
+    }
+
+    /**
+     * Parses {@code zk://host:port[,host:port...]/name}.
+     *
+     * @throws IllegalArgumentException if it is not of that form
+     */
+    public static ClusterConfig parse(String uri) {
+        Objects.requireNonNull(uri, "uri");
+        if (!uri.startsWith("zk://")) {
+            throw new IllegalArgumentException("a cluster address is zk://host:port[,host:port...]/name, not '" + uri + "'");
+        }
+        String rest = uri.substring("zk://".length());
+        int slash = rest.indexOf('/');
+        if (slash <= 0 || slash == rest.length() - 1) {
+            throw new IllegalArgumentException("a cluster address is zk://host:port[,host:port...]/name, not '" + uri + "'");
+        }
+        return of(rest.substring(0, slash), rest.substring(slash + 1));
+    }
+
+    /** This configuration with another session timeout. */
+    public ClusterConfig withSessionTimeoutMillis(int millis) {
+        return new ClusterConfig(connectString, name, millis, connectionTimeoutMillis, maxGroupsPerMove);
+    }
+
+    /** This configuration with another move size. */
+    public ClusterConfig withMaxGroupsPerMove(int groups) {
+        return new ClusterConfig(connectString, name, sessionTimeoutMillis, connectionTimeoutMillis, groups);
+    }
+
+    /** The {@code zk://} form. */
+    public String uri() {
+        return "zk://" + connectString + "/" + name;
+    }
+
+    /** The cluster's root znode. */
+    public String root() {
+        return "/ferry/" + name;
+    }
+}

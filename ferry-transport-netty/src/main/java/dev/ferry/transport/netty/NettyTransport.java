@@ -396,6 +396,11 @@ final class NettyTransport implements Transport {
         reposts.increment();
     }
 
+    @Override
+    public String provider() {
+        return "netty";
+    }
+
     /**
      * {@inheritDoc}
      *

@@ -20,6 +20,7 @@ import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.events.TransportEvents;
 import dev.ferry.transport.TransportException.Reason;
 import dev.ferry.transport.admission.DropLog;
 
@@ -269,6 +270,7 @@ final class LinkTable {
     private void markReady(Link link) {
         link.ready = true;
         linksOpen++;
+        TransportEvents.linkOpened(config.provider(), link.peer.address(), link.id, linksOpen);
         link.peer.ready.complete(null);
         transport.sends.activate(link);
     }
@@ -471,6 +473,7 @@ final class LinkTable {
             return;
         }
         transport.counters.linkFailures.increment();
+        TransportEvents.linkFailed(config.provider(), link.peer.address(), link.id, reason);
         LOG.log(System.Logger.Level.WARNING, "closing " + link + ": " + reason);
         teardown(link.peer, new TransportException(Reason.PEER_FAILED, link + " closed: " + reason), true);
     }
@@ -531,20 +534,5 @@ final class LinkTable {
             case OperationTable.READ -> transport.pulls.abandon((InboundFrame) target, bytes);
             default -> { }
         }
-    }
-
-    /** One line per link: its state, credits and queues; for diagnostics. */
-    String describe() {
-        StringBuilder b = new StringBuilder();
-        for (Link link : links) {
-            b.append(link).append(link.ready ? " ready" : " down").append(link.peer.failure() != null ? " failed" : "")
-                    .append(" granted=").append(link.granted).append(" window=").append(link.credits.window())
-                    .append(" peerHeld=").append(link.credits.peerHeld()).append(" owed=").append(link.credits.owed())
-                    .append(" available=").append(link.credits.available()).append(" queued=").append(link.queue.size())
-                    .append(" control=").append(link.control.size()).append(" reclaimPending=").append(link.reclaimPending)
-                    .append(" quietMs=").append((System.nanoTime() - link.lastArrivalNanos) / 1_000_000).append('\n');
-        }
-        return b.append("shared posted=").append(transport.credits.sharedPosted()).append(" granted=")
-                .append(transport.credits.sharedGranted()).toString();
     }
 }

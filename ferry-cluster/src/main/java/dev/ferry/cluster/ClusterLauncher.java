@@ -16,7 +16,8 @@ import dev.ferry.ps.net.PsServerMain;
  * A cluster on one host ({@code bin/ferry cluster start|add|remove}): the launcher process runs
  * an {@link EmbeddedZooKeeper} and the servers as child processes, and records in its directory
  * what later commands need ({@code cluster.properties}: the ZooKeeper address and transport;
- * {@code <id>.pid} and {@code <id>.log} for servers added later). Servers register, elect a
+ * {@code <id>.pid} and {@code <id>.log} for servers added later; {@code checkpoints/<id>}, where
+ * {@code PsClient.checkpoint()} writes and from where a dead server's groups are restored). Servers register, elect a
  * controller and move slots exactly as on many hosts.
  */
 public final class ClusterLauncher implements AutoCloseable {
@@ -60,7 +61,7 @@ public final class ClusterLauncher implements AutoCloseable {
             }
             out.println("ZooKeeper (embedded) at " + zk.connectString() + "; cluster " + config.uri());
             for (int i = 0; i < servers; i++) {
-                launcher.children.add(startChild(config, "s" + i, i, transport));
+                launcher.children.add(startChild(config, "s" + i, i, transport, directory.resolve("checkpoints")));
             }
             for (ChildJvm child : launcher.children) {
                 child.expect(ClusterServerMain.JOINED, ChildJvm.startMillis(30_000));
@@ -98,7 +99,7 @@ public final class ClusterLauncher implements AutoCloseable {
             }
             String id = "s" + n;
             ClusterServerMain.Options o = new ClusterServerMain.Options(config, id, 0, bindHost(n, transport), transport,
-                    null, false, true);
+                    directory.resolve("checkpoints"), false, true);
             ProcessBuilder builder = new ProcessBuilder(ChildJvm.javaCommand(
                     ChildJvm.serverJvmOptions(List.of("-Xmx512m")), ClusterServerMain.class.getName(), o.toArgs()));
             builder.redirectErrorStream(true).redirectOutput(directory.resolve(id + ".log").toFile())
@@ -167,9 +168,9 @@ public final class ClusterLauncher implements AutoCloseable {
         zk.close();
     }
 
-    private static ChildJvm startChild(ClusterConfig config, String id, int n, String transport) {
+    private static ChildJvm startChild(ClusterConfig config, String id, int n, String transport, Path checkpoints) {
         ClusterServerMain.Options o = new ClusterServerMain.Options(config, id, 0, bindHost(n, transport), transport,
-                null, true, true);
+                checkpoints, true, true);
         ChildJvm child = ChildJvm.start(ChildJvm.javaCommand(ChildJvm.serverJvmOptions(List.of("-Xmx512m")),
                 ClusterServerMain.class.getName(), o.toArgs()), id);
         child.expect(PsServerMain.LISTENING, ChildJvm.startMillis(30_000));

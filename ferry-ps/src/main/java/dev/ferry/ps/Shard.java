@@ -20,7 +20,13 @@ import java.util.concurrent.locks.ReentrantLock;
  * </pre>
  * Rows are never deleted, so a row number stays valid for the life of the shard and growing the
  * index rehashes only the 16-byte entries (the ids are read back from the rows). Rows of a
- * chunk are contiguous, so a snapshot is one copy per chunk.
+ * chunk are contiguous, so a snapshot is one copy per chunk. Chunks double from about 256 KiB
+ * (small tables stay small) up to the first size of at least 2 MiB, then stay there; those, and
+ * indexes of 2 MiB or more, are mapped for transparent huge pages ({@link RowMemory}):
+ * <pre>
+ *  chunk  0     1      2       ...  g-1            g, g+1, ...
+ *  rows   b     2b     4b           b 2^(g-1)      b 2^g each (>= 2 MiB, huge pages)
+ * </pre>
  *
  * <p>Writers hold {@link #lock}; every method but the optimistic readers is called with it held.
  * Readers may instead read without the lock, as a seqlock: {@link #readVersion}, then
@@ -55,7 +61,12 @@ final class Shard {
 
     final ReentrantLock lock = new ReentrantLock();
     private final long rowBytes;
-    private final int chunkShift;
+    /** Rows of chunk 0: {@code 1 << baseShift}. */
+    private final int baseShift;
+    /** Chunks that double; later ones have {@code 1 << (baseShift + growth)} rows. */
+    private final int growth;
+    /** Rows in the doubling chunks. */
+    private final int firstFixedRow;
     private final Arena rowArena = Arena.ofShared();
     private MemorySegment[] chunks = new MemorySegment[4];
     private int chunkCount;
@@ -69,7 +80,13 @@ final class Shard {
 
     Shard(long rowBytes) {
         this.rowBytes = rowBytes;
-        this.chunkShift = 63 - Long.numberOfLeadingZeros(Math.max(1, CHUNK_TARGET_BYTES / rowBytes));
+        this.baseShift = 63 - Long.numberOfLeadingZeros(Math.max(1, CHUNK_TARGET_BYTES / rowBytes));
+        int top = baseShift;
+        while ((rowBytes << top) < RowMemory.HUGE_PAGE && top < 30) {
+            top++;
+        }
+        this.growth = top - baseShift;
+        this.firstFixedRow = ((1 << growth) - 1) << baseShift;
         newIndex(MIN_INDEX_ENTRIES);
     }
 
@@ -123,7 +140,7 @@ final class Shard {
      */
     boolean copyQuietly(int row, long from, MemorySegment out, long at, long bytes) {
         MemorySegment[] all = chunks;
-        int c = row >>> chunkShift;
+        int c = chunkIndex(row);
         MemorySegment chunk = c < all.length ? all[c] : null;
         if (chunk == null) {
             return false;
@@ -143,12 +160,13 @@ final class Shard {
             rehash(entries * 2);
         }
         int row = rows;
-        int chunk = row >>> chunkShift;
+        int chunk = chunkIndex(row);
         if (chunk == chunkCount) {
             if (chunkCount == chunks.length) {
                 chunks = Arrays.copyOf(chunks, chunkCount * 2);
             }
-            chunks[chunkCount++] = rowArena.allocate(rowBytes << chunkShift, Long.BYTES);
+            chunks[chunkCount] = RowMemory.allocate(rowArena, chunkRows(chunkCount) * rowBytes);
+            chunkCount++;
         }
         rows++;
         insert(id, hash, row);
@@ -157,12 +175,33 @@ final class Shard {
 
     /** The chunk that holds {@code row}. */
     MemorySegment chunk(int row) {
-        return chunks[row >>> chunkShift];
+        return chunks[chunkIndex(row)];
     }
 
     /** The offset of {@code row} in its chunk. */
     long offset(int row) {
-        return (row & ((1L << chunkShift) - 1)) * rowBytes;
+        if (row < firstFixedRow) {
+            return (long) (row - firstRow(chunkIndex(row))) * rowBytes;
+        }
+        return (long) ((row - firstFixedRow) & ((1 << (baseShift + growth)) - 1)) * rowBytes;
+    }
+
+    private int chunkIndex(int row) {
+        if (row < firstFixedRow) {
+            return 31 - Integer.numberOfLeadingZeros((row >>> baseShift) + 1);
+        }
+        return growth + ((row - firstFixedRow) >>> (baseShift + growth));
+    }
+
+    private long chunkRows(int chunk) {
+        return 1L << (baseShift + Math.min(chunk, growth));
+    }
+
+    private int firstRow(int chunk) {
+        if (chunk < growth) {
+            return ((1 << chunk) - 1) << baseShift;
+        }
+        return firstFixedRow + ((chunk - growth) << (baseShift + growth));
     }
 
     int rows() {
@@ -170,16 +209,20 @@ final class Shard {
     }
 
     long reservedBytes() {
-        return closed ? 0 : chunkCount * (rowBytes << chunkShift) + index.byteSize();
+        long bytes = index.byteSize();
+        for (int c = 0; c < chunkCount; c++) {
+            bytes += chunkRows(c) * rowBytes;
+        }
+        return closed ? 0 : bytes;
     }
 
     /** A copy of all rows, in row order, allocated from {@code arena}. */
     MemorySegment snapshot(Arena arena) {
         MemorySegment copy = arena.allocate(Math.max(1, rows * rowBytes), Long.BYTES).asSlice(0, rows * rowBytes);
-        long chunkRows = 1L << chunkShift;
         for (int c = 0; c < chunkCount; c++) {
-            long n = Math.min(chunkRows, rows - c * chunkRows);
-            MemorySegment.copy(chunks[c], 0, copy, c * chunkRows * rowBytes, n * rowBytes);
+            long first = firstRow(c);
+            long n = Math.min(chunkRows(c), rows - first);
+            MemorySegment.copy(chunks[c], 0, copy, first * rowBytes, n * rowBytes);
         }
         return copy;
     }
@@ -213,13 +256,13 @@ final class Shard {
 
     private void newIndex(long entries) {
         indexArena = Arena.ofShared();
-        index = indexArena.allocate(entries * INDEX_ENTRY_BYTES, Long.BYTES);
+        index = RowMemory.allocate(indexArena, entries * INDEX_ENTRY_BYTES);
     }
 
     /** A new generation, filled before readers can see it; the old one is freed. */
     private void rehash(long entries) {
         Arena fresh = Arena.ofShared();
-        MemorySegment next = fresh.allocate(entries * INDEX_ENTRY_BYTES, Long.BYTES);
+        MemorySegment next = RowMemory.allocate(fresh, entries * INDEX_ENTRY_BYTES);
         for (int row = 0; row < rows; row++) {
             long id = chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.ID_OFFSET);
             insert(next, id, Slots.mix(id), row);

@@ -12,7 +12,9 @@ import picocli.CommandLine.Spec;
         mixinStandardHelpOptions = true,
         version = "ferry 0.1.0-SNAPSHOT",
         description = "Ferry: a JVM communication layer over RDMA-class fabrics (libfabric), and a parameter server on it.",
-        subcommands = {BenchCommand.class, DemoCommand.class, ServerCommand.class, CommandLine.HelpCommand.class},
+        subcommands = {BenchCommand.class, ClusterCommand.class, DemoCommand.class, ServerCommand.class,
+                StatCommand.class,
+                CommandLine.HelpCommand.class},
         footer = {"", "Examples:",
                 "  ferry demo",
                 "  ferry bench pingpong --provider shm --size 64 --iterations 20000",
@@ -31,7 +33,7 @@ public final class FerryCommand implements Runnable {
 
     @Override
     public void run() {
-        throw new ParameterException(spec.commandLine(), "missing command: bench, demo or server");
+        throw new ParameterException(spec.commandLine(), "missing command: bench, cluster, demo, server or stat");
     }
 
     /** Runs the command line and exits with its status. */

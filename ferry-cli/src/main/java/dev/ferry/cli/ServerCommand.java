@@ -22,7 +22,8 @@ import picocli.CommandLine.Spec;
         footer = {"", "Examples:",
                 "  FERRY_RPC_SECRET=... ferry server --port 7001 --transport shm --checkpoint-dir /var/lib/ferry/ps0",
                 "  ferry server --transport netty --index 1 --servers 2 --no-auth",
-                "  ferry server --serving --checkpoint-dir /var/lib/ferry/ps0 --no-auth"})
+                "  ferry server --serving --checkpoint-dir /var/lib/ferry/ps0 --no-auth",
+                "  ferry server --cluster zk://zk1:2181,zk2:2181,zk3:2181/prod --id ps-7 --transport tcp"})
 public final class ServerCommand implements Callable<Integer> {
 
     @Spec
@@ -61,12 +62,51 @@ public final class ServerCommand implements Callable<Integer> {
     @Option(names = "--no-auth", description = "No RPC authentication: for a demo on one host only.")
     private boolean noAuth;
 
+    @Option(names = "--metrics-port", paramLabel = "<port>",
+            description = "Serve Prometheus metrics on http://<metrics-host>:<port>/metrics and readiness on /healthz "
+                    + "(200 once the tables are restored and the listener is up, 503 before). Default: off.")
+    private Integer metricsPort;
+
+    @Option(names = "--metrics-host", paramLabel = "<host>", defaultValue = "127.0.0.1",
+            description = "Address the metrics endpoint listens on (0.0.0.0 for a remote Prometheus). "
+                    + "Default: ${DEFAULT-VALUE}.")
+    private String metricsHost;
+
+    @Option(names = {"--cluster", "--zookeeper"}, paramLabel = "<zk://host:port/name>",
+            description = "Join a cluster run by a controller on ZooKeeper (zk://host:port[,host:port...]/name) "
+                    + "instead of a fixed one: --index and --servers are then ignored.")
+    private String cluster;
+
+    @Option(names = "--id", paramLabel = "<id>",
+            description = "The member id in the --cluster, stable across restarts. Default: the host name and port.")
+    private String id;
+
+    @Option(names = "--session-timeout", paramLabel = "<ms>", defaultValue = "4000",
+            description = "ZooKeeper session timeout of a --cluster member: how long a dead server goes unnoticed. "
+                    + "Default: ${DEFAULT-VALUE}.")
+    private int sessionTimeout;
+
     @Option(names = "--exit-on-stdin-eof", hidden = true,
             description = "Exit when standard input closes (a child of a launcher).")
     private boolean exitOnStdinEof;
 
     @Override
     public Integer call() {
+        if (cluster != null && metricsPort != null) {
+            throw new ParameterException(spec.commandLine(), "--metrics-port is not served with --cluster yet");
+        }
+        if (cluster != null) {
+            dev.ferry.cluster.ClusterServerMain.Options member;
+            try {
+                String memberId = id != null ? id : java.net.InetAddress.getLocalHost().getHostName() + "-" + port;
+                member = new dev.ferry.cluster.ClusterServerMain.Options(dev.ferry.cluster.ClusterConfig.parse(cluster)
+                        .withSessionTimeoutMillis(sessionTimeout), memberId, port, bindHost, transport, checkpointDir,
+                        exitOnStdinEof, noAuth);
+            } catch (IllegalArgumentException | java.io.IOException e) {
+                throw new ParameterException(spec.commandLine(), e.getMessage(), e);
+            }
+            return dev.ferry.cluster.ClusterServerMain.serve(member, System.out, System.err);
+        }
         PsServerMain.Options options;
         try {
             options = new PsServerMain.Options(port, bindHost, transport, checkpointDir, serving, index, servers,
@@ -74,7 +114,22 @@ public final class ServerCommand implements Callable<Integer> {
         } catch (IllegalArgumentException e) {
             throw new ParameterException(spec.commandLine(), e.getMessage(), e);
         }
-        return PsServerMain.serve(options, System.out, System.err);
+        if (metricsPort == null) {
+            return PsServerMain.serve(options, System.out, System.err);
+        }
+        MetricsEndpoint endpoint;
+        try {
+            endpoint = MetricsEndpoint.start(metricsHost, metricsPort);
+        } catch (RuntimeException e) {
+            System.err.println("ferry server: " + e.getMessage());
+            return 1;
+        }
+        System.err.println("ferry server: metrics on http://" + endpoint.address() + "/metrics");
+        try {
+            return PsServerMain.serve(options, System.out, System.err, endpoint);
+        } finally {
+            endpoint.close();
+        }
     }
 
     /** Runs {@code ferry server} alone (until the launcher registers it). */

@@ -22,10 +22,11 @@ import dev.ferry.ps.net.RoutingTable;
  *
  * <p>Bytes in ZooKeeper (big-endian, {@link DataOutputStream}):
  * <pre>
- *  magic i32 'FRYA' | layout version i32 (1) | generation i64 | controller epoch i64 | next move id i64
+ *  magic i32 'FRYA' | layout version i32 (2; 1 had no restores) | generation i64 | controller epoch i64 | next move id i64
  *  members i32, then per member: id (modified UTF-8), address (modified UTF-8)
  *  owners: GROUPS x u16, the index of the owner among the members, 0xFFFF for none
  *  move: present u8, then id i64, from index u16, to index u16, groups i32, groups x u16
+ *  restores i32, then per entry: group u16, the dead owner's id (modified UTF-8)
  * </pre>
  * A 1,024-group table with ten members takes about 2.5 KB, far below ZooKeeper's 1 MiB limit.
  *
@@ -36,12 +37,15 @@ import dev.ferry.ps.net.RoutingTable;
  *                        first member joins)
  * @param addresses       member id to the address clients call it at; has every owner
  * @param move            the move in flight, or null
+ * @param restoreFrom     groups reassigned because their owner died, to that owner's id: the new
+ *                        owner restores their rows from the dead owner's last checkpoint before it
+ *                        serves them. An entry lasts until the group moves or is reassigned again
  */
 public record Assignment(long generation, long controllerEpoch, long nextMoveId, List<String> owners,
-        Map<String, String> addresses, Move move) {
+        Map<String, String> addresses, Move move, Map<Integer, String> restoreFrom) {
 
     private static final int MAGIC = 0x46525941;
-    private static final int LAYOUT = 1;
+    private static final int LAYOUT = 2;
     private static final int NONE = 0xFFFF;
 
     /** Checks the values. */
@@ -52,6 +56,12 @@ public record Assignment(long generation, long controllerEpoch, long nextMoveId,
         }
         owners = Collections.unmodifiableList(new ArrayList<>(owners));
         addresses = Collections.unmodifiableMap(new TreeMap<>(addresses));
+        restoreFrom = Collections.unmodifiableMap(new TreeMap<>(restoreFrom));
+        for (int g : restoreFrom.keySet()) {
+            if (g < 0 || g >= RoutingTable.GROUPS) {
+                throw new IllegalArgumentException("a restore of group " + g + ", outside [0, " + RoutingTable.GROUPS + ")");
+            }
+        }
         for (String owner : owners) {
             if (owner != null && !addresses.containsKey(owner)) {
                 throw new IllegalArgumentException("owner " + owner + " has no address");
@@ -64,7 +74,7 @@ public record Assignment(long generation, long controllerEpoch, long nextMoveId,
 
     /** The table before any member joined: generation 0, every group unowned. */
     public static Assignment empty() {
-        return new Assignment(0, 0, 1, Arrays.asList(new String[RoutingTable.GROUPS]), Map.of(), null);
+        return new Assignment(0, 0, 1, Arrays.asList(new String[RoutingTable.GROUPS]), Map.of(), null, Map.of());
     }
 
     /** The owner of {@code group}, or null. */
@@ -137,6 +147,11 @@ public record Assignment(long generation, long controllerEpoch, long nextMoveId,
                     out.writeShort(g);
                 }
             }
+            out.writeInt(restoreFrom.size());
+            for (Map.Entry<Integer, String> e : restoreFrom.entrySet()) {
+                out.writeShort(e.getKey());
+                out.writeUTF(e.getValue());
+            }
         } catch (IOException e) {
             throw new IllegalStateException(e);
         }
@@ -155,8 +170,8 @@ public record Assignment(long generation, long controllerEpoch, long nextMoveId,
                 throw new IllegalArgumentException("not a Ferry assignment (" + data.length + " bytes)");
             }
             int layout = in.readInt();
-            if (layout != LAYOUT) {
-                throw new IllegalArgumentException("assignment layout " + layout + "; this build reads " + LAYOUT);
+            if (layout != LAYOUT && layout != 1) {
+                throw new IllegalArgumentException("assignment layout " + layout + "; this build reads 1 and " + LAYOUT);
             }
             long generation = in.readLong();
             long epoch = in.readLong();
@@ -194,7 +209,15 @@ public record Assignment(long generation, long controllerEpoch, long nextMoveId,
                 }
                 move = new Move(id, from, to, groups);
             }
-            return new Assignment(generation, epoch, nextMoveId, Arrays.asList(owners), addresses, move);
+            Map<Integer, String> restore = new TreeMap<>();
+            int restores = layout == 1 ? 0 : in.readInt();
+            if (restores < 0 || restores > RoutingTable.GROUPS) {
+                throw new IllegalArgumentException("an assignment with " + restores + " restores");
+            }
+            for (int i = 0; i < restores; i++) {
+                restore.put(in.readUnsignedShort(), in.readUTF());
+            }
+            return new Assignment(generation, epoch, nextMoveId, Arrays.asList(owners), addresses, move, restore);
         } catch (IOException | IndexOutOfBoundsException e) {
             throw new IllegalArgumentException("a truncated or corrupt assignment of " + data.length + " bytes", e);
         }

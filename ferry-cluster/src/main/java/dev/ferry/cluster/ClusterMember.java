@@ -47,6 +47,7 @@ public final class ClusterMember implements AutoCloseable {
     private final ClusterPaths paths;
     private final MemberInfo info;
     private final PsServer server;
+    private final java.nio.file.Path checkpointRoot;
     private final CuratorFramework zk;
     private final ScheduledExecutorService events;
     private final ExecutorService mover;
@@ -62,11 +63,12 @@ public final class ClusterMember implements AutoCloseable {
     private volatile Assignment assignment;
     private volatile boolean draining;
 
-    private ClusterMember(ClusterConfig config, MemberInfo info, PsServer server) {
+    private ClusterMember(ClusterConfig config, MemberInfo info, PsServer server, java.nio.file.Path checkpointRoot) {
         this.config = config;
         this.paths = new ClusterPaths(config);
         this.info = info;
         this.server = server;
+        this.checkpointRoot = checkpointRoot;
         this.zk = client(config);
         this.events = Executors.newSingleThreadScheduledExecutor(Thread.ofPlatform().daemon()
                 .name("ferry-cluster-" + info.id()).factory());
@@ -111,7 +113,18 @@ public final class ClusterMember implements AutoCloseable {
      * @throws IllegalStateException if ZooKeeper cannot be reached within the connection timeout
      */
     public static ClusterMember join(ClusterConfig config, MemberInfo info, PsServer server) {
-        ClusterMember member = new ClusterMember(config, info, server);
+        return join(config, info, server, null);
+    }
+
+    /**
+     * {@link #join(ClusterConfig, MemberInfo, PsServer)}, where every member checkpoints into
+     * {@code checkpointRoot/<its id>}: groups this member gets because their owner died are
+     * restored from that owner's newest checkpoint there before it serves them (null: they
+     * restart from their initial values).
+     */
+    public static ClusterMember join(ClusterConfig config, MemberInfo info, PsServer server,
+            java.nio.file.Path checkpointRoot) {
+        ClusterMember member = new ClusterMember(config, info, server, checkpointRoot);
         try {
             member.start();
             return member;
@@ -220,6 +233,7 @@ public final class ClusterMember implements AutoCloseable {
                 if (assignment == null || a.generation() > assignment.generation()) {
                     assignment = a;
                     if (!a.addresses().isEmpty()) {
+                        restoreOrphans(a);
                         server.install(a.routingTable());
                     }
                     followMoves(a);
@@ -273,6 +287,68 @@ public final class ClusterMember implements AutoCloseable {
         } catch (Exception e) {
             LOG.log(Level.WARNING, "member " + info.id() + ": could not report " + move, e);
         }
+    }
+
+    /**
+     * Event thread, before {@code a} is installed: the groups {@code a} gives this member because
+     * their owner died get their rows from that owner's newest checkpoint (stale rows of earlier
+     * ownership reset first). Nothing is served from them before.
+     */
+    private void restoreOrphans(Assignment a) {
+        dev.ferry.ps.net.RoutingTable current = server.routingTable();
+        int self = server.index();
+        java.util.Map<String, boolean[]> byOwner = new java.util.TreeMap<>();
+        a.restoreFrom().forEach((g, dead) -> {
+            boolean mineNow = current != null && self >= 0 && current.ownerOfGroup(g) == self;
+            if (info.id().equals(a.owner(g)) && !mineNow) {
+                byOwner.computeIfAbsent(dead, d -> new boolean[dev.ferry.ps.net.RoutingTable.GROUPS])[g] = true;
+            }
+        });
+        byOwner.forEach((dead, groups) -> {
+            java.util.function.LongPredicate inGroups = id -> groups[dev.ferry.ps.net.RoutingTable.groupOf(id)];
+            dev.ferry.ps.ParameterServer ps = server.parameterServer();
+            for (var stats : ps.stats()) {
+                try {
+                    dev.ferry.ps.RowTransfer.reset(ps.table(stats.name()), inGroups);
+                } catch (PsException dense) {
+                    // dense tensors do not move with groups
+                }
+            }
+            java.nio.file.Path dir = checkpointRoot == null ? null : checkpointRoot.resolve(dead);
+            if (dir == null || !java.nio.file.Files.isDirectory(dir)) {
+                LOG.warning(() -> "member " + info.id() + ": groups of " + dead + " restart from their initial values"
+                        + " (no checkpoint directory " + dir + ")");
+                return;
+            }
+            long start = System.nanoTime();
+            long[] rows = {0};
+            try (dev.ferry.ps.ParameterServer restored = dev.ferry.ps.ParameterServer.open(
+                    dev.ferry.ps.PsConfig.defaults(), dir)) {
+                for (var stats : restored.stats()) {
+                    dev.ferry.ps.SparseTable from;
+                    try {
+                        from = restored.table(stats.name());
+                    } catch (PsException dense) {
+                        continue;
+                    }
+                    dev.ferry.ps.SparseTable to;
+                    try {
+                        to = ps.table(stats.name());
+                    } catch (PsException unknown) {
+                        to = ps.createTable(from.config());
+                    }
+                    dev.ferry.ps.SparseTable target = to;
+                    dev.ferry.ps.RowTransfer.export(from, inGroups, 1 << 20,
+                            run -> rows[0] += dev.ferry.ps.RowTransfer.merge(target, run));
+                }
+                String source = restored.restoredFrom().map(Object::toString).orElse("no checkpoint");
+                LOG.info(() -> "member " + info.id() + ": restored " + rows[0] + " rows of " + dead + "'s groups from "
+                        + source + " in " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) + " ms");
+            } catch (RuntimeException e) {
+                LOG.log(Level.WARNING, "member " + info.id() + ": could not restore the groups of " + dead
+                        + " from " + dir + "; they restart from their initial values", e);
+            }
+        });
     }
 
     /** Handler thread: a client created a table here; record it for members that join later. */

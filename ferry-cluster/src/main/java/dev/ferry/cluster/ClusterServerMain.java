@@ -50,7 +50,9 @@ public final class ClusterServerMain {
      * @param port           the transport's port; 0 picks a free one
      * @param bindHost       where it listens (on shm also the region's name: one per process)
      * @param transport      shm, tcp or netty
-     * @param checkpointDir  where {@code CHECKPOINT} writes; null for none
+     * @param checkpointDir  the cluster's checkpoint root: this member writes into
+ *                       {@code <dir>/<id>} and restores the groups of a dead member from
+ *                       {@code <dir>/<its id>}; null for none (they restart empty)
      * @param exitOnStdinEof exit when standard input closes (a child of a launcher)
      * @param noAuth         no RPC authentication
      */
@@ -138,7 +140,8 @@ public final class ClusterServerMain {
         if (options.noAuth()) {
             rpc = rpc.withoutAuthentication();
         }
-        PsServer server = PsServer.openMember(ps, options.id(), options.checkpointDir(), rpc, false);
+        Path own = options.checkpointDir() == null ? null : options.checkpointDir().resolve(options.id());
+        PsServer server = PsServer.openMember(ps, options.id(), own, rpc, false);
         String address;
         try {
             address = server.listen(PsServerMain.withBindHost(TransportConfig.defaults(options.transport()),
@@ -154,7 +157,8 @@ public final class ClusterServerMain {
         ClusterMember member;
         try {
             member = ClusterMember.join(options.cluster(), new MemberInfo(options.id(), System.nanoTime(), host(),
-                    Map.of(options.transport(), address), Runtime.getRuntime().maxMemory()), server);
+                    Map.of(options.transport(), address), Runtime.getRuntime().maxMemory()), server,
+                    options.checkpointDir());
         } catch (RuntimeException e) {
             err.println("ferry server: " + e.getMessage());
             server.close();

@@ -75,9 +75,14 @@ public final class Planner {
                 counts.merge(o, 1, Integer::sum);
             }
         }
-        // Failover: orphans to the eligible member with the fewest groups (lowest id on ties).
+        // Failover: orphans to the eligible member with the fewest groups (lowest id on ties); the
+        // new owner restores them from the dead owner's last checkpoint.
+        Map<Integer, String> restore = new TreeMap<>(current.restoreFrom());
         for (int g = 0; g < owners.length; g++) {
             if (owners[g] == null || !live.containsKey(owners[g])) {
+                if (owners[g] != null) {
+                    restore.put(g, owners[g]);
+                }
                 String to = eligible.stream().min(Comparator.comparingInt((String m) -> counts.get(m))
                         .thenComparing(Comparator.naturalOrder())).orElseThrow();
                 owners[g] = to;
@@ -91,10 +96,10 @@ public final class Planner {
         }
         Map<String, String> addresses = new TreeMap<>(live);
         boolean changed = !Arrays.asList(owners).equals(current.owners()) || !addresses.equals(current.addresses())
-                || !Objects.equals(move, current.move());
+                || !Objects.equals(move, current.move()) || !restore.equals(current.restoreFrom());
         Assignment next = changed
                 ? new Assignment(current.generation() + 1, epoch, current.nextMoveId(), Arrays.asList(owners),
-                        addresses, move)
+                        addresses, move, restore)
                 : current;
         if (move != null) {
             return new Plan(next, List.of());
@@ -167,11 +172,13 @@ public final class Planner {
     public static Assignment flip(Assignment assignment, long epoch) {
         Move move = Objects.requireNonNull(assignment.move(), "no move in flight");
         String[] owners = assignment.owners().toArray(String[]::new);
+        Map<Integer, String> restore = new TreeMap<>(assignment.restoreFrom());
         for (int g : move.groups()) {
             owners[g] = move.to();
+            restore.remove(g); // the rows came with the move
         }
         return new Assignment(assignment.generation() + 1, epoch, assignment.nextMoveId(), Arrays.asList(owners),
-                assignment.addresses(), null);
+                assignment.addresses(), null, restore);
     }
 
     /** {@code assignment} with {@code move} started, one generation later. */
@@ -180,12 +187,12 @@ public final class Planner {
             throw new IllegalStateException("a move is in flight: " + assignment.move());
         }
         return new Assignment(assignment.generation() + 1, epoch, Math.max(assignment.nextMoveId(), move.id() + 1),
-                assignment.owners(), assignment.addresses(), move);
+                assignment.owners(), assignment.addresses(), move, assignment.restoreFrom());
     }
 
     /** {@code assignment} with its move dropped (failed), one generation later. */
     public static Assignment cancel(Assignment assignment, long epoch) {
         return new Assignment(assignment.generation() + 1, epoch, assignment.nextMoveId(), assignment.owners(),
-                assignment.addresses(), null);
+                assignment.addresses(), null, assignment.restoreFrom());
     }
 }

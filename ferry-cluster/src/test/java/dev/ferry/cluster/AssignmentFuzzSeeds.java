@@ -27,9 +27,10 @@ public final class AssignmentFuzzSeeds {
         for (int g = 0; g < RoutingTable.GROUPS; g++) {
             owners.add(g % 3 == 0 ? "a" : g % 3 == 1 ? "b" : "c");
         }
-        Assignment three = new Assignment(7, 2, 5, owners, addresses, null);
+        Assignment three = new Assignment(7, 2, 5, owners, addresses, null, Map.of());
         Files.write(dir.resolve("three-members"), three.encode());
-        Assignment moving = new Assignment(8, 2, 6, owners, addresses, new Move(5, "a", "c", new int[] {0, 3, 6}));
+        Assignment moving = new Assignment(8, 2, 6, owners, addresses, new Move(5, "a", "c", new int[] {0, 3, 6}),
+                Map.of(9, "d"));
         Files.write(dir.resolve("three-members-moving"), moving.encode());
     }
 }

@@ -22,9 +22,10 @@ import dev.ferry.transport.TransportConfig;
 
 /**
  * A member server process killed with SIGKILL: its member node expires after the session
- * timeout (measured), the controller gives its groups to the others, and the same client's next
- * push and pull succeed (retried through the failover). The killed server's rows restart from
- * their initial values (no replicas yet); every other row keeps exactly its acknowledged pushes.
+ * timeout (measured), the controller gives its groups to the others, which restore their rows
+ * from the killed server's last checkpoint, and the same client's next push and pull succeed
+ * (retried through the failover). The killed server's pushes since its checkpoint are lost (no
+ * replicas yet); every other row keeps exactly its acknowledged pushes.
  */
 class ClusterKillTest {
 
@@ -32,7 +33,8 @@ class ClusterKillTest {
     private static final int KEYS = 256;
 
     @Test
-    void killedServerIsReplacedAndTheClientRecovers() throws Exception {
+    void killedServerIsReplacedAndTheClientRecovers(@org.junit.jupiter.api.io.TempDir java.nio.file.Path checkpoints)
+            throws Exception {
         try (TestingServer zk = new TestingServer(ClusterTest.spec(), true)) {
             ClusterConfig config = ClusterConfig.of(zk.getConnectString(), "kill")
                     .withSessionTimeoutMillis(SESSION_MILLIS).withMaxGroupsPerMove(1024);
@@ -41,7 +43,7 @@ class ClusterKillTest {
             try (ClusterAdmin admin = ClusterAdmin.connect(config)) {
                 for (int i = 0; i < 3; i++) {
                     ClusterServerMain.Options o = new ClusterServerMain.Options(config, "s" + i, 0, "127.0.0.1", "tcp",
-                            null, true, true);
+                            checkpoints, true, true);
                     ChildJvm child = ChildJvm.start(ChildJvm.javaCommand(List.of("-Xmx256m", "-XX:+UseSerialGC"),
                             ClusterServerMain.class.getName(), o.toArgs()), "s" + i);
                     children.add(child);
@@ -64,6 +66,9 @@ class ClusterKillTest {
                         java.util.Arrays.fill(grads, -round);
                         client.push("t", ids, grads); // rows: 1 + 2 + 3 = 6
                     }
+                    assertEquals(3, client.checkpoint().size());
+                    java.util.Arrays.fill(grads, -4);
+                    client.push("t", ids, grads); // 10, but lost on the killed server: not checkpointed
                     RoutingTable before = client.routingTable();
                     int victim = before.indexOf("s1");
                     children.get(1).kill();
@@ -78,13 +83,15 @@ class ClusterKillTest {
                     for (int i = 0; i < KEYS; i++) {
                         boolean lost = before.slots().serverOf(ids[i]) == victim;
                         moved += lost ? 1 : 0;
-                        assertEquals(lost ? 10f : 16f, rows[i], "id " + i + (lost ? " (on the killed server)" : ""));
+                        // The killed server's rows: the checkpoint's 6, then 10; the others 6 + 4 + 10.
+                        assertEquals(lost ? 16f : 20f, rows[i], "id " + i + (lost ? " (on the killed server)" : ""));
                     }
                     assertTrue(moved > 0);
                     Members.await(() -> balanced(admin.status(), 2), "two balanced members");
                     assertFalse(admin.status().members().containsKey("s1"));
                     System.out.printf("[cluster] SIGKILL with a %d ms session: member node gone after %d ms, first push"
-                            + " on its groups acknowledged %d ms after the kill (%d of %d ids restarted), %d retries%n",
+                            + " on its groups acknowledged %d ms after the kill (%d of %d ids restored from its checkpoint),"
+                            + " %d retries%n",
                             SESSION_MILLIS, expiredMillis, recoveredMillis, moved, KEYS, client.retries());
                 }
             } finally {
@@ -96,17 +103,6 @@ class ClusterKillTest {
     }
 
     static boolean balanced(ClusterAdmin.Status s, int n) {
-        Assignment a = s.assignment();
-        if (a.move() != null || s.members().size() != n) {
-            return false;
-        }
-        int lo = RoutingTable.GROUPS / n;
-        for (String id : s.members().keySet()) {
-            int g = a.groupCount(id);
-            if (g < lo || g > lo + 1) {
-                return false;
-            }
-        }
-        return true;
+        return ClusterLauncher.balanced(s, n);
     }
 }

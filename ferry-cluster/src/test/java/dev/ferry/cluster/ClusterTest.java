@@ -39,15 +39,28 @@ class ClusterTest {
                     client.createTable(TableConfig.of("t", Workload.DIM, Optimizer.sgd(1)));
                     try (Workload load = new Workload(client, "t", 512, 3)) {
                         load.awaitPushes(100);
-                        Members.Member c = members.start("c");
-                        members.awaitBalanced(List.of("a", "b", "c"));
-                        load.awaitPushes(100);
-                        long drainStart = System.nanoTime();
-                        b.membership().drain().get(30, TimeUnit.SECONDS);
-                        long drainMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - drainStart);
-                        members.stop(b);
-                        members.awaitBalanced(List.of("a", "c"));
-                        load.awaitPushes(100);
+                        // CI: one join and one clean leave; -Pfull: several rounds of both.
+                        int rounds = "full".equals(System.getProperty("ferry.test.scale")) ? 6 : 1;
+                        long drainMillis = 0;
+                        Members.Member leaving = b;
+                        List<String> staying = List.of("a");
+                        for (int round = 0; round < rounds; round++) {
+                            Members.Member joined = members.start("c" + round);
+                            List<String> all = new java.util.ArrayList<>(staying);
+                            all.add(leaving.id());
+                            all.add(joined.id());
+                            members.awaitBalanced(all);
+                            load.awaitPushes(100);
+                            long drainStart = System.nanoTime();
+                            leaving.membership().drain().get(30, TimeUnit.SECONDS);
+                            drainMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - drainStart);
+                            members.stop(leaving);
+                            all.remove(leaving.id());
+                            members.awaitBalanced(all);
+                            load.awaitPushes(100);
+                            leaving = joined;
+                        }
+                        Members.Member c = leaving;
                         load.stopAndCheck();
                         System.out.printf("[cluster] join and drain under load: %d pushes, drain of b took %d ms,"
                                 + " client retried %d parts, fetched %d tables%n", load.pushes(), drainMillis,

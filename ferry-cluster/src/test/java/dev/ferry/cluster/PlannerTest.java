@@ -73,6 +73,18 @@ class PlannerTest {
         assertEquals(three.generation() + 1, plan.next().generation());
         int a = plan.next().groupCount("a");
         assertTrue(Math.abs(a - (G - a)) <= 1, "orphans spread evenly: " + a);
+        // Their new owners restore them from b's last checkpoint; a later move of one ends that.
+        assertEquals(three.groupCount("b"), plan.next().restoreFrom().size());
+        for (int g = 0; g < G; g++) {
+            assertEquals("b".equals(three.owner(g)) ? "b" : null, plan.next().restoreFrom().get(g), "group " + g);
+        }
+        int orphan = plan.next().restoreFrom().keySet().iterator().next();
+        String owner = plan.next().owner(orphan);
+        Move back = new Move(99, owner, owner.equals("a") ? "c" : "a", new int[] {orphan});
+        Assignment moved = Planner.flip(Planner.start(plan.next(), back, 2), 2);
+        assertNull(moved.restoreFrom().get(orphan));
+        assertEquals(three.groupCount("b") - 1, moved.restoreFrom().size());
+        assertEquals(moved, Assignment.decode(moved.encode()));
     }
 
     @Test

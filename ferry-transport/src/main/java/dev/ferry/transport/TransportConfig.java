@@ -47,6 +47,19 @@ import java.util.Objects;
  *     process serving requests a few hundred microseconds apart sleeps between them; raise it
  *     for streams of small messages (2,000 us gave tcp 64 B streams a third more messages a
  *     second here), lower it to save CPU. 0 sleeps after a short spin always
+ * @param pullBudgetBytes receiver-driven pacing of rendezvous transfers: the bytes this receiver's
+ *     reads may have in flight at once across all its senders (a read is cut to half the budget,
+ *     chunks go round-robin over the waiting messages, one read always proceeds). Incoming bulk
+ *     data then never puts more than this on the path at once, so a shallow switch buffer in front
+ *     of the receiver does not overflow when many senders push to it together (incast). Size it
+ *     from the link with {@link #pullBudgetFor}: the bandwidth-delay product plus a margin the
+ *     switch buffer absorbs. 0 (the default) sets no budget beyond 16 reads of
+ *     {@code rendezvousChunkBytes} in flight: nothing changes where the network has no shallow
+ *     buffer (loopback, shm, a deep-buffered fabric)
+ * @param handshakeTimeoutMillis how long a connection to a listening port (control channel,
+ *     Netty port) has to prove the shared secret, for the whole handshake and not per read: a
+ *     silent or trickling peer is closed when it passes. A good client needs a few round trips;
+ *     2 s covers a GC pause on either side while a flood of slow connections stays cheap
  */
 public record TransportConfig(
         String provider,
@@ -68,7 +81,9 @@ public record TransportConfig(
         long heartbeatIntervalMillis,
         long heartbeatTimeoutMillis,
         SharedSecret secret,
-        long idlePollMicros) {
+        long idlePollMicros,
+        long pullBudgetBytes,
+        long handshakeTimeoutMillis) {
 
     /** Checks the settings against each other. */
     public TransportConfig {
@@ -93,9 +108,13 @@ public record TransportConfig(
             throw new IllegalArgumentException("heartbeatTimeoutMillis " + heartbeatTimeoutMillis
                     + " must cover at least two heartbeats of " + heartbeatIntervalMillis + " ms");
         }
+        if (pullBudgetBytes < 0) {
+            throw new IllegalArgumentException("pullBudgetBytes must not be negative: " + pullBudgetBytes);
+        }
         if (idlePollMicros < 0) {
             throw new IllegalArgumentException("idlePollMicros must not be negative: " + idlePollMicros);
         }
+        positive("handshakeTimeoutMillis", handshakeTimeoutMillis);
         if (bindPort < 0 || bindPort > 65535) {
             throw new IllegalArgumentException("bindPort out of range: " + bindPort);
         }
@@ -103,7 +122,8 @@ public record TransportConfig(
 
     /**
      * The settings above with the default heartbeat (every second, failed after 5 s of silence),
-     * no secret and the default idle polling (200 us).
+     * no secret, the default idle polling (200 us), no pull budget and the default handshake
+     * deadline (2 s).
      */
     public TransportConfig(String provider, String bindHost, int bindPort, int linksPerPeer, int maxLinks,
             int eagerThreshold, int receiveBuffersPerLink, long sendWindowBytesPerLink, long sendWindowBytesPerPeer,
@@ -112,7 +132,7 @@ public record TransportConfig(
         this(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold, receiveBuffersPerLink,
                 sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess, sendPoolBytes,
                 receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
-                1_000, 5_000, null, 200);
+                1_000, 5_000, null, 200, 0, 2_000);
     }
 
     private static void positive(String name, long value) {
@@ -127,7 +147,7 @@ public record TransportConfig(
                 2, 4096, 16 * 1024, 64,
                 4L << 20, 8L << 20, 64L << 20,
                 64L << 20, 32L << 20, 256L << 20,
-                1 << 20, 256 << 20, 10_000, 1_000, 5_000, null, 200);
+                1 << 20, 256 << 20, 10_000, 1_000, 5_000, null, 200, 0, 2_000);
     }
 
     /** This configuration with another provider. */
@@ -135,7 +155,8 @@ public record TransportConfig(
         return new TransportConfig(value, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration listening on another port. */
@@ -143,7 +164,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, value, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with other link counts. */
@@ -151,7 +173,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, perPeer, max, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with other flow-control settings. */
@@ -160,7 +183,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eager,
                 buffersPerLink, windowPerLink, windowPerPeer, windowPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with other pool sizes. */
@@ -168,7 +192,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 send, receive, rendezvous, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
-                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with another connect and allocate timeout. */
@@ -176,7 +201,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, value,
-                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with another heartbeat on the control channel. */
@@ -184,7 +210,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, intervalMillis, timeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, intervalMillis, timeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with peers authenticated by {@code value} (null: no authentication). */
@@ -192,7 +219,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, value, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, value, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration listening on another host. */
@@ -200,7 +228,28 @@ public record TransportConfig(
         return new TransportConfig(provider, value, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
+    }
+
+    /**
+     * A pull budget for a link of {@code bitsPerSecond} with a round trip of {@code rttMicros}
+     * in front of a switch port of {@code portBufferBytes}: the bandwidth-delay product plus a
+     * margin of three quarters of the port buffer (reads in flight beyond the BDP queue there),
+     * at least 64 KiB so that reads stay large enough to keep the link busy.
+     */
+    public static long pullBudgetFor(long bitsPerSecond, long rttMicros, long portBufferBytes) {
+        long bdp = bitsPerSecond / 8 * rttMicros / 1_000_000;
+        return Math.max(64 * 1024, bdp + portBufferBytes * 3 / 4);
+    }
+
+    /** This configuration with a pull budget of {@code bytes} (0: none); see {@link #pullBudgetBytes()}. */
+    public TransportConfig withPullBudgetBytes(long bytes) {
+        return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, bytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with another idle polling time of the progress thread. */
@@ -208,6 +257,16 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, value);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, value, pullBudgetBytes,
+                handshakeTimeoutMillis);
+    }
+
+    /** This configuration with another deadline for the handshake of an incoming connection. */
+    public TransportConfig withHandshakeTimeoutMillis(long value) {
+        return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                pullBudgetBytes, value);
     }
 }

@@ -63,6 +63,11 @@ public class BenchOptions {
                     + "network's drops, TCP retransmissions and timeouts. Default: loopback.")
     public String network = "loopback";
 
+    @Option(names = "--netlab-hosts", paramLabel = "<n>",
+            description = "With --network netlab: sender namespaces to use, one worker process each, the worker "
+                    + "threads spread over them. Default: one per worker thread, at most the lab's senders.")
+    public int netlabHosts;
+
     @Option(names = "--seed", paramLabel = "<n>", description = "Seed of the id streams. Default: 1.")
     public long seed = 1;
 
@@ -76,6 +81,22 @@ public class BenchOptions {
     @Option(names = "--child-jvm-options", split = " ", paramLabel = "<opts>",
             description = "JVM options of the server and client processes. Default: -Xms256m -Xmx2g.")
     public List<String> childJvmOptions = List.of("-Xms256m", "-Xmx2g");
+
+    @Option(names = "--metrics-port", paramLabel = "<port>",
+            description = "Serve Prometheus metrics from every benchmark process: server i on port+i, client process p "
+                    + "on port+servers+p (/metrics, /healthz on 127.0.0.1), scraped by the driver every second like a "
+                    + "Prometheus would. Default: off.")
+    public Integer metricsPort;
+
+    @Option(names = "--metrics-compare", paramLabel = "<rounds>",
+            description = "Run each transport with metrics off, then on (--metrics-port, default 9400), alternately, "
+                    + "this many rounds, and print CPU per op on/off (the best round of each). Default: off.")
+    public int metricsRounds;
+
+    /** The first metrics port, or 0 when off. */
+    int metricsBase() {
+        return metricsPort != null ? metricsPort : metricsRounds > 0 ? 9400 : 0;
+    }
 
     /** The warm-up, or {@code byDefault} when none was given. */
     double warmup(double byDefault) {
@@ -94,6 +115,9 @@ public class BenchOptions {
                     + "--duration > 0, --warmup >= 0");
         }
         transportList();
+        if (metricsPort != null && (metricsPort < 1 || metricsPort > 65000) || metricsRounds < 0) {
+            throw new IllegalArgumentException("--metrics-port must be in [1, 65000], --metrics-compare >= 0");
+        }
         if (!psTransport.equals("tuned") && !psTransport.equals("default")) {
             throw new IllegalArgumentException("--ps-transport is tuned or default: " + psTransport);
         }

@@ -76,6 +76,44 @@ final class Netlab {
         return settings;
     }
 
+    /**
+     * The pull budget for Ferry's receivers on this lab ({@link
+     * dev.ferry.transport.TransportConfig#pullBudgetFor}): the link's bandwidth-delay product
+     * (100 us of round trip, what ping shows here) plus three quarters of the receiver's port buffer.
+     */
+    long pullBudget() {
+        return dev.ferry.transport.TransportConfig.pullBudgetFor(rateBitsPerSecond(), 100, setting("buffer", 256 * 1024));
+    }
+
+    private long rateBitsPerSecond() {
+        String rate = settingText("rate", "2gbit").toLowerCase(java.util.Locale.ROOT);
+        long unit = rate.endsWith("gbit") ? 1_000_000_000L : rate.endsWith("mbit") ? 1_000_000L
+                : rate.endsWith("kbit") ? 1_000L : 1L;
+        String number = rate.replaceAll("[a-z]+$", "");
+        try {
+            return (long) (Double.parseDouble(number) * unit);
+        } catch (NumberFormatException e) {
+            return 2_000_000_000L;
+        }
+    }
+
+    private long setting(String key, long fallback) {
+        try {
+            return Long.parseLong(settingText(key, String.valueOf(fallback)));
+        } catch (NumberFormatException e) {
+            return fallback;
+        }
+    }
+
+    private String settingText(String key, String fallback) {
+        for (String kv : settings.split(" ")) {
+            if (kv.startsWith(key + "=")) {
+                return kv.substring(key.length() + 1);
+            }
+        }
+        return fallback;
+    }
+
     String receiverNamespace() {
         return prefix + "-r";
     }

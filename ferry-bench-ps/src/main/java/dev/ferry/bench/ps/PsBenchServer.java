@@ -21,6 +21,7 @@ import dev.ferry.ps.SlotTable;
 import dev.ferry.ps.TableConfig;
 import dev.ferry.ps.net.PsServer;
 import dev.ferry.rpc.RpcServer;
+import dev.ferry.transport.TransportConfig;
 import io.grpc.Server;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 
@@ -75,8 +76,12 @@ public final class PsBenchServer {
                 PsServer server = PsServer.open(ps, index, servers, null, BenchTransport.rpc(threads),
                         args.bool("inlinePulls"));
                 rpc = server.rpcServer();
-                address = rpc.listen(transport.config(args.bool("flowControl"), bindHost(args, index),
-                        args.bool("psTuning")),
+                TransportConfig config = transport.config(args.bool("flowControl"), bindHost(args, index),
+                        args.bool("psTuning"));
+                if (args.has("pullBudget")) {
+                    config = config.withPullBudgetBytes(args.longValue("pullBudget"));
+                }
+                address = rpc.listen(config,
                         gauge.ferryOpener());
                 serving = server;
             } else {
@@ -98,6 +103,15 @@ public final class PsBenchServer {
                     pool.shutdownNow();
                 };
             }
+            PsServer bound = serving instanceof PsServer s ? s : null;
+            BenchMetrics.Endpoint metrics = BenchMetrics.serve(args.integer("metricsPort"),
+                    m -> {
+                        if (bound != null) {
+                            m.bind(bound);
+                        } else {
+                            m.bind(ps);
+                        }
+                    });
             System.out.println("READY " + address);
             System.out.flush();
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -120,6 +134,7 @@ public final class PsBenchServer {
                 }
             }
             try {
+                metrics.close();
                 serving.close();
             } catch (Exception e) {
                 // exiting anyway

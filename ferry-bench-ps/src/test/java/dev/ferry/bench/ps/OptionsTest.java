@@ -1,6 +1,7 @@
 package dev.ferry.bench.ps;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
@@ -47,6 +48,24 @@ class OptionsTest {
         assertEquals(16, push.workers);
         assertEquals(4096, push.batch);
         assertEquals(2, push.flowControlModes().length);
+    }
+
+    @Test
+    void theNetlabTakesOnlyTransportsThatCrossANetwork() {
+        PushBenchmark push = new PushBenchmark();
+        new CommandLine(push).parseArgs("--network", "netlab", "--transports", "tcp,netty,grpc", "--netlab-hosts", "8");
+        push.options.check();
+        assertTrue(push.options.common.netlab());
+        assertEquals(8, push.options.common.netlabHosts);
+        for (String bad : List.of("shm", "direct", "local")) {
+            PushBenchmark p = new PushBenchmark();
+            new CommandLine(p).parseArgs("--network", "netlab", "--transports", "tcp," + bad);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, p.options::check);
+            assertTrue(e.getMessage().contains(bad), e.getMessage());
+        }
+        PushBenchmark p = new PushBenchmark();
+        new CommandLine(p).parseArgs("--network", "wan");
+        assertThrows(IllegalArgumentException.class, p.options::check);
     }
 
     @Test

@@ -42,7 +42,7 @@ final class MoveSource implements AutoCloseable {
     /** Bytes of rows per {@code MOVE_ROWS} message of the snapshot. */
     private static final long RUN_BYTES = 1 << 20;
     /** Deadline of one server-to-server call; a forward is retried after it. */
-    private static final long CALL_MILLIS = 2_000;
+    private static final long CALL_MILLIS = 5_000;
 
     private final ParameterServer ps;
     private final PsServer server;

@@ -41,10 +41,17 @@ import dev.ferry.transport.TransportConfig;
  * table management. Thread-safe; one per process is enough (all threads share its connections).
  *
  * <p>A batch goes through a {@link BatchPlan}: its ids are deduplicated, split by the server that
- * owns them in the cluster's {@link SlotTable} (fetched from the servers at connect), sent to
+ * owns them in the cluster's {@link RoutingTable} (fetched from the servers at connect), sent to
  * all those servers in parallel, and the answers put back in the caller's order, duplicates
  * included. Pushes sum the gradients of duplicate ids into one row first, so a server applies
- * one optimizer step per distinct id per batch.
+ * one optimizer step per distinct id per batch. A part above the servers' request limits is
+ * split into several requests.
+ *
+ * <p>Routing follows the cluster: every request carries the table's generation, every answer
+ * the server's. A newer generation in an answer refreshes the table in the background; a part
+ * refused with {@code WRONG_SERVER} (nothing was applied) is sent again, by id, with the fresh
+ * table, after a backoff ({@link #retryPolicy}); so is a part whose server is unavailable (and
+ * a pull after a timeout). The table comes from the servers: clients never talk to ZooKeeper.
  *
  * <p>Zero-copy where the API allows: ids and summed gradients are encoded straight into the
  * registered send buffer; pulled rows are copied once, from the receive buffer into the

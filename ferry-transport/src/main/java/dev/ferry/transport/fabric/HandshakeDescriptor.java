@@ -147,7 +147,8 @@ final class HandshakeDescriptor {
      */
     static Hello readAnswer(String from, DataInputStream in, int links) throws IOException {
         readStatus(from, in, false);
-        Hello answer = readBody(in, null, Integer.MAX_VALUE);
+        // At most the links asked for: a count beyond them is refused before anything is allocated.
+        Hello answer = readBody(in, null, links);
         if (answer.links() != links) {
             throw new TransportException(Reason.UNREACHABLE, from + " answered with " + answer.links() + " links for " + links);
         }
@@ -190,6 +191,17 @@ final class HandshakeDescriptor {
     static void writeBytes(DataOutputStream out, byte[] bytes) throws IOException {
         out.writeShort(bytes.length);
         out.write(bytes);
+    }
+
+    /** Bytes from a peer not yet authenticated: a claimed length above {@code max} is garbage. */
+    static byte[] readBytes(DataInputStream in, int max) throws IOException {
+        int length = in.readUnsignedShort();
+        if (length > max) {
+            throw new IOException("a field of " + length + " bytes where " + max + " at most belong");
+        }
+        byte[] bytes = new byte[length];
+        in.readFully(bytes);
+        return bytes;
     }
 
     static byte[] readBytes(DataInputStream in) throws IOException {

@@ -6,13 +6,18 @@ import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredAllocator;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.events.TransportEvents;
 
 /**
  * Pulls the payloads of rendezvous messages with RDMA reads, in chunks of
  * {@code rendezvousChunkBytes}, at most {@link #MAX_READS} reads in flight, each into a buffer of
  * the rendezvous pool. A message pulled whole is released to its sender (RNDV_DONE) and delivered
  * in its stream's order, behind nothing and before what arrived after it. The rendezvous pool
- * paces this receiver's incast: where it has no room, pulls wait. Progress thread only.
+ * paces this receiver's incast: where it has no room, pulls wait. With a pull budget
+ * ({@link TransportConfig#pullBudgetBytes()}) the receiver also schedules the bytes on the wire:
+ * its reads in flight never exceed the budget (one read always may), a read is at most half the
+ * budget, and the chunks go round-robin over the messages waiting, so every sender is served in
+ * turn and none starves. Progress thread only.
  */
 final class RendezvousPuller {
 
@@ -26,17 +31,31 @@ final class RendezvousPuller {
     /** Messages with chunks still to request, in arrival order. */
     private final ArrayDeque<InboundFrame> pulls = new ArrayDeque<>();
     private int readsInFlight;
+    /** 0: no budget. */
+    private final long budget;
+    private final long chunkBytes;
+    private long bytesInFlight;
+    /** The most bytes of reads in flight at once; written by the progress thread, read by tests. */
+    private volatile long peakBytesInFlight;
 
     RendezvousPuller(FabricTransport transport) {
         this.transport = transport;
         this.ops = transport.ops;
         this.allocator = transport.allocator;
         this.config = transport.config;
+        this.budget = config.pullBudgetBytes();
+        this.chunkBytes = budget == 0 ? config.rendezvousChunkBytes()
+                : Math.max(1, Math.min(config.rendezvousChunkBytes(), budget / 2));
     }
 
     /** A rendezvous request arrived: its payload is pulled once reads and the pool allow. */
     void add(InboundFrame message) {
         pulls.add(message);
+    }
+
+    /** The most bytes of reads this receiver had in flight at once. */
+    long peakBytesInFlight() {
+        return peakBytesInFlight;
     }
 
     /** Whether reads are in flight or waiting: a completion is due without any peer's doing. */
@@ -63,7 +82,10 @@ final class RendezvousPuller {
                 message.target = target;
                 message.view = target.segment().asSlice(0, message.length);
             }
-            long chunk = Math.min(config.rendezvousChunkBytes(), message.length - message.requested);
+            long chunk = Math.min(chunkBytes, message.length - message.requested);
+            if (budget > 0 && readsInFlight > 0 && bytesInFlight + chunk > budget) {
+                break; // the budget is on the wire: the next read goes when one completes
+            }
             int slot = ops.take();
             if (slot < 0) {
                 break;
@@ -77,12 +99,18 @@ final class RendezvousPuller {
             ops.posted(slot, OperationTable.READ, message, link, chunk);
             message.requested += chunk;
             readsInFlight++;
+            bytesInFlight += chunk;
+            if (bytesInFlight > peakBytesInFlight) {
+                peakBytesInFlight = bytesInFlight;
+            }
             started++;
             if (link.peer.doorbell != null) {
                 link.peer.doorbell.ring(); // a provider may need the target to progress the read
             }
             if (message.requested == message.length) {
                 pulls.poll();
+            } else if (budget > 0 && pulls.size() > 1) {
+                pulls.addLast(pulls.poll()); // round-robin: the next message's turn
             }
         }
         return started;
@@ -96,11 +124,13 @@ final class RendezvousPuller {
             return;
         }
         readsInFlight--;
+        bytesInFlight -= chunk;
         message.pulled += chunk;
         if (message.pulled < message.length) {
             return;
         }
         message.complete = true;
+        TransportEvents.rendezvous(config.provider(), link.peer.address(), link.id, message.length, config.rendezvousChunkBytes(), message.announcedNanos);
         if (!transport.sends.queueControl(link, FrameDescriptor.RNDV_DONE, message.cookie)) {
             transport.links.linkFailure(link, "out of control buffers");
             return;
@@ -117,6 +147,7 @@ final class RendezvousPuller {
     /** A chunk of a pull that will not be delivered: the target goes once no read is left on it. */
     void abandon(InboundFrame message, long bytes) {
         readsInFlight--;
+        bytesInFlight -= bytes;
         message.pulled += bytes;
         if (message.pulled == message.requested && message.target != null) {
             message.target.release();

@@ -1,0 +1,131 @@
+package dev.ferry.transport.fabric;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+
+/**
+ * Receiver-driven pacing: with a pull budget, a receiver that many senders push large messages to
+ * at once never has more bytes of reads in flight than the budget, and every message still
+ * arrives whole, in its stream's order, from every sender.
+ */
+class PullBudgetTest extends FabricTransportFixture {
+
+    private static final int SENDERS = 6;
+    private static final int PER_SENDER = 6;
+    private static final int SIZE = (1 << 20) + 4099;
+
+    @Test
+    @Timeout(120)
+    void pullsStayWithinTheBudgetAndEveryMessageArrivesInOrder() throws Exception {
+        long budget = 192 * 1024;
+        TransportConfig config = TransportConfig.defaults("tcp").withPools(32L << 20, 32L << 20, 64L << 20)
+                .withPullBudgetBytes(budget);
+        Map<String, int[]> next = new ConcurrentHashMap<>();
+        ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
+        AtomicInteger delivered = new AtomicInteger();
+        Transport server = open(config, (from, message) -> {
+            try {
+                int[] seq = next.computeIfAbsent(from.address() + "/" + message.stream(), k -> new int[1]);
+                String problem = check(message.segment(), from.address().hashCode(), message.stream(), seq[0]++);
+                if (problem != null) {
+                    errors.add(from.address() + ": " + problem);
+                }
+            } finally {
+                message.release();
+                delivered.incrementAndGet();
+            }
+        });
+        List<Thread> senders = new ArrayList<>();
+        ConcurrentLinkedQueue<CompletableFuture<Void>> futures = new ConcurrentLinkedQueue<>();
+        for (int s = 0; s < SENDERS; s++) {
+            Transport client = open(config, (from, message) -> message.release());
+            Peer peer = client.connect(server.localAddress());
+            int seed = client.localAddress().hashCode();
+            senders.add(Thread.ofPlatform().start(() -> {
+                for (int i = 0; i < PER_SENDER; i++) {
+                    int stream = i % 2;
+                    OutboundMessage m = peer.allocate(SIZE);
+                    fill(m.segment(), seed, stream, i / 2);
+                    futures.add(peer.send(stream, m));
+                }
+            }));
+        }
+        for (Thread t : senders) {
+            t.join();
+        }
+        CompletableFuture.allOf(futures.toArray(CompletableFuture[]::new)).get(60, TimeUnit.SECONDS);
+        assertTrue(waitFor(() -> delivered.get() == SENDERS * PER_SENDER, 60_000), "delivered " + delivered.get());
+        assertTrue(errors.isEmpty(), String.join("\n", errors));
+        assertEquals(SENDERS * 2, next.size());
+        long peak = ((FabricTransport) server).pulls.peakBytesInFlight();
+        assertTrue(peak > 0 && peak <= budget, "reads in flight peaked at " + peak + " bytes, budget " + budget);
+        assertEquals(SENDERS * PER_SENDER, server.counters().messagesReceived());
+    }
+
+    @Test
+    @Timeout(120)
+    void withoutABudgetReadsGoAsBefore() throws Exception {
+        TransportConfig config = TransportConfig.defaults("tcp").withPools(32L << 20, 32L << 20, 64L << 20);
+        AtomicInteger delivered = new AtomicInteger();
+        Transport server = open(config, (from, message) -> {
+            message.release();
+            delivered.incrementAndGet();
+        });
+        Transport client = open(config, (from, message) -> message.release());
+        Peer peer = client.connect(server.localAddress());
+        List<CompletableFuture<Void>> futures = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            OutboundMessage m = peer.allocate(4 << 20);
+            futures.add(peer.send(i, m));
+        }
+        CompletableFuture.allOf(futures.toArray(CompletableFuture[]::new)).get(60, TimeUnit.SECONDS);
+        assertTrue(waitFor(() -> delivered.get() == 4, 60_000));
+        // 1 MiB chunks, several at once: the budget is off.
+        assertTrue(((FabricTransport) server).pulls.peakBytesInFlight() >= 2L << 20);
+    }
+
+    private static long mix(long a, long b, long c) {
+        long z = a * 0x9E3779B97F4A7C15L + b * 0xC2B2AE3D27D4EB4FL + c * 0x165667B19E3779F9L;
+        z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+        return z ^ (z >>> 31);
+    }
+
+    private static void fill(MemorySegment segment, int seed, int stream, int seq) {
+        long words = segment.byteSize() / 8;
+        for (long k = 0; k < words; k++) {
+            segment.set(ValueLayout.JAVA_LONG_UNALIGNED, k * 8, mix(seed, stream * 1_000_003L + seq, k));
+        }
+    }
+
+    private static String check(MemorySegment segment, int seed, int stream, int seq) {
+        if (segment.byteSize() != SIZE) {
+            return "stream " + stream + " message " + seq + ": " + segment.byteSize() + " bytes";
+        }
+        long words = segment.byteSize() / 8;
+        for (long k = 0; k < words; k++) {
+            if (segment.get(ValueLayout.JAVA_LONG_UNALIGNED, k * 8) != mix(seed, stream * 1_000_003L + seq, k)) {
+                return "stream " + stream + " message " + seq + ": wrong bytes at " + k * 8 + " (out of order?)";
+            }
+        }
+        return null;
+    }
+}

@@ -26,6 +26,8 @@ public final class FabricSession implements AutoCloseable {
     private final PassiveEndpoint listener;
     private final Endpoint shared;
     private final AddressVector av;
+    /** Where shm parks the addresses of departed peers before removing them; null elsewhere. */
+    private final RetiredAddresses retired;
     private final SharedReceiveContext srx;
     private final byte[] address;
     /** This session's hold on its shm region (see {@link ShmRegions}); null on other providers. */
@@ -33,6 +35,9 @@ public final class FabricSession implements AutoCloseable {
     private final List<Connection> connections = new ArrayList<>();
     /** The provider's listening socket, where it can be found; else null. */
     private final ListenerSocket listenerSocket;
+
+    /** Entries of a reliable-datagram session's address vector (shm's limit on peers). */
+    private static final int AV_ENTRIES = 256;
 
     private FabricSession(InfoList infos, FabricInfo info, int cqSize, boolean listen) {
         this.infos = infos;
@@ -45,6 +50,7 @@ public final class FabricSession implements AutoCloseable {
             if (info.endpointType() == EndpointType.MSG) {
                 this.eq = f.openEventQueue(64);
                 this.av = null;
+                this.retired = null;
                 this.shared = null;
                 if (info.sharesReceiveContext()) {
                     this.srx = domain.openSharedReceiveContext(info.rxSize());
@@ -69,13 +75,14 @@ public final class FabricSession implements AutoCloseable {
                 this.listener = null;
                 this.srx = null;
                 this.listenerSocket = null;
-                this.av = domain.openAddressVector(256);
+                this.av = domain.openAddressVector(AV_ENTRIES);
                 this.shared = domain.openEndpoint(info);
                 shared.bind(cq, Fi.TRANSMIT | Fi.RECV);
                 shared.bind(av);
                 shared.enable();
                 this.address = shared.name();
                 this.region = info.provider().equals("shm") ? ShmRegions.claim(address) : null;
+                this.retired = info.provider().equals("shm") ? new RetiredAddresses(av, AV_ENTRIES) : null;
             }
         } catch (RuntimeException e) {
             f.close();
@@ -200,6 +207,9 @@ public final class FabricSession implements AutoCloseable {
      */
     public Connection connect(byte[] peerAddress, int timeoutMillis) {
         if (info.endpointType() == EndpointType.RDM) {
+            if (retired != null) {
+                retired.purge(System.nanoTime(), connections.size());
+            }
             Connection c = new Connection(this, shared, av.insert(peerAddress), false);
             connections.add(c);
             return c;
@@ -475,13 +485,17 @@ public final class FabricSession implements AutoCloseable {
          * received only after closing it (see {@link FabricSession#quiesce()}): read the
          * session's queue right before, as a poller that never stops does, or call
          * {@code quiesce()} first where completions may be dropped. This method does not drain
-         * the queue itself, since the session's owner may still need its completions.
+         * the queue itself, since the session's owner may still need its completions. On shm
+         * the address leaves the address vector only after a grace period (see
+         * {@link RetiredAddresses}): the peer's last frames still name it as their source.
          */
         @Override
         public void close() {
             session.connections.remove(this);
             if (ownsEndpoint) {
                 endpoint.close();
+            } else if (session.retired != null) {
+                session.retired.retire(peer, System.nanoTime());
             } else if (!session.av.isClosed()) {
                 session.av.remove(peer);
             }

@@ -36,7 +36,7 @@ import dev.ferry.transport.Transports;
 @Timeout(120)
 class ShmPeerIdReuseTest extends FabricTransportFixture {
 
-    private static final int ROUNDS = Integer.getInteger("ferry.shmPeerIdReuse.rounds", 12);
+    private static final int ROUNDS = Integer.getInteger("ferry.shmPeerIdReuse.rounds", 30);
     private static final int PER_ROUND = 20;
 
     private static TransportConfig config() {

@@ -1,0 +1,62 @@
+package dev.ferry.fabric;
+
+import java.util.ArrayDeque;
+
+/**
+ * Peers' addresses a shm session no longer uses, left in its address vector for a grace period
+ * before {@code fi_av_remove}.
+ *
+ * <p>libfabric 1.17's shm numbers peers by a slot in each side's region. Its {@code fi_av_remove}
+ * frees the slot before telling the peer (the peer's record of it is never cleared: upstream
+ * fixed the order in 1.20) and leaves this side's own record of the peer's numbering in place;
+ * its allocator then hands the slot just freed to the next address inserted. So a departing
+ * peer's frames still in flight, or this side's first frames to the next peer, carry the old
+ * numbering, and the receiver reports them as coming from another peer ({@code FI_SOURCE}), or
+ * touches a region that is no longer mapped. Keeping the slot taken for a while lets the
+ * departed peer's last frames find it and makes the allocator move on to other slots; the
+ * provider then reuses a slot only after going round all of them.
+ *
+ * <p>Thread-safe (set-up calls, not the data path).
+ */
+final class RetiredAddresses {
+
+    /** How long a retired address stays in the address vector. */
+    static final long GRACE_NANOS = 2_000_000_000L;
+
+    private final AddressVector av;
+    private final int capacity;
+    /** Pairs of handle and the time it was retired, oldest first. */
+    private final ArrayDeque<long[]> retired = new ArrayDeque<>();
+
+    /** Retires addresses of {@code av}, which holds {@code capacity} entries. */
+    RetiredAddresses(AddressVector av, int capacity) {
+        this.av = av;
+        this.capacity = capacity;
+    }
+
+    /** {@code handle} is no longer used: it is removed once the grace period has passed. */
+    synchronized void retire(long handle, long nowNanos) {
+        retired.addLast(new long[] {handle, nowNanos});
+        purge(nowNanos, 0);
+    }
+
+    /**
+     * Removes the addresses retired longer than the grace period ago; then, if {@code live}
+     * addresses in use and the retired ones would leave no room for one more, the oldest
+     * retired ones whatever their age.
+     */
+    synchronized void purge(long nowNanos, int live) {
+        while (!retired.isEmpty()
+                && (nowNanos - retired.peekFirst()[1] >= GRACE_NANOS || live + retired.size() >= capacity)) {
+            long handle = retired.pollFirst()[0];
+            if (!av.isClosed()) {
+                av.remove(handle);
+            }
+        }
+    }
+
+    /** How many addresses wait to be removed. */
+    synchronized int size() {
+        return retired.size();
+    }
+}

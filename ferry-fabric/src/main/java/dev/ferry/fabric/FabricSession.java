@@ -207,10 +207,13 @@ public final class FabricSession implements AutoCloseable {
      */
     public Connection connect(byte[] peerAddress, int timeoutMillis) {
         if (info.endpointType() == EndpointType.RDM) {
+            long handle = -1;
             if (retired != null) {
                 retired.purge(System.nanoTime(), connections.size());
+                handle = retired.revive(peerAddress);
             }
-            Connection c = new Connection(this, shared, av.insert(peerAddress), false);
+            Connection c = new Connection(this, shared, handle >= 0 ? handle : av.insert(peerAddress), false,
+                    peerAddress.clone());
             connections.add(c);
             return c;
         }
@@ -222,7 +225,7 @@ public final class FabricSession implements AutoCloseable {
             ep.close();
             throw e;
         }
-        Connection c = new Connection(this, ep, Fi.ADDR_UNSPEC, true);
+        Connection c = new Connection(this, ep, Fi.ADDR_UNSPEC, true, null);
         connections.add(c);
         return c;
     }
@@ -249,7 +252,7 @@ public final class FabricSession implements AutoCloseable {
                 ep.close();
                 throw e;
             }
-            Connection c = new Connection(this, ep, Fi.ADDR_UNSPEC, true);
+            Connection c = new Connection(this, ep, Fi.ADDR_UNSPEC, true, null);
             connections.add(c);
             return c;
         }
@@ -353,6 +356,11 @@ public final class FabricSession implements AutoCloseable {
             ep.bind(srx);
         }
         ep.enable();
+    }
+
+    /** How many departed peers' addresses wait in the address vector (shm); 0 elsewhere. */
+    int retiredAddresses() {
+        return retired == null ? 0 : retired.size();
     }
 
     /** The shared endpoint of a reliable-datagram session; null for MSG sessions. */
@@ -461,12 +469,15 @@ public final class FabricSession implements AutoCloseable {
         private final Endpoint endpoint;
         private final long peer;
         private final boolean ownsEndpoint;
+        /** The peer's address bytes (datagram peers), else null. */
+        private final byte[] address;
 
-        Connection(FabricSession session, Endpoint endpoint, long peer, boolean ownsEndpoint) {
+        Connection(FabricSession session, Endpoint endpoint, long peer, boolean ownsEndpoint, byte[] address) {
             this.session = session;
             this.endpoint = endpoint;
             this.peer = peer;
             this.ownsEndpoint = ownsEndpoint;
+            this.address = address;
         }
 
         /** The endpoint to post on. */
@@ -495,7 +506,7 @@ public final class FabricSession implements AutoCloseable {
             if (ownsEndpoint) {
                 endpoint.close();
             } else if (session.retired != null) {
-                session.retired.retire(peer, System.nanoTime());
+                session.retired.retire(peer, address, System.nanoTime());
             } else if (!session.av.isClosed()) {
                 session.av.remove(peer);
             }

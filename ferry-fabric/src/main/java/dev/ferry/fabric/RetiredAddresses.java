@@ -1,6 +1,8 @@
 package dev.ferry.fabric;
 
 import java.util.ArrayDeque;
+import java.util.Arrays;
+import java.util.Iterator;
 
 /**
  * Peers' addresses a shm session no longer uses, left in its address vector for a grace period
@@ -25,8 +27,10 @@ final class RetiredAddresses {
 
     private final AddressVector av;
     private final int capacity;
-    /** Pairs of handle and the time it was retired, oldest first. */
-    private final ArrayDeque<long[]> retired = new ArrayDeque<>();
+    /** The addresses waiting, oldest first. */
+    private final ArrayDeque<Retired> retired = new ArrayDeque<>();
+
+    private record Retired(long handle, long sinceNanos, byte[] address) { }
 
     /** Retires addresses of {@code av}, which holds {@code capacity} entries. */
     RetiredAddresses(AddressVector av, int capacity) {
@@ -34,10 +38,26 @@ final class RetiredAddresses {
         this.capacity = capacity;
     }
 
-    /** {@code handle} is no longer used: it is removed once the grace period has passed. */
-    synchronized void retire(long handle, long nowNanos) {
-        retired.addLast(new long[] {handle, nowNanos});
+    /** {@code handle}, inserted for {@code address}, is no longer used: it goes once the grace period has passed. */
+    synchronized void retire(long handle, byte[] address, long nowNanos) {
+        retired.addLast(new Retired(handle, nowNanos, address));
         purge(nowNanos, 0);
+    }
+
+    /**
+     * Takes back the retired handle of {@code address}, or returns -1. A peer that comes back
+     * with the same address must get its handle back rather than a second insertion: shm counts
+     * the insertions of an address, yet one removal frees its slot.
+     */
+    synchronized long revive(byte[] address) {
+        for (Iterator<Retired> it = retired.iterator(); it.hasNext(); ) {
+            Retired r = it.next();
+            if (Arrays.equals(r.address, address)) {
+                it.remove();
+                return r.handle;
+            }
+        }
+        return -1;
     }
 
     /**
@@ -47,8 +67,8 @@ final class RetiredAddresses {
      */
     synchronized void purge(long nowNanos, int live) {
         while (!retired.isEmpty()
-                && (nowNanos - retired.peekFirst()[1] >= GRACE_NANOS || live + retired.size() >= capacity)) {
-            long handle = retired.pollFirst()[0];
+                && (nowNanos - retired.peekFirst().sinceNanos >= GRACE_NANOS || live + retired.size() >= capacity)) {
+            long handle = retired.pollFirst().handle;
             if (!av.isClosed()) {
                 av.remove(handle);
             }

@@ -207,13 +207,18 @@ public final class FabricSession implements AutoCloseable {
      */
     public Connection connect(byte[] peerAddress, int timeoutMillis) {
         if (info.endpointType() == EndpointType.RDM) {
-            long handle = -1;
-            if (retired != null) {
-                retired.purge(System.nanoTime(), connections.size());
-                handle = retired.revive(peerAddress);
+            long handle = retired == null ? -1 : retired.revive(peerAddress);
+            if (handle < 0) {
+                if (retired != null) {
+                    retired.makeRoom(connections.size());
+                }
+                handle = av.insert(peerAddress);
+                if (retired != null) {
+                    // Only now, so that the slots freed are not the one shm hands out next.
+                    retired.purge(System.nanoTime());
+                }
             }
-            Connection c = new Connection(this, shared, handle >= 0 ? handle : av.insert(peerAddress), false,
-                    peerAddress.clone());
+            Connection c = new Connection(this, shared, handle, false, peerAddress.clone());
             connections.add(c);
             return c;
         }

@@ -9,8 +9,9 @@ import java.util.Iterator;
  * before {@code fi_av_remove}.
  *
  * <p>libfabric 1.17's shm numbers peers by a slot in each side's region. Its {@code fi_av_remove}
- * frees the slot before telling the peer (the peer's record of it is never cleared: upstream
- * fixed the order in 1.20) and leaves this side's own record of the peer's numbering in place;
+ * frees the slot before telling the peer, so the peer's record of it is never cleared (upstream
+ * fixed the order in commit d70376d, released in 2.0), and leaves this side's own record of
+ * the peer's numbering in place;
  * its allocator then hands the slot just freed to the next address inserted. So a departing
  * peer's frames still in flight, or this side's first frames to the next peer, carry the old
  * numbering, and the receiver reports them as coming from another peer ({@code FI_SOURCE}), or
@@ -38,10 +39,12 @@ final class RetiredAddresses {
         this.capacity = capacity;
     }
 
-    /** {@code handle}, inserted for {@code address}, is no longer used: it goes once the grace period has passed. */
+    /**
+     * {@code handle}, inserted for {@code address}, is no longer used: it leaves the address
+     * vector at a {@link #purge} once the grace period has passed.
+     */
     synchronized void retire(long handle, byte[] address, long nowNanos) {
         retired.addLast(new Retired(handle, nowNanos, address));
-        purge(nowNanos, 0);
     }
 
     /**
@@ -61,17 +64,29 @@ final class RetiredAddresses {
     }
 
     /**
-     * Removes the addresses retired longer than the grace period ago; then, if {@code live}
-     * addresses in use and the retired ones would leave no room for one more, the oldest
-     * retired ones whatever their age.
+     * Removes the addresses retired at least the grace period ago. Call it right after an
+     * insertion: shm's allocator hands out next the slot after the one it filled last, so a slot
+     * freed then is reused only once the allocator has gone round all of them.
      */
-    synchronized void purge(long nowNanos, int live) {
-        while (!retired.isEmpty()
-                && (nowNanos - retired.peekFirst().sinceNanos >= GRACE_NANOS || live + retired.size() >= capacity)) {
-            long handle = retired.pollFirst().handle;
-            if (!av.isClosed()) {
-                av.remove(handle);
-            }
+    synchronized void purge(long nowNanos) {
+        while (!retired.isEmpty() && nowNanos - retired.peekFirst().sinceNanos >= GRACE_NANOS) {
+            remove(retired.pollFirst().handle);
+        }
+    }
+
+    /**
+     * Before an insertion: removes the oldest retired addresses, whatever their age, while
+     * {@code live} addresses in use and the retired ones leave no room for one more.
+     */
+    synchronized void makeRoom(int live) {
+        while (!retired.isEmpty() && live + retired.size() >= capacity) {
+            remove(retired.pollFirst().handle);
+        }
+    }
+
+    private void remove(long handle) {
+        if (!av.isClosed()) {
+            av.remove(handle);
         }
     }
 

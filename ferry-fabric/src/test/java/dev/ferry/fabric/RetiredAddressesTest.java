@@ -41,11 +41,13 @@ class RetiredAddressesTest {
             retired.retire(av.insert(b.address()), b.address(), t0);
             retired.retire(av.insert(c.address()), c.address(), t0 + 1);
             assertEquals(-1, retired.revive(a.address()), "an address never retired");
-            retired.purge(t0 + RetiredAddresses.GRACE_NANOS - 1, 0);
+            retired.purge(t0 + RetiredAddresses.GRACE_NANOS - 1);
+            assertEquals(2, retired.size(), "both within their grace period");
+            retired.makeRoom(0);
             assertEquals(1, retired.size(), "two retired and no room for a third: the oldest goes");
-            retired.purge(t0 + RetiredAddresses.GRACE_NANOS, 0);
+            retired.purge(t0 + RetiredAddresses.GRACE_NANOS);
             assertEquals(1, retired.size(), "the younger one is still within its grace period");
-            retired.purge(t0 + 1 + RetiredAddresses.GRACE_NANOS, 0);
+            retired.purge(t0 + 1 + RetiredAddresses.GRACE_NANOS);
             assertEquals(0, retired.size());
             // Both were removed from the vector: inserting them again succeeds and revives nothing.
             long again = av.insert(b.address());

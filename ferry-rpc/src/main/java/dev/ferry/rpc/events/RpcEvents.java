@@ -3,6 +3,7 @@ package dev.ferry.rpc.events;
 import java.util.concurrent.TimeUnit;
 
 import jdk.jfr.EventType;
+import jdk.jfr.FlightRecorder;
 
 /**
  * Emits the RPC layer's flight-recorder events. Each method first compares against the
@@ -19,17 +20,29 @@ public final class RpcEvents {
     public static final long SLOW_CALL_NANOS = TimeUnit.MILLISECONDS.toNanos(
             Long.getLong("ferry.rpc.slowCallMillis", 50));
 
-    private static final EventType SLOW_CALL = EventType.getEventType(SlowCallEvent.class);
-    private static final EventType SLOW_HANDLER = EventType.getEventType(SlowHandlerEvent.class);
-    private static final EventType BREAKER_OPENED = EventType.getEventType(BreakerOpenedEvent.class);
-    private static final EventType BREAKER_CLOSED = EventType.getEventType(BreakerClosedEvent.class);
+    /**
+     * The event types, registered with the flight recorder on first use: only once it runs (see
+     * {@link #on}), because registering the first one initializes the recorder, which takes long
+     * enough (hundreds of milliseconds on a loaded machine) to stall the thread that asks.
+     */
+    private static final class Types {
+        static final EventType SLOW_CALL = EventType.getEventType(SlowCallEvent.class);
+        static final EventType SLOW_HANDLER = EventType.getEventType(SlowHandlerEvent.class);
+        static final EventType BREAKER_OPENED = EventType.getEventType(BreakerOpenedEvent.class);
+        static final EventType BREAKER_CLOSED = EventType.getEventType(BreakerClosedEvent.class);
+    }
+
+    /** True if a recording could want an event: the recorder runs (a cheap static read until it does). */
+    private static boolean on() {
+        return FlightRecorder.isInitialized();
+    }
 
     private RpcEvents() {
     }
 
     /** A client call completed after {@code nanos}. */
     public static void callCompleted(int method, String server, long callId, long nanos, boolean ok) {
-        if (nanos < SLOW_CALL_NANOS || !SLOW_CALL.isEnabled()) {
+        if (nanos < SLOW_CALL_NANOS || !on() || !Types.SLOW_CALL.isEnabled()) {
             return;
         }
         SlowCallEvent e = new SlowCallEvent();
@@ -43,7 +56,7 @@ public final class RpcEvents {
 
     /** A server handler ran for {@code nanos}. */
     public static void handled(int method, long callId, long nanos, boolean ok) {
-        if (nanos < SLOW_CALL_NANOS || !SLOW_HANDLER.isEnabled()) {
+        if (nanos < SLOW_CALL_NANOS || !on() || !Types.SLOW_HANDLER.isEnabled()) {
             return;
         }
         SlowHandlerEvent e = new SlowHandlerEvent();
@@ -56,7 +69,7 @@ public final class RpcEvents {
 
     /** A server's traffic moved to the fallback transport. */
     public static void breakerOpened(String server, int failures, long windowNanos) {
-        if (!BREAKER_OPENED.isEnabled()) {
+        if (!on() || !Types.BREAKER_OPENED.isEnabled()) {
             return;
         }
         BreakerOpenedEvent e = new BreakerOpenedEvent();
@@ -68,7 +81,7 @@ public final class RpcEvents {
 
     /** A server's traffic moved back to the fabric after {@code openNanos} on the fallback. */
     public static void breakerClosed(String server, long openNanos) {
-        if (!BREAKER_CLOSED.isEnabled()) {
+        if (!on() || !Types.BREAKER_CLOSED.isEnabled()) {
             return;
         }
         BreakerClosedEvent e = new BreakerClosedEvent();

@@ -405,6 +405,16 @@ final class FabricTransport implements Transport {
         return control.authenticationFailures();
     }
 
+    /** Incoming handshakes not yet authenticated; for tests. */
+    int handshakesPending() {
+        return control.handshakesPending();
+    }
+
+    /** The provider's own address (on tcp, the sockaddr of its listener); for tests. */
+    byte[] fabricAddress() {
+        return session.address();
+    }
+
     /** Fault injection: stops (or resumes) this side's heartbeats, as a hung process would. */
     void pauseHeartbeats(boolean paused) {
         control.pauseHeartbeats(paused);

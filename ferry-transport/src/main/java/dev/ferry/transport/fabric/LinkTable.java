@@ -22,6 +22,7 @@ import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.events.TransportEvents;
 import dev.ferry.transport.TransportException.Reason;
+import dev.ferry.transport.admission.DropLog;
 
 /**
  * Every link of the transport: creates them (with their receive buffers and first grant),
@@ -35,10 +36,18 @@ final class LinkTable {
     private static final SecureRandom IDS = new SecureRandom();
     /** Links whose ids a frame's lookup finds without the map: a power of two. */
     private static final int RECENT_LINKS = 256;
+    /**
+     * Connections the provider's listener accepts per pass of the progress thread at most (one
+     * per event-queue read): 64 per 10 ms timer is 6,400 a second while idle, and a flood at
+     * the listener delays the data path by 64 reads at most.
+     */
+    private static final int MAX_ACCEPTS = 64;
 
     private final FabricTransport transport;
     private final TransportConfig config;
     private final FabricSession session;
+    /** Connection requests at the provider's own listener refused for naming no link. */
+    private final DropLog providerDrops = new DropLog(LOG, "fabric listener");
     private final EndpointType type;
     private final boolean sharedQueue;
     /** Every link made, in order; read by other threads for counters (it only grows). */
@@ -365,7 +374,15 @@ final class LinkTable {
     void pollEvents() {
         assert transport.inProgressThread();
         ConnectionEvent event;
-        while ((event = session.pollEvent(0)) != null) {
+        int idleReads = 0;
+        while (true) {
+            if ((event = session.pollEvent(0)) == null) {
+                // Each read accepts one connection of the provider's backlog: read while one waits.
+                if (++idleReads > MAX_ACCEPTS || !session.listenerBacklogged()) {
+                    return;
+                }
+                continue;
+            }
             try (ConnectionEvent e = event) {
                 switch (e.type()) {
                     case CONNREQ -> onConnectRequest(e);
@@ -411,7 +428,8 @@ final class LinkTable {
         int id = data.length >= 4 ? ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).getInt() : -1;
         Link link = byId.get(id);
         if (link == null || link.endpoint != null || link.reserved == null || link.peer.failure() != null) {
-            LOG.log(System.Logger.Level.WARNING, "rejected a connection request for unknown link " + id);
+            providerDrops.drop("refused", "a connection request for unknown link " + id);
+            session.reject(request);
             return;
         }
         Endpoint ep = session.openConnectedEndpoint(request.info());

@@ -18,6 +18,22 @@ final class MetricsComparison {
     }
 
     static void print(List<RunResult> results, PrintStream out) {
+        // Each round's on/off pair ran back to back: its ratio is the least disturbed by a load that drifts.
+        List<Double> pairs = new java.util.ArrayList<>();
+        for (int i = 0; i + 1 < results.size(); i++) {
+            RunResult off = results.get(i);
+            RunResult on = results.get(i + 1);
+            if (!off.label().endsWith(SUFFIX) && on.label().equals(off.label() + SUFFIX)) {
+                pairs.add(on.cpuMicrosPerOp() / off.cpuMicrosPerOp());
+                i++;
+            }
+        }
+        if (!pairs.isEmpty()) {
+            List<Double> sorted = pairs.stream().sorted().toList();
+            out.println();
+            out.printf(Locale.ROOT, "cpu us/op on/off per round: %s; median %.3f%n", pairs.stream()
+                    .map(r -> String.format(Locale.ROOT, "%.3f", r)).toList(), sorted.get(sorted.size() / 2));
+        }
         Map<String, double[]> best = new LinkedHashMap<>(); // label -> {cpu us/op min, ops/s max, rounds}
         for (RunResult r : results) {
             double[] b = best.computeIfAbsent(r.label(), k -> new double[] {Double.MAX_VALUE, 0, 0});

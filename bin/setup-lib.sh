@@ -79,3 +79,51 @@ ferry_setup() {
   export JAVA_HOME="$jdk"
   export PATH="$JAVA_HOME/bin:$PATH"
 }
+
+# Prometheus (Debian's package) for the metrics tests, which start their own on loopback.
+# The package's service is not started: the tests run their own instance by PID.
+ferry_setup_prometheus() {
+  command -v prometheus >/dev/null 2>&1 && return 0
+  ferry_apt_install prometheus || {
+    ferry_log "prometheus missing: the metrics scrape test will fail (apt-get install prometheus)"
+    return 1
+  }
+}
+
+# Builds the launcher's jar with Maven. A terminal sees one progress line rewritten in place;
+# a pipe or file gets plain lines, no colour codes. Maven's output is kept in a log that is
+# shown when the build fails.
+ferry_build() { # root
+  local root=$1 log total=0 n=0 line module start
+  log=$(mktemp "${TMPDIR:-/tmp}/ferry-build.XXXXXX.log")
+  start=$(date +%s)
+  total=$(grep -c '<module>' "$root/pom.xml" || true)
+  ferry_log_build "building (mvn package, tests skipped)..."
+  set +e
+  (cd "$root" && MAVEN_OPTS="${MAVEN_OPTS:-} -Djansi.noreset=true" \
+      mvn -B -ntp -Dstyle.color=never -DskipTests package 2>&1) | tee "$log" | while IFS= read -r line; do
+    case "$line" in
+      "[INFO] Building "*" ["*"/"*"]"*)
+        module=${line#\[INFO\] Building }
+        module=${module%% \[*}
+        n=$((n + 1))
+        if [ -t 2 ]; then
+          printf '\rferry: building %s/%s %-60s' "$n" "$total" "$module" >&2
+        fi
+        ;;
+    esac
+  done
+  local status=${PIPESTATUS[0]}
+  set -e
+  [ -t 2 ] && printf '\r%-80s\r' '' >&2
+  if [ "$status" -ne 0 ]; then
+    ferry_log_build "build failed; Maven said:"
+    grep -E '^\[(ERROR|WARNING)\]' "$log" | head -n 40 | sed 's/\x1b\[[0-9;]*m//g' >&2
+    ferry_log_build "full log: $log"
+    return 1
+  fi
+  rm -f "$log"
+  ferry_log_build "built in $(( $(date +%s) - start )) s"
+}
+
+ferry_log_build() { printf 'ferry: %s\n' "$*" >&2; }

@@ -13,6 +13,7 @@ import picocli.CommandLine.Spec;
         version = "ferry 0.1.0-SNAPSHOT",
         description = "Ferry: a JVM communication layer over RDMA-class fabrics (libfabric), and a parameter server on it.",
         subcommands = {BenchCommand.class, ClusterCommand.class, DemoCommand.class, ServerCommand.class,
+                StatCommand.class,
                 CommandLine.HelpCommand.class},
         footer = {"", "Examples:",
                 "  ferry demo",
@@ -32,7 +33,7 @@ public final class FerryCommand implements Runnable {
 
     @Override
     public void run() {
-        throw new ParameterException(spec.commandLine(), "missing command: bench, cluster, demo or server");
+        throw new ParameterException(spec.commandLine(), "missing command: bench, cluster, demo, server or stat");
     }
 
     /** Runs the command line and exits with its status. */

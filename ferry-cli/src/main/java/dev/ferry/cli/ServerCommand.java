@@ -62,6 +62,16 @@ public final class ServerCommand implements Callable<Integer> {
     @Option(names = "--no-auth", description = "No RPC authentication: for a demo on one host only.")
     private boolean noAuth;
 
+    @Option(names = "--metrics-port", paramLabel = "<port>",
+            description = "Serve Prometheus metrics on http://<metrics-host>:<port>/metrics and readiness on /healthz "
+                    + "(200 once the tables are restored and the listener is up, 503 before). Default: off.")
+    private Integer metricsPort;
+
+    @Option(names = "--metrics-host", paramLabel = "<host>", defaultValue = "127.0.0.1",
+            description = "Address the metrics endpoint listens on (0.0.0.0 for a remote Prometheus). "
+                    + "Default: ${DEFAULT-VALUE}.")
+    private String metricsHost;
+
     @Option(names = {"--cluster", "--zookeeper"}, paramLabel = "<zk://host:port/name>",
             description = "Join a cluster run by a controller on ZooKeeper (zk://host:port[,host:port...]/name) "
                     + "instead of a fixed one: --index and --servers are then ignored.")
@@ -82,6 +92,9 @@ public final class ServerCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
+        if (cluster != null && metricsPort != null) {
+            throw new ParameterException(spec.commandLine(), "--metrics-port is not served with --cluster yet");
+        }
         if (cluster != null) {
             dev.ferry.cluster.ClusterServerMain.Options member;
             try {
@@ -101,7 +114,22 @@ public final class ServerCommand implements Callable<Integer> {
         } catch (IllegalArgumentException e) {
             throw new ParameterException(spec.commandLine(), e.getMessage(), e);
         }
-        return PsServerMain.serve(options, System.out, System.err);
+        if (metricsPort == null) {
+            return PsServerMain.serve(options, System.out, System.err);
+        }
+        MetricsEndpoint endpoint;
+        try {
+            endpoint = MetricsEndpoint.start(metricsHost, metricsPort);
+        } catch (RuntimeException e) {
+            System.err.println("ferry server: " + e.getMessage());
+            return 1;
+        }
+        System.err.println("ferry server: metrics on http://" + endpoint.address() + "/metrics");
+        try {
+            return PsServerMain.serve(options, System.out, System.err, endpoint);
+        } finally {
+            endpoint.close();
+        }
     }
 
     /** Runs {@code ferry server} alone (until the launcher registers it). */

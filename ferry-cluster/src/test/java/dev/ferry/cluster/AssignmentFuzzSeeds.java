@@ -32,5 +32,7 @@ public final class AssignmentFuzzSeeds {
         Assignment moving = new Assignment(8, 2, 6, owners, addresses, new Move(5, "a", "c", new int[] {0, 3, 6}),
                 Map.of(9, "d"));
         Files.write(dir.resolve("three-members-moving"), moving.encode());
+        Assignment restoring = new Assignment(9, 3, 6, owners, addresses, null, Map.of(1, "gone", 4, "gone"));
+        Files.write(dir.resolve("three-members-restoring"), restoring.encode());
     }
 }

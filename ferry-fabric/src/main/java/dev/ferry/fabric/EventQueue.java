@@ -41,6 +41,8 @@ public final class EventQueue extends FabricObject {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment event = arena.allocate(JAVA_INT);
             MemorySegment entry = arena.allocate(ENTRY_BYTES, 8);
+            // tcp's connection manager runs inside this read and trusts errno: see ListenerSocket.
+            ListenerSocket.clearErrno();
             long rc = timeoutMillis < 0
                     ? (long) LibFabric.L_JJJJJ.invokeExact(LibFabric.function(ops, EQ_READ), fid, event.address(),
                             entry.address(), ENTRY_BYTES, 0L)

@@ -31,6 +31,8 @@ public final class FabricSession implements AutoCloseable {
     /** This session's hold on its shm region (see {@link ShmRegions}); null on other providers. */
     private final OwnerLock region;
     private final List<Connection> connections = new ArrayList<>();
+    /** The provider's listening socket, where it can be found; else null. */
+    private final ListenerSocket listenerSocket;
 
     private FabricSession(InfoList infos, FabricInfo info, int cqSize, boolean listen) {
         this.infos = infos;
@@ -55,15 +57,18 @@ public final class FabricSession implements AutoCloseable {
                     listener.bind(eq);
                     listener.listen();
                     this.address = listener.name();
+                    this.listenerSocket = ListenerSocket.of(address);
                 } else {
                     this.listener = null;
                     this.address = new byte[0];
+                    this.listenerSocket = null;
                 }
                 this.region = null;
             } else {
                 this.eq = null;
                 this.listener = null;
                 this.srx = null;
+                this.listenerSocket = null;
                 this.av = domain.openAddressVector(256);
                 this.shared = domain.openEndpoint(info);
                 shared.bind(cq, Fi.TRANSMIT | Fi.RECV);
@@ -249,6 +254,28 @@ public final class FabricSession implements AutoCloseable {
             return null;
         }
         return timeoutMillis <= 0 ? eq.poll() : eq.await(timeoutMillis);
+    }
+
+    /**
+     * Whether connections wait in the backlog of this session's listener for the provider to
+     * accept them: the provider accepts one per {@link #pollEvent}, so an owner that wants its
+     * backlog drained polls events until this says no. False where there is no listener or its
+     * socket cannot be seen.
+     */
+    public boolean listenerBacklogged() {
+        return listenerSocket != null && listenerSocket.backlogged();
+    }
+
+    /**
+     * Refuses a connection request that arrived at this session's listener: the provider
+     * answers it with a refusal and closes its socket. Without this, a request that is neither
+     * accepted nor rejected keeps its socket open for good.
+     */
+    public void reject(ConnectionEvent request) {
+        if (listener == null) {
+            throw new IllegalStateException("session is not listening");
+        }
+        listener.reject(request);
     }
 
     /**

@@ -70,8 +70,8 @@ public final class SignalGuard {
         List<Long> handlers = new ArrayList<>();
         for (int signal = 1; signal <= LAST_SIGNAL; signal++) {
             if (catchable(signal)) {
-                sigaction(signal, 0, slot(signal).address());
-                long handler = slot(signal).get(JAVA_LONG, HANDLER);
+                sigaction(signal, 0, JVM.address() + slot(signal));
+                long handler = JVM.get(JAVA_LONG, slot(signal) + HANDLER);
                 if (handler > 1 && !handlers.contains(handler)) { // neither SIG_DFL (0) nor SIG_IGN (1)
                     handlers.add(handler);
                 }
@@ -99,16 +99,16 @@ public final class SignalGuard {
                 continue;
             }
             read(signal);
-            MemorySegment jvm = slot(signal);
-            if (same(CURRENT, jvm)) {
+            long jvm = slot(signal);
+            if (same(jvm)) {
                 continue;
             }
             if (isJvmHandler(CURRENT.get(JAVA_LONG, HANDLER))) {
                 // The JVM changed it (Java code registered a handler): that is the JVM's action now.
-                jvm.copyFrom(CURRENT);
+                MemorySegment.copy(CURRENT, 0, JVM, jvm, SIGACTION_BYTES);
                 continue;
             }
-            sigaction(signal, jvm.address(), 0);
+            sigaction(signal, JVM.address() + jvm, 0);
             count++;
         }
         restored += count;
@@ -126,10 +126,10 @@ public final class SignalGuard {
                 continue;
             }
             read(signal);
-            if (!same(CURRENT, slot(signal)) && !isJvmHandler(CURRENT.get(JAVA_LONG, HANDLER))) {
+            if (!same(slot(signal)) && !isJvmHandler(CURRENT.get(JAVA_LONG, HANDLER))) {
                 foreign.add(String.format("signal %d: handler 0x%x flags 0x%x instead of the JVM's 0x%x", signal,
                         CURRENT.get(JAVA_LONG, HANDLER), CURRENT.get(JAVA_INT, FLAGS),
-                        slot(signal).get(JAVA_LONG, HANDLER)));
+                        JVM.get(JAVA_LONG, slot(signal) + HANDLER)));
             }
         }
         return foreign;
@@ -144,8 +144,9 @@ public final class SignalGuard {
         return signal != 9 && signal != 19;
     }
 
-    private static MemorySegment slot(int signal) {
-        return JVM.asSlice(signal * SIGACTION_BYTES, SIGACTION_BYTES);
+    /** The offset in {@link #JVM} of the JVM's action for {@code signal}. */
+    private static long slot(int signal) {
+        return signal * SIGACTION_BYTES;
     }
 
     private static void read(int signal) {
@@ -154,16 +155,17 @@ public final class SignalGuard {
     }
 
     /**
-     * Same handler, and for a real handler the same mask and flags; {@code SA_RESTORER}, which
-     * glibc adds to whatever it installs, and the mask and flags of SIG_DFL and SIG_IGN do not count.
+     * Whether the action just read is the JVM's at {@code jvm}: the same handler, and for a real
+     * handler the same mask and flags; {@code SA_RESTORER}, which glibc adds to whatever it
+     * installs, and the mask and flags of SIG_DFL and SIG_IGN do not count. Allocates nothing.
      */
-    private static boolean same(MemorySegment a, MemorySegment b) {
-        long handler = a.get(JAVA_LONG, HANDLER);
-        if (handler != b.get(JAVA_LONG, HANDLER)) {
+    private static boolean same(long jvm) {
+        long handler = CURRENT.get(JAVA_LONG, HANDLER);
+        if (handler != JVM.get(JAVA_LONG, jvm + HANDLER)) {
             return false;
         }
-        return handler <= 1 || (a.get(JAVA_LONG, MASK) == b.get(JAVA_LONG, MASK)
-                && (a.get(JAVA_INT, FLAGS) & ~SA_RESTORER) == (b.get(JAVA_INT, FLAGS) & ~SA_RESTORER));
+        return handler <= 1 || (CURRENT.get(JAVA_LONG, MASK) == JVM.get(JAVA_LONG, jvm + MASK)
+                && (CURRENT.get(JAVA_INT, FLAGS) & ~SA_RESTORER) == (JVM.get(JAVA_INT, jvm + FLAGS) & ~SA_RESTORER));
     }
 
     private static boolean isJvmHandler(long handler) {

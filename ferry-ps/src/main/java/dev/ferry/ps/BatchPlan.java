@@ -54,6 +54,7 @@ public final class BatchPlan {
     private int[] rowOfUnique = NO_INTS;
     private int[] perServer = NO_INTS;
     private int[] partOfServer = NO_INTS;
+    private int[] positionsOfServer = NO_INTS;
     private int[] cursor = NO_INTS;
 
     /** An empty plan (no ids, no parts) to be {@linkplain #plan re-planned}. */
@@ -94,6 +95,9 @@ public final class BatchPlan {
         long[] keys = this.keys;
         int[] values = this.values;
         int[] uniqueOfPosition = this.uniqueOfPosition;
+        int[] uniqueServer = this.uniqueServer;
+        int[] positionsOfServer = this.positionsOfServer;
+        Arrays.fill(positionsOfServer, 0, serverCount, 0);
         int u = 0;
         for (int i = 0; i < count; i++) {
             long id = ids[offset + i];
@@ -112,6 +116,7 @@ public final class BatchPlan {
                 uniqueServer[u - 1] = slots.serverOfSlot(Slots.slotOfHash(hash));
             }
             uniqueOfPosition[i] = value - 1;
+            positionsOfServer[uniqueServer[value - 1]]++;
         }
         for (int k = 0; k < u; k++) {
             values[entryOfUnique[k]] = 0;
@@ -153,12 +158,9 @@ public final class BatchPlan {
                 rowInPart[i] = uniqueOfPosition[i];
             }
         } else {
-            Arrays.fill(start, 0, parts + 1, 0);
-            for (int i = 0; i < count; i++) {
-                start[partOfServer[uniqueServer[uniqueOfPosition[i]]] + 1]++;
-            }
+            start[0] = 0;
             for (int p = 0; p < parts; p++) {
-                start[p + 1] += start[p];
+                start[p + 1] = start[p] + positionsOfServer[servers[p]];
             }
             System.arraycopy(start, 0, cursor, 0, parts);
             for (int i = 0; i < count; i++) {
@@ -192,6 +194,7 @@ public final class BatchPlan {
         if (perServer.length < serverCount) {
             perServer = new int[serverCount];
             partOfServer = new int[serverCount];
+            positionsOfServer = new int[serverCount];
         }
     }
 

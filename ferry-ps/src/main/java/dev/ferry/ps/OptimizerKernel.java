@@ -18,6 +18,8 @@ final class OptimizerKernel {
 
     /** Adam's corrections {@code beta^t} below this are taken as 0: f32 cannot tell them from it. */
     private static final double NEGLIGIBLE = 1e-10;
+    /** Adam's per-row step sizes for the first steps of a row, precomputed (32 KiB at most). */
+    private static final int ADAM_TABLE = 4096;
 
     private final Optimizer optimizer;
     private final Initializer initializer;
@@ -31,6 +33,8 @@ final class OptimizerKernel {
     private final double logB1;
     private final double logB2;
     private final long adamSaturated;
+    /** Adam's step size and epsilon for step counts {@code [1, table.length / 2]}, interleaved. */
+    private final float[] adamTable;
     private final float invAlpha;
     private final float beta;
     private final float l1;
@@ -76,10 +80,28 @@ final class OptimizerKernel {
         this.logB1 = Math.log(beta1);
         this.logB2 = Math.log(beta2);
         this.adamSaturated = (long) Math.ceil(Math.max(saturation(beta1), saturation(beta2)));
+        int tabled = optimizer instanceof Optimizer.Adam ? (int) Math.min(ADAM_TABLE, adamSaturated) : 0;
+        this.adamTable = new float[2 * tabled];
+        for (int t = 1; t <= tabled; t++) {
+            adamTable[2 * t - 2] = adamScale(t);
+            adamTable[2 * t - 1] = adamEpsilon(t);
+        }
         this.invAlpha = (float) (1 / alpha);
         this.beta = (float) ftrlBeta;
         this.l1 = (float) ftrlL1;
         this.l2 = (float) ftrlL2;
+    }
+
+    /** Adam's step size at step {@code t}: {@code lr sqrt(1 - b2^t) / (1 - b1^t)}. */
+    private float adamScale(long t) {
+        Optimizer.Adam o = (Optimizer.Adam) optimizer;
+        return (float) (o.learningRate() * Math.sqrt(1 - Math.exp(t * logB2)) / (1 - Math.exp(t * logB1)));
+    }
+
+    /** Adam's epsilon at step {@code t}: {@code eps sqrt(1 - b2^t)}. */
+    private float adamEpsilon(long t) {
+        Optimizer.Adam o = (Optimizer.Adam) optimizer;
+        return (float) (o.epsilon() * Math.sqrt(1 - Math.exp(t * logB2)));
     }
 
     /** The step count from which {@code beta^t} is negligible. */
@@ -125,11 +147,12 @@ final class OptimizerKernel {
                 // lr * (m / c1) / (sqrt(v / c2) + eps) == (lr sqrt(c2) / c1) * m / (sqrt(v) + eps sqrt(c2)).
                 float scale = lr;
                 float epsHat = eps;
-                if (steps < adamSaturated) {
-                    double c1 = 1 - Math.exp(steps * logB1);
-                    double root = Math.sqrt(1 - Math.exp(steps * logB2));
-                    scale = (float) (o.learningRate() * root / c1);
-                    epsHat = (float) (o.epsilon() * root);
+                if (steps <= adamTable.length / 2) {
+                    scale = adamTable[(int) (2 * steps - 2)];
+                    epsHat = adamTable[(int) (2 * steps - 1)];
+                } else if (steps < adamSaturated) {
+                    scale = adamScale(steps);
+                    epsHat = adamEpsilon(steps);
                 }
                 Kernels.adam(s, w, s0, s1, grads, g, dimension, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);
             }

@@ -1,5 +1,6 @@
 package dev.ferry.ps;
 
+import dev.ferry.ps.events.PsEvents;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
@@ -83,8 +84,26 @@ public final class ParameterServer implements AutoCloseable {
      * @throws PsException {@code CHECKPOINT_CORRUPT} naming the file and the problem if it does not verify
      */
     public static ParameterServer restore(PsConfig config, Path checkpoint, boolean readOnly) {
-        Checkpoints.Loaded loaded = Checkpoints.load(checkpoint, config, readOnly);
+        Checkpoints.Loaded loaded = loadRecorded(checkpoint, config, readOnly);
         return new ParameterServer(config, readOnly, loaded, checkpoint, List.of());
+    }
+
+    /** {@link Checkpoints#load}, told to the flight recorder. */
+    private static Checkpoints.Loaded loadRecorded(Path checkpoint, PsConfig config, boolean readOnly) {
+        long start = System.nanoTime();
+        try {
+            Checkpoints.Loaded loaded = Checkpoints.load(checkpoint, config, readOnly);
+            long rows = 0;
+            for (SparseTable t : loaded.tables().values()) {
+                rows += t.stats().rows();
+            }
+            PsEvents.checkpointRestored(checkpoint, loaded.tables().size() + loaded.tensors().size(), rows, readOnly,
+                    null, start);
+            return loaded;
+        } catch (PsException e) {
+            PsEvents.checkpointRestored(checkpoint, 0, 0, readOnly, e.getMessage(), start);
+            throw e;
+        }
     }
 
     private static ParameterServer restoreLatest(PsConfig config, Path directory, boolean readOnly, boolean required) {
@@ -104,7 +123,7 @@ public final class ParameterServer implements AutoCloseable {
         List<String> rejected = new ArrayList<>();
         for (Path candidate : candidates) {
             try {
-                Checkpoints.Loaded loaded = Checkpoints.load(candidate, config, readOnly);
+                Checkpoints.Loaded loaded = loadRecorded(candidate, config, readOnly);
                 return new ParameterServer(config, readOnly, loaded, candidate, rejected);
             } catch (PsException e) {
                 if (e.code() != PsException.Code.CHECKPOINT_CORRUPT) {
@@ -274,7 +293,17 @@ public final class ParameterServer implements AutoCloseable {
             sparse.sort((a, b) -> a.name().compareTo(b.name()));
             List<DenseTensor> dense = new ArrayList<>(tensors.values());
             dense.sort((a, b) -> a.name().compareTo(b.name()));
-            return Checkpoints.write(directory, sparse, dense, slots, config.checkpointsKept());
+            long start = System.nanoTime();
+            Path written = Checkpoints.write(directory, sparse, dense, slots, config.checkpointsKept());
+            long rows = 0;
+            long bytes = 0;
+            for (SparseTable t : sparse) {
+                TableStats st = t.stats();
+                rows += st.rows();
+                bytes += st.reservedBytes();
+            }
+            PsEvents.checkpointWritten(written, sparse.size() + dense.size(), rows, bytes, start);
+            return written;
         }
     }
 

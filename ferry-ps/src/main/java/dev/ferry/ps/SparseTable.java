@@ -395,7 +395,12 @@ public final class SparseTable {
                 } else if (shard.chunk(row).get(RowLayout.LONG, shard.offset(row) + RowLayout.STEPS_OFFSET) > steps) {
                     continue;
                 }
-                MemorySegment.copy(rows, at, shard.chunk(row), shard.offset(row), rowBytes);
+                shard.beginWrite();
+                try {
+                    MemorySegment.copy(rows, at, shard.chunk(row), shard.offset(row), rowBytes);
+                } finally {
+                    shard.endWrite();
+                }
                 written++;
             } finally {
                 shard.lock.unlock();
@@ -416,8 +421,13 @@ public final class SparseTable {
                     long at = shard.offset(row);
                     long id = chunk.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
                     if (reset.test(id)) {
-                        chunk.asSlice(at, rowBytes).fill((byte) 0);
-                        kernel.initRow(chunk, at, id, dimension());
+                        shard.beginWrite();
+                        try {
+                            chunk.asSlice(at, rowBytes).fill((byte) 0);
+                            kernel.initRow(chunk, at, id, dimension());
+                        } finally {
+                            shard.endWrite();
+                        }
                         n++;
                     }
                 }

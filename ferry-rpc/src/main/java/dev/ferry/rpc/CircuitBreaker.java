@@ -11,6 +11,7 @@ import java.util.ArrayDeque;
  */
 final class CircuitBreaker {
 
+    private final String name;
     private final int threshold;
     private final long windowNanos;
     private final long probeNanos;
@@ -19,8 +20,10 @@ final class CircuitBreaker {
     private long nextProbeNanos;
     private long opened;
     private long closed;
+    private long openedAtNanos;
 
-    CircuitBreaker(int threshold, long windowNanos, long probeNanos) {
+    CircuitBreaker(String name, int threshold, long windowNanos, long probeNanos) {
+        this.name = name;
         this.threshold = threshold;
         this.windowNanos = windowNanos;
         this.probeNanos = probeNanos;
@@ -39,6 +42,8 @@ final class CircuitBreaker {
         if (failures.size() >= threshold) {
             open = true;
             opened++;
+            openedAtNanos = nowNanos;
+            dev.ferry.rpc.events.RpcEvents.breakerOpened(name, failures.size(), windowNanos);
             failures.clear();
             nextProbeNanos = nowNanos + probeNanos;
             return true;
@@ -52,6 +57,7 @@ final class CircuitBreaker {
         if (open) {
             open = false;
             closed++;
+            dev.ferry.rpc.events.RpcEvents.breakerClosed(name, System.nanoTime() - openedAtNanos);
             return true;
         }
         return false;

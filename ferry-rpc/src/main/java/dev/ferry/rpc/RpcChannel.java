@@ -63,7 +63,7 @@ public final class RpcChannel {
         this.primaryAddress = primaryAddress;
         this.fallbackAddress = fallbackAddress;
         RpcConfig c = client.config;
-        this.breaker = new CircuitBreaker(c.breakerFailures(), TimeUnit.MILLISECONDS.toNanos(c.breakerWindowMillis()),
+        this.breaker = new CircuitBreaker(primaryAddress, c.breakerFailures(), TimeUnit.MILLISECONDS.toNanos(c.breakerWindowMillis()),
                 TimeUnit.MILLISECONDS.toNanos(c.breakerProbeMillis()));
     }
 
@@ -271,6 +271,7 @@ public final class RpcChannel {
             return;
         }
         cancelTimer(call);
+        completed(call, false);
         if (cause instanceof RpcTimeoutException || countAsTimeout) {
             client.timeouts.increment();
         } else if (cause instanceof PeerUnavailableException) {
@@ -279,6 +280,13 @@ public final class RpcChannel {
             client.remoteErrors.increment();
         }
         call.future.completeExceptionally(cause);
+    }
+
+    /** Tells the observer and, past the slow-call threshold, the flight recorder. */
+    private void completed(Call call, boolean ok) {
+        long nanos = System.nanoTime() - call.startNanos;
+        client.observer.callCompleted(call.method, nanos, ok);
+        dev.ferry.rpc.events.RpcEvents.callCompleted(call.method.id(), primaryAddress, call.id, nanos, ok);
     }
 
     private static void cancelTimer(Call call) {
@@ -310,6 +318,7 @@ public final class RpcChannel {
             return;
         }
         cancelTimer(call);
+        completed(call, false);
         client.cancelled.increment();
         Session s = call.sentOn.get();
         if (s != null && s.live()) {
@@ -361,6 +370,7 @@ public final class RpcChannel {
                 }
                 cancelTimer(call);
                 RpcResponse response = new RpcResponse(message);
+                completed(call, true);
                 client.succeeded.increment(); // before completing, so a caller that returns sees it
                 if (!call.future.complete(response)) {
                     client.succeeded.decrement();
@@ -682,6 +692,7 @@ public final class RpcChannel {
         final RequestWriter writer;
         final long deadlineMillis;
         final long deadlineNanos;
+        final long startNanos;
         final CallFuture future;
         final AtomicReference<Session> sentOn = new AtomicReference<>();
         /** The epoch of the server the call was first sent to; 0 before. */
@@ -695,7 +706,8 @@ public final class RpcChannel {
             this.length = length;
             this.writer = writer;
             this.deadlineMillis = deadlineMillis;
-            this.deadlineNanos = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
+            this.startNanos = System.nanoTime();
+            this.deadlineNanos = startNanos + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
             this.future = new CallFuture(this);
         }
     }

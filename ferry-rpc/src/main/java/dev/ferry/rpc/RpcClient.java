@@ -51,6 +51,7 @@ public final class RpcClient implements AutoCloseable {
     private final long tickNanos;
     private long lastTickNanos = System.nanoTime();
     private volatile boolean closed;
+    volatile RpcObserver observer = RpcObserver.NONE;
 
     // Client-wide connect rate limit: a token bucket.
     private double connectTokens;
@@ -139,6 +140,11 @@ public final class RpcClient implements AutoCloseable {
         return channel;
     }
 
+    /** The channels opened so far, one per server. */
+    public List<RpcChannel> channels() {
+        return List.copyOf(channels.values());
+    }
+
     /** This client's id, the key of its calls in servers' deduplication tables. */
     public long clientId() {
         return clientId;
@@ -152,6 +158,16 @@ public final class RpcClient implements AutoCloseable {
     /** The fallback transport, or null. */
     public Transport fallbackTransport() {
         return fallback;
+    }
+
+    /** Sends every completed call to {@code observer} (latency metrics); {@link RpcObserver#NONE} stops. */
+    public void observe(RpcObserver observer) {
+        this.observer = java.util.Objects.requireNonNull(observer, "observer");
+    }
+
+    /** The observer set with {@link #observe}, {@link RpcObserver#NONE} by default. */
+    public RpcObserver observer() {
+        return observer;
     }
 
     /** A snapshot of the counters. */

@@ -56,6 +56,7 @@ public final class RpcServer implements AutoCloseable {
     private final DedupeTable dedupe;
     private final Handler handler = new Handler();
     private volatile boolean closed;
+    private volatile RpcObserver observer = RpcObserver.NONE;
 
     private final LongAdder requests = new LongAdder();
     private final LongAdder executions = new LongAdder();
@@ -162,6 +163,16 @@ public final class RpcServer implements AutoCloseable {
             n += t.counters().authenticationFailures();
         }
         return n;
+    }
+
+    /** Sends every handler run to {@code observer} (latency metrics); {@link RpcObserver#NONE} stops. */
+    public void observe(RpcObserver observer) {
+        this.observer = java.util.Objects.requireNonNull(observer, "observer");
+    }
+
+    /** The observer set with {@link #observe}, {@link RpcObserver#NONE} by default. */
+    public RpcObserver observer() {
+        return observer;
     }
 
     /** A snapshot of the counters. */
@@ -381,6 +392,7 @@ public final class RpcServer implements AutoCloseable {
         int status = 0;
         String errorClass = null;
         String errorMessage = null;
+        long started = 0;
         try {
             if (System.nanoTime() - call.deadlineNanos() > 0) {
                 deadlinesMissed.increment();
@@ -392,9 +404,14 @@ public final class RpcServer implements AutoCloseable {
                     running.put(key, call);
                 }
                 executions.increment();
+                started = System.nanoTime();
                 handler.handle(call);
+                handled(call, started, true);
             }
         } catch (Throwable t) {
+            if (started != 0) {
+                handled(call, started, false);
+            }
             handlerErrors.increment();
             status = RpcDescriptor.STATUS_REMOTE_EXCEPTION;
             errorClass = t.getClass().getName();
@@ -409,6 +426,12 @@ public final class RpcServer implements AutoCloseable {
             call.requestMessage().release();
         }
         finish(call, stream, status, errorClass, errorMessage);
+    }
+
+    private void handled(ServerCall call, long started, boolean ok) {
+        long nanos = System.nanoTime() - started;
+        observer.handled(call.rpcMethod(), nanos, ok);
+        dev.ferry.rpc.events.RpcEvents.handled(call.method(), call.callId(), nanos, ok);
     }
 
     /** Sends the outcome of a call, storing it first for a non-idempotent method. */

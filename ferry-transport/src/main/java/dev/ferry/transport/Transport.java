@@ -21,6 +21,16 @@ public interface Transport extends AutoCloseable {
     /** A consistent-enough snapshot of this transport's counters. */
     TransportCounters counters();
 
+    /** The provider it runs on ({@code shm}, {@code tcp}, {@code netty}, ...), for metrics tags and logs. */
+    default String provider() {
+        return "unknown";
+    }
+
+    /** A snapshot of its registered-memory allocator, where it has one (fabric transports). */
+    default java.util.Optional<dev.ferry.memory.AllocatorStats> allocatorStats() {
+        return java.util.Optional.empty();
+    }
+
     /** Closes every link and frees every buffer; messages not yet delivered fail their futures. */
     @Override
     void close();

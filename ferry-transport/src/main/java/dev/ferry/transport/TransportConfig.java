@@ -56,6 +56,10 @@ import java.util.Objects;
  *     switch buffer absorbs. 0 (the default) sets no budget beyond 16 reads of
  *     {@code rendezvousChunkBytes} in flight: nothing changes where the network has no shallow
  *     buffer (loopback, shm, a deep-buffered fabric)
+ * @param handshakeTimeoutMillis how long a connection to a listening port (control channel,
+ *     Netty port) has to prove the shared secret, for the whole handshake and not per read: a
+ *     silent or trickling peer is closed when it passes. A good client needs a few round trips;
+ *     2 s covers a GC pause on either side while a flood of slow connections stays cheap
  */
 public record TransportConfig(
         String provider,
@@ -78,7 +82,8 @@ public record TransportConfig(
         long heartbeatTimeoutMillis,
         SharedSecret secret,
         long idlePollMicros,
-        long pullBudgetBytes) {
+        long pullBudgetBytes,
+        long handshakeTimeoutMillis) {
 
     /** Checks the settings against each other. */
     public TransportConfig {
@@ -109,6 +114,7 @@ public record TransportConfig(
         if (idlePollMicros < 0) {
             throw new IllegalArgumentException("idlePollMicros must not be negative: " + idlePollMicros);
         }
+        positive("handshakeTimeoutMillis", handshakeTimeoutMillis);
         if (bindPort < 0 || bindPort > 65535) {
             throw new IllegalArgumentException("bindPort out of range: " + bindPort);
         }
@@ -116,7 +122,8 @@ public record TransportConfig(
 
     /**
      * The settings above with the default heartbeat (every second, failed after 5 s of silence),
-     * no secret, the default idle polling (200 us) and no pull budget.
+     * no secret, the default idle polling (200 us), no pull budget and the default handshake
+     * deadline (2 s).
      */
     public TransportConfig(String provider, String bindHost, int bindPort, int linksPerPeer, int maxLinks,
             int eagerThreshold, int receiveBuffersPerLink, long sendWindowBytesPerLink, long sendWindowBytesPerPeer,
@@ -125,7 +132,7 @@ public record TransportConfig(
         this(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold, receiveBuffersPerLink,
                 sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess, sendPoolBytes,
                 receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
-                1_000, 5_000, null, 200, 0);
+                1_000, 5_000, null, 200, 0, 2_000);
     }
 
     private static void positive(String name, long value) {
@@ -140,7 +147,7 @@ public record TransportConfig(
                 2, 4096, 16 * 1024, 64,
                 4L << 20, 8L << 20, 64L << 20,
                 64L << 20, 32L << 20, 256L << 20,
-                1 << 20, 256 << 20, 10_000, 1_000, 5_000, null, 200, 0);
+                1 << 20, 256 << 20, 10_000, 1_000, 5_000, null, 200, 0, 2_000);
     }
 
     /** This configuration with another provider. */
@@ -148,7 +155,8 @@ public record TransportConfig(
         return new TransportConfig(value, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration listening on another port. */
@@ -156,7 +164,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, value, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with other link counts. */
@@ -164,7 +173,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, perPeer, max, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with other flow-control settings. */
@@ -173,7 +183,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eager,
                 buffersPerLink, windowPerLink, windowPerPeer, windowPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with other pool sizes. */
@@ -181,7 +192,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 send, receive, rendezvous, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
-                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes);
+                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with another connect and allocate timeout. */
@@ -189,7 +201,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, value,
-                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes);
+                heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with another heartbeat on the control channel. */
@@ -197,7 +210,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, intervalMillis, timeoutMillis, secret, idlePollMicros, pullBudgetBytes);
+                connectTimeoutMillis, intervalMillis, timeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with peers authenticated by {@code value} (null: no authentication). */
@@ -205,7 +219,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, value, idlePollMicros, pullBudgetBytes);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, value, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration listening on another host. */
@@ -213,7 +228,8 @@ public record TransportConfig(
         return new TransportConfig(provider, value, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
+                handshakeTimeoutMillis);
     }
 
     /**
@@ -232,7 +248,8 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, bytes);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, bytes,
+                handshakeTimeoutMillis);
     }
 
     /** This configuration with another idle polling time of the progress thread. */
@@ -240,6 +257,16 @@ public record TransportConfig(
         return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
-                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, value, pullBudgetBytes);
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, value, pullBudgetBytes,
+                handshakeTimeoutMillis);
+    }
+
+    /** This configuration with another deadline for the handshake of an incoming connection. */
+    public TransportConfig withHandshakeTimeoutMillis(long value) {
+        return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                pullBudgetBytes, value);
     }
 }

@@ -44,10 +44,16 @@ final class BenchDriver {
         return r;
     }
 
-    /** A transport's run of {@code fetch}. */
+    /** A transport's run of {@code fetch}, with metrics if {@code --metrics-port} is given. */
     RunResult fetch(FetchOptions o, BenchTransport transport) {
+        return fetch(o, transport, o.common.metricsPort != null);
+    }
+
+    /** A transport's run of {@code fetch}, with every process's metrics served and scraped if {@code metrics}. */
+    RunResult fetch(FetchOptions o, BenchTransport transport, boolean metrics) {
         BenchOptions c = o.common;
-        try (Cluster cluster = Cluster.start(c, netlab, transport, true, "sgd", o.clientProcesses, o.clients, Args.of()
+        try (Cluster cluster = Cluster.start(c, netlab, transport, true, metrics, "sgd", o.clientProcesses, o.clients,
+                Args.of()
                 .with("workload", "fetch")
                 .with("alpha", o.alpha())
                 .with("batchMin", o.minBatch())
@@ -71,7 +77,8 @@ final class BenchDriver {
     /** A transport's run of {@code push}, with Ferry's flow control on or off. */
     RunResult push(PushOptions o, BenchTransport transport, boolean flowControl) {
         BenchOptions c = o.common;
-        try (Cluster cluster = Cluster.start(c, netlab, transport, flowControl, "adagrad", o.workerProcesses, o.workers,
+        try (Cluster cluster = Cluster.start(c, netlab, transport, flowControl, c.metricsPort != null, "adagrad",
+                o.workerProcesses, o.workers,
                 Args.of()
                         .with("workload", "push")
                         .with("alpha", o.alpha())
@@ -166,14 +173,22 @@ final class BenchDriver {
         final BenchOptions options;
         final BenchTransport transport;
         final boolean flowControl;
+        final boolean metrics;
+        BenchMetrics.Scraper scraper;
         final List<Child> servers = new ArrayList<>();
         final List<Child> workers = new ArrayList<>();
         final List<String> addresses = new ArrayList<>();
 
-        private Cluster(BenchOptions options, BenchTransport transport, boolean flowControl) {
+        private Cluster(BenchOptions options, BenchTransport transport, boolean flowControl, boolean metrics) {
             this.options = options;
             this.transport = transport;
             this.flowControl = flowControl;
+            this.metrics = metrics;
+        }
+
+        /** The metrics port of server {@code i} (0 when off); client process {@code p} has that of i = servers + p. */
+        int metricsPort(int i) {
+            return metrics ? options.metricsBase() + i : 0;
         }
 
         /**
@@ -181,8 +196,8 @@ final class BenchDriver {
          * {@code threads} threads with the workload's {@code args}; returns once all are ready.
          */
         static Cluster start(BenchOptions o, Netlab netlab, BenchTransport transport, boolean flowControl,
-                String optimizer, int processes, int threads, Args workload) {
-            Cluster cluster = new Cluster(o, transport, flowControl);
+                boolean metrics, String optimizer, int processes, int threads, Args workload) {
+            Cluster cluster = new Cluster(o, transport, flowControl, metrics);
             // In-process runs: the servers live in the one client process, with every client thread.
             boolean inProcess = transport.inProcess();
             if (inProcess) {
@@ -209,7 +224,8 @@ final class BenchDriver {
                             .with("optimizer", optimizer)
                             .with("flowControl", flowControl)
                             .with("psTuning", o.psTuning())
-                            .with("inlinePulls", o.inlinePulls());
+                            .with("inlinePulls", o.inlinePulls())
+                            .with("metricsPort", cluster.metricsPort(i));
                     List<String> prefix = List.of();
                     if (netlab != null) {
                         args.with("servers", 1).with("bindHost", Netlab.RECEIVER_HOST);
@@ -233,7 +249,8 @@ final class BenchDriver {
                             .with("seed", o.seed * 131 + p)
                             .with("bindHost", netlab != null ? Netlab.senderHost(p) : BenchTransport.loopback(o.servers + p))
                             .with("flowControl", flowControl)
-                            .with("psTuning", o.psTuning()).toList());
+                            .with("psTuning", o.psTuning())
+                            .with("metricsPort", cluster.metricsPort(o.servers + p)).toList());
                     cluster.workers.add(Child.start("client " + p,
                             netlab != null ? Netlab.in(netlab.senderNamespace(p)) : List.of(),
                             PsBenchWorker.class, o.childJvmOptions, args));
@@ -244,6 +261,16 @@ final class BenchDriver {
                 cluster.sendAll(cluster.workers, "SERVERS " + (inProcess ? "in-process" : String.join(",", cluster.addresses)));
                 for (Child worker : cluster.workers) {
                     worker.expect("READY", START_TIMEOUT_MILLIS);
+                }
+                if (metrics) {
+                    List<Integer> ports = new ArrayList<>();
+                    for (int i = 0; i < cluster.servers.size(); i++) {
+                        ports.add(cluster.metricsPort(i));
+                    }
+                    for (int p = 0; p < cluster.workers.size(); p++) {
+                        ports.add(cluster.metricsPort(o.servers + p));
+                    }
+                    cluster.scraper = new BenchMetrics.Scraper(ports);
                 }
                 return cluster;
             } catch (RuntimeException e) {
@@ -299,7 +326,12 @@ final class BenchDriver {
                     }
                 }
             }
-            return new RunResult(workload, transport.label(), flowControl, latency, ops, keys, errors, seconds,
+            if (scraper != null) {
+                counters.put("metrics_scrapes", scraper.scrapes());
+                counters.put("metrics_scrape_failures", scraper.failures());
+            }
+            String label = transport.label() + (metrics && options.metricsRounds > 0 ? "+metrics" : "");
+            return new RunResult(workload, label, flowControl, latency, ops, keys, errors, seconds,
                     cpuNanos, steps, counters);
         }
 
@@ -311,6 +343,9 @@ final class BenchDriver {
 
         @Override
         public void close() {
+            if (scraper != null) {
+                scraper.close();
+            }
             for (Child worker : workers) {
                 worker.close();
             }

@@ -82,6 +82,22 @@ public class BenchOptions {
             description = "JVM options of the server and client processes. Default: -Xms256m -Xmx2g.")
     public List<String> childJvmOptions = List.of("-Xms256m", "-Xmx2g");
 
+    @Option(names = "--metrics-port", paramLabel = "<port>",
+            description = "Serve Prometheus metrics from every benchmark process: server i on port+i, client process p "
+                    + "on port+servers+p (/metrics, /healthz on 127.0.0.1), scraped by the driver every second like a "
+                    + "Prometheus would. Default: off.")
+    public Integer metricsPort;
+
+    @Option(names = "--metrics-compare", paramLabel = "<rounds>",
+            description = "Run each transport with metrics off, then on (--metrics-port, default 9400), alternately, "
+                    + "this many rounds, and print CPU per op on/off (the best round of each). Default: off.")
+    public int metricsRounds;
+
+    /** The first metrics port, or 0 when off. */
+    int metricsBase() {
+        return metricsPort != null ? metricsPort : metricsRounds > 0 ? 9400 : 0;
+    }
+
     /** The warm-up, or {@code byDefault} when none was given. */
     double warmup(double byDefault) {
         return warmupSeconds != null ? warmupSeconds : byDefault;
@@ -99,6 +115,9 @@ public class BenchOptions {
                     + "--duration > 0, --warmup >= 0");
         }
         transportList();
+        if (metricsPort != null && (metricsPort < 1 || metricsPort > 65000) || metricsRounds < 0) {
+            throw new IllegalArgumentException("--metrics-port must be in [1, 65000], --metrics-compare >= 0");
+        }
         if (!psTransport.equals("tuned") && !psTransport.equals("default")) {
             throw new IllegalArgumentException("--ps-transport is tuned or default: " + psTransport);
         }

@@ -48,6 +48,11 @@ final class FerryPsClient implements PsBenchClient {
     }
 
     @Override
+    public void bindMetrics(dev.ferry.metrics.FerryMetrics metrics) {
+        metrics.bind(client.rpcClient());
+    }
+
+    @Override
     public Map<String, Long> counters() {
         Map<String, Long> out = new LinkedHashMap<>();
         Counters.put(out, "client_", client.rpcClient().primaryTransport().counters());

@@ -50,14 +50,28 @@ public final class FetchBenchmark implements Callable<Integer> {
         }
         BenchDriver driver = new BenchDriver(out, netlab);
         List<RunResult> results = new ArrayList<>();
+        int rounds = options.common.metricsRounds;
         for (BenchTransport transport : options.common.transportList()) {
-            out.println("fetch on " + transport.label() + " ...");
-            try {
-                results.add(driver.fetch(options, transport));
-            } catch (RuntimeException e) {
-                out.println("fetch on " + transport.label() + " FAILED: " + e.getMessage());
-                failed.add(transport.label());
+            if (rounds == 0) {
+                out.println("fetch on " + transport.label() + " ...");
+                try {
+                    results.add(driver.fetch(options, transport));
+                } catch (RuntimeException e) {
+                    out.println("fetch on " + transport.label() + " FAILED: " + e.getMessage());
+                    failed.add(transport.label());
+                }
+                continue;
             }
+            for (int r = 1; r <= rounds; r++) {
+                out.println("fetch on " + transport.label() + ", metrics off, round " + r + " of " + rounds + " ...");
+                results.add(driver.fetch(options, transport, false));
+                out.println("fetch on " + transport.label() + ", metrics on and scraped every second, round " + r
+                        + " of " + rounds + " ...");
+                results.add(driver.fetch(options, transport, true));
+            }
+        }
+        if (rounds > 0) {
+            MetricsComparison.print(results, out);
         }
         return results;
     }

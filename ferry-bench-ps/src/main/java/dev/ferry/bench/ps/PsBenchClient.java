@@ -40,6 +40,10 @@ public interface PsBenchClient extends AutoCloseable {
      */
     CompletableFuture<Void> push(String table, int dimension, long[] ids, int count, float[] gradients);
 
+    /** Binds the client's meters (its RPC client and transport) to {@code metrics}; none by default. */
+    default void bindMetrics(dev.ferry.metrics.FerryMetrics metrics) {
+    }
+
     /** Counters of the client's transport, by name (empty where there are none). */
     Map<String, Long> counters();
 

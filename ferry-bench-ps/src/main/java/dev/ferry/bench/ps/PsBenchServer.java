@@ -103,6 +103,15 @@ public final class PsBenchServer {
                     pool.shutdownNow();
                 };
             }
+            PsServer bound = serving instanceof PsServer s ? s : null;
+            BenchMetrics.Endpoint metrics = BenchMetrics.serve(args.integer("metricsPort"),
+                    m -> {
+                        if (bound != null) {
+                            m.bind(bound);
+                        } else {
+                            m.bind(ps);
+                        }
+                    });
             System.out.println("READY " + address);
             System.out.flush();
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -125,6 +134,7 @@ public final class PsBenchServer {
                 }
             }
             try {
+                metrics.close();
                 serving.close();
             } catch (Exception e) {
                 // exiting anyway

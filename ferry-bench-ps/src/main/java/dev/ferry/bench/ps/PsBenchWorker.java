@@ -101,8 +101,11 @@ public final class PsBenchWorker {
                                 ? new FerryPsClient(BenchTransport.rpc(2), transport.config(args.bool("flowControl"),
                                         args.string("bindHost"), args.bool("psTuning")), servers)
                                 : new GrpcPsClient(servers);
+                BenchMetrics.Endpoint metrics = BenchMetrics.serve(args.integer("metricsPort"), client::bindMetrics);
                 try (client) {
                     new PsBenchWorker(args, client, local).run(in);
+                } finally {
+                    metrics.close();
                 }
             } finally {
                 if (local != null) {

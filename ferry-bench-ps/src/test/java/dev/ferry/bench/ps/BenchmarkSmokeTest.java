@@ -94,6 +94,9 @@ class BenchmarkSmokeTest {
         small(o.common, dir);
         o.common.transports = List.of("direct", "local", "netty");
         o.common.servers = 2;
+        // Long enough that a loaded machine still completes a few fetches in the measured interval.
+        o.common.warmupSeconds = 1.0;
+        o.common.durationSeconds = 3;
         o.batchMax = 512;
         List<RunResult> results = FetchBenchmark.run(o, new PrintStream(new ByteArrayOutputStream(), true,
                 StandardCharsets.UTF_8));

@@ -146,6 +146,28 @@ public final class PsServerMain {
      * the exit status, 1 if it could not start.
      */
     public static int serve(Options options, PrintStream out, PrintStream err) {
+        return serve(options, out, err, new Listener() {
+        });
+    }
+
+    /** Told how a server started and stops: metrics and health checks hang on it. */
+    public interface Listener {
+
+        /** The tables are open (restored, if there was a checkpoint) and the server made; not listening yet. */
+        default void opened(PsServer server) {
+        }
+
+        /** The server listens at {@code address}: it serves. */
+        default void listening(PsServer server, String address) {
+        }
+
+        /** The server is about to close (SIGTERM). */
+        default void stopping() {
+        }
+    }
+
+    /** {@link #serve(Options, PrintStream, PrintStream)}, telling {@code listener} of each step. */
+    public static int serve(Options options, PrintStream out, PrintStream err, Listener listener) {
         PsServer server;
         ParameterServer ps;
         try {
@@ -167,8 +189,10 @@ public final class PsServerMain {
             err.println("ferry server: " + e.getMessage());
             return 1;
         }
+        listener.opened(server);
         CountDownLatch stopped = new CountDownLatch(1);
         Thread hook = new Thread(() -> {
+            listener.stopping();
             server.close();
             err.println("ferry server: stopped");
             err.flush();
@@ -187,6 +211,7 @@ public final class PsServerMain {
         err.printf(Locale.ROOT, "ferry server: server %d of %d on %s%s, %d tables%s%n", options.index(),
                 options.servers(), options.transport(), options.serving() ? " (serving, read-only)" : "",
                 ps.stats().size(), ps.restoredFrom().map(p -> ", restored from " + p).orElse(""));
+        listener.listening(server, address);
         out.println(LISTENING + " " + address);
         out.flush();
         if (options.exitOnStdinEof()) {

@@ -77,6 +77,16 @@ public final class PsFuzzSeeds {
         write(dir, "describe-t", PsDescriptor.DESCRIBE, describeOne);
         write(dir, "slot-table", PsDescriptor.SLOT_TABLE, describeAll);
         write(dir, "checkpoint", PsDescriptor.CHECKPOINT, describeAll);
+        write(dir, "routing", PsDescriptor.ROUTING, describeAll);
+        byte[] moveBegin = new byte[PsDescriptor.payloadOffset(0) + 16];
+        MemorySegment mb = MemorySegment.ofArray(moveBegin);
+        at = PsDescriptor.writeHeader(mb, PsDescriptor.SPARSE, new byte[0], 0, 1, 0);
+        mb.set(PsDescriptor.INT, at, 0); // group 0, padded to 8
+        mb.set(PsDescriptor.INT, at + 8, 0); // no tables
+        write(dir, "move-begin", PsDescriptor.MOVE_BEGIN, moveBegin);
+        byte[] moveRows = new byte[PsDescriptor.payloadOffset(t.length)];
+        PsDescriptor.writeHeader(MemorySegment.ofArray(moveRows), PsDescriptor.SPARSE, t, dimension, 0, 0);
+        write(dir, "move-rows-none", PsDescriptor.MOVE_ROWS, moveRows);
 
         // Responses, selected past the methods.
         TableStats stats = new TableStats("t", dimension, new Optimizer.Adagrad(0.1, 0.1, 1e-8), 3, 4096, 40, 1 << 16);

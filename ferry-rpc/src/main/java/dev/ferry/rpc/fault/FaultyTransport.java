@@ -177,6 +177,16 @@ public final class FaultyTransport implements Transport {
     }
 
     @Override
+    public String provider() {
+        return inner.provider();
+    }
+
+    @Override
+    public java.util.Optional<dev.ferry.memory.AllocatorStats> allocatorStats() {
+        return inner.allocatorStats();
+    }
+
+    @Override
     public void close() {
         inner.close();
         ScheduledExecutorService d = delayer;

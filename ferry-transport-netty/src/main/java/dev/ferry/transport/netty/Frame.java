@@ -7,7 +7,7 @@ import io.netty.buffer.ByteBuf;
  * retained slice of the read buffer (or, for a frame that spanned reads, a buffer of exactly
  * its size); whoever takes the frame owns one reference.
  *
- * @param type {@link FrameDescriptor#TYPE_HELLO} or {@link FrameDescriptor#TYPE_DATA}
+ * @param type a {@code FrameDescriptor.TYPE_*}
  * @param stream the stream id, or the link index of a HELLO
  * @param payload the payload bytes, readable from its reader index
  */

@@ -21,9 +21,11 @@ import java.util.ArrayDeque;
  * slows the sender. {@link #resume} decodes what waited and turns auto-read back on. Since
  * auto-read off ends Netty's read loop after the current buffer, at most one read buffer waits.
  *
- * <p>Garbage (unknown type or version, non-zero reserved field, a length beyond the limit) and a
- * connection that ends inside a frame are reported as {@link CorruptedFrameException} through
- * {@code exceptionCaught}; after that the decoder drops everything.
+ * <p>Garbage (unknown type or version, non-zero reserved field, a length beyond the limit, a DATA
+ * frame before {@link #authenticated}) and a connection that ends inside a frame are reported as
+ * {@link CorruptedFrameException} through {@code exceptionCaught}; after that the decoder drops
+ * everything. Until the handshake is done only handshake frames of a kilobyte at most pass, so an
+ * unauthenticated peer cannot make the decoder allocate the frame it claims.
  *
  * <p>Confined to the channel's event loop.
  */
@@ -40,10 +42,25 @@ final class FrameDecoder extends ChannelInboundHandlerAdapter {
     private ByteBuf assembling;
     private boolean suspended;
     private boolean failed;
+    private boolean authenticated;
 
-    /** A decoder that refuses DATA payloads longer than {@code maxPayloadLength}. */
-    FrameDecoder(int maxPayloadLength) {
+    /**
+     * A decoder that refuses DATA payloads longer than {@code maxPayloadLength}, and any DATA
+     * frame until {@link #authenticated} unless {@code authenticated} already.
+     */
+    FrameDecoder(int maxPayloadLength, boolean authenticated) {
         this.maxPayloadLength = maxPayloadLength;
+        this.authenticated = authenticated;
+    }
+
+    /** A decoder of a link that needs no handshake: DATA payloads up to {@code maxPayloadLength}. */
+    FrameDecoder(int maxPayloadLength) {
+        this(maxPayloadLength, true);
+    }
+
+    /** The handshake is done: DATA frames pass from now on. */
+    void authenticated() {
+        authenticated = true;
     }
 
     @Override
@@ -148,8 +165,15 @@ final class FrameDecoder extends ChannelInboundHandlerAdapter {
             throw new CorruptedFrameException("non-zero reserved field in frame header");
         }
         int limit = switch (type) {
-            case FrameDescriptor.TYPE_DATA -> maxPayloadLength;
-            case FrameDescriptor.TYPE_HELLO -> FrameDescriptor.MAX_HELLO_LENGTH;
+            case FrameDescriptor.TYPE_DATA -> {
+                if (!authenticated) {
+                    throw new CorruptedFrameException("DATA frame of " + length + " bytes before the handshake");
+                }
+                yield maxPayloadLength;
+            }
+            case FrameDescriptor.TYPE_HELLO, FrameDescriptor.TYPE_CHALLENGE, FrameDescriptor.TYPE_PROOF,
+                    FrameDescriptor.TYPE_WELCOME ->
+                    FrameDescriptor.MAX_HELLO_LENGTH;
             default -> throw new CorruptedFrameException("unknown frame type " + type);
         };
         if (length < 0 || length > limit) {

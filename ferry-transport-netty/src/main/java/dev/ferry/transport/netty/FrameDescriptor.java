@@ -19,12 +19,27 @@ import io.netty.buffer.ByteBuf;
  *  +---------------------------------------------------------------+
  * </pre>
  *
- * <p>{@link #TYPE_HELLO} is the first frame the connecting side sends on every link: its
- * payload is the connector's own listen address (UTF-8, as {@code host:port}), so the acceptor
- * files the link under the same peer that {@code connect(thatAddress)} would return, and can
- * open further links back to it. Its stream field carries the index of the link among the
- * peer's links. {@link #TYPE_DATA} carries one application message. Any other type, another
- * version, a non-zero reserved field or a length beyond the limit is garbage: the link closes.
+ * <p>Every link opens with a handshake of three frames, in which both sides prove they hold
+ * the shared secret (the same HMAC challenge as the fabric transport's control channel, see
+ * {@link dev.ferry.transport.SharedSecret}) before the acceptor files the connection under any
+ * peer: authentication belongs to the connection, never to the address it claims.
+ * <pre>
+ *  HELLO     (1) connector: u8 has-secret | 16 B connector nonce | listen address (UTF-8 host:port)
+ *                stream field: the index of the link among the peer's links
+ *  CHALLENGE (3) acceptor:  u8 0 | 16 B acceptor nonce | proof (32 B, none without a secret)
+ *                      or:  u8 1 | reason (UTF-8), and the acceptor closes
+ *  PROOF     (4) connector: proof (32 B, none without a secret)
+ *  WELCOME   (5) acceptor:  nothing; the link is up
+ * </pre>
+ * Only after a good PROOF does the acceptor file the link under the peer at the claimed listen
+ * address (so that {@code connect(thatAddress)} returns the same peer and further links go back
+ * to it), and say WELCOME; only after the WELCOME does the connector send anything else, so
+ * that nothing it sends is lost to an acceptor that dropped the connection meanwhile (its
+ * handshake deadline, say). Handshake frames
+ * are at most {@link #MAX_HELLO_LENGTH} bytes, and a DATA frame before the handshake is done is
+ * garbage whatever its length, so an unauthenticated connection holds a kilobyte at most.
+ * {@link #TYPE_DATA} carries one application message. Any other type, another version, a
+ * non-zero reserved field or a length beyond the limit is garbage: the link closes.
  *
  * <p>The sender reserves {@link #HEADER_LENGTH} bytes in front of every message buffer and
  * writes the header there, so header and payload leave in one buffer without a copy.
@@ -52,13 +67,28 @@ public final class FrameDescriptor {
     /** The format version this code writes and accepts. */
     public static final byte VERSION = 1;
 
-    /** The connector introduces itself: payload is its listen address. */
+    /** The connector introduces itself: whether it has a secret, its nonce, its listen address. */
     public static final byte TYPE_HELLO = 1;
 
     /** One application message. */
     public static final byte TYPE_DATA = 2;
 
-    /** A listen address is a host and a port; anything longer is garbage. */
+    /** The acceptor's answer to a HELLO: its nonce and proof, or a refusal. */
+    public static final byte TYPE_CHALLENGE = 3;
+
+    /** The connector's proof, answering the CHALLENGE. */
+    public static final byte TYPE_PROOF = 4;
+
+    /** The acceptor took the PROOF: the link is up. */
+    public static final byte TYPE_WELCOME = 5;
+
+    /** A CHALLENGE that goes on. */
+    public static final byte CHALLENGE_OK = 0;
+
+    /** A CHALLENGE that refuses, with a reason. */
+    public static final byte CHALLENGE_REFUSED = 1;
+
+    /** A handshake frame (a nonce, a proof and a listen address at most); anything longer is garbage. */
     public static final int MAX_HELLO_LENGTH = 1024;
 
     private FrameDescriptor() {

@@ -1,11 +1,9 @@
 package dev.ferry.transport.netty;
 
 import dev.ferry.transport.TransportException;
-import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.EventLoop;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -75,16 +73,9 @@ final class NettyLink {
         this.maxHeldBytes = NettyTuning.heldBytesPerLink(transport.config());
     }
 
-    /** The connection is up: say who we are (if we connected), then send what waited. */
-    void attach(Channel ch, FrameDecoder frameDecoder, boolean sendHello) {
+    /** The connection is up and authenticated: send what waited. */
+    void attach(Channel ch, FrameDecoder frameDecoder) {
         this.decoder = frameDecoder;
-        if (sendHello) {
-            byte[] address = transport.localAddress().getBytes(StandardCharsets.UTF_8);
-            ByteBuf hello = ch.alloc().directBuffer(FrameDescriptor.HEADER_LENGTH + address.length);
-            FrameDescriptor.writeHeader(hello, 0, FrameDescriptor.TYPE_HELLO, index, address.length);
-            hello.writerIndex(FrameDescriptor.HEADER_LENGTH).writeBytes(address);
-            ch.write(hello, ch.voidPromise());
-        }
         boolean schedule;
         synchronized (this) {
             if (failed) {

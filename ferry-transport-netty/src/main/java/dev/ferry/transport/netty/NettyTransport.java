@@ -7,6 +7,9 @@ import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.UnauthenticatedException;
+import dev.ferry.transport.admission.DropLog;
+import dev.ferry.transport.admission.HandshakeGate;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
@@ -86,12 +89,17 @@ final class NettyTransport implements Transport {
     final LongAdder windowStalls = new LongAdder();
     final LongAdder creditStalls = new LongAdder();
     final LongAdder linkFailures = new LongAdder();
+    final LongAdder authenticationFailures = new LongAdder();
+    /** Admission of accepted connections until they authenticate. */
+    private final HandshakeGate gate;
 
     NettyTransport(TransportConfig config, MessageHandler handler) {
         this.config = config;
         this.handler = handler;
         this.window = new ByteWindow(config.sendWindowBytesPerProcess());
         this.sendPool = new ByteWindow(config.sendPoolBytes());
+        this.gate = new HandshakeGate(new DropLog(LOG, "netty port " + config.bindHost()),
+                config.handshakeTimeoutMillis(), 0, 0);
         boolean epoll = Epoll.isAvailable();
         IoHandlerFactory io = epoll ? EpollIoHandler.newFactory() : NioIoHandler.newFactory();
         Class<? extends ServerChannel> serverClass = epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class;
@@ -149,7 +157,7 @@ final class NettyTransport implements Transport {
         return new ChannelInitializer<>() {
             @Override
             protected void initChannel(Channel ch) {
-                FrameDecoder decoder = new FrameDecoder(config.maxMessageSize());
+                FrameDecoder decoder = new FrameDecoder(config.maxMessageSize(), false);
                 ch.pipeline().addLast("frames", decoder).addLast("link", new LinkHandler(NettyTransport.this, decoder, link));
             }
         };
@@ -161,6 +169,10 @@ final class NettyTransport implements Transport {
 
     MessageHandler handler() {
         return handler;
+    }
+
+    HandshakeGate gate() {
+        return gate;
     }
 
     boolean isClosed() {
@@ -189,6 +201,9 @@ final class NettyTransport implements Transport {
             peer.fail(failure, false);
             throw failure;
         } catch (ExecutionException e) {
+            if (e.getCause() instanceof UnauthenticatedException refused) {
+                throw new UnauthenticatedException(refused.getMessage());
+            }
             throw new TransportException(Reason.UNREACHABLE, "cannot connect to " + address + ": " + e.getCause().getMessage(), e.getCause());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -228,7 +243,10 @@ final class NettyTransport implements Transport {
         return link;
     }
 
-    /** A connector said HELLO: file the channel under the peer at its listen address. */
+    /**
+     * A connector proved the secret: file the channel under the peer at the listen address it
+     * named. Never before: the address is a claim, the proof is what makes it the peer.
+     */
     NettyLink accept(String address, int index, Channel channel, FrameDecoder decoder) {
         if (closed.get() || !reserveLink()) {
             throw new TransportException(closed.get() ? Reason.CLOSED : Reason.LIMIT_REACHED, closed.get() ? "transport closed" : "refusing a link from " + address
@@ -236,7 +254,7 @@ final class NettyTransport implements Transport {
         }
         NettyPeer peer = peers.computeIfAbsent(address, a -> new NettyPeer(this, a));
         NettyLink link = new NettyLink(this, peer, index, channel.eventLoop());
-        link.attach(channel, decoder, false);
+        link.attach(channel, decoder);
         if (!peer.adopt(link)) {
             link.fail(new TransportException(Reason.PEER_FAILED, "peer " + address + " failed while it connected"));
         }
@@ -378,6 +396,11 @@ final class NettyTransport implements Transport {
         reposts.increment();
     }
 
+    @Override
+    public String provider() {
+        return "netty";
+    }
+
     /**
      * {@inheritDoc}
      *
@@ -397,7 +420,8 @@ final class NettyTransport implements Transport {
         long sent = messagesSent.sum();
         return new TransportCounters(linksOpen.get(), sent, messagesReceived.sum(), bytesSent.sum(),
                 bytesReceived.sum(), sent, 0, credits, creditStalls.sum(), windowStalls.sum(), window.used(),
-                window.peak(), reposts.sum(), receiveBuffersHeld.get(), linkFailures.sum(), 0, 0, 0);
+                window.peak(), reposts.sum(), receiveBuffersHeld.get(), linkFailures.sum(), 0, 0,
+                authenticationFailures.sum());
     }
 
     @Override

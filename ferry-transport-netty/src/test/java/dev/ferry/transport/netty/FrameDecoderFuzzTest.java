@@ -128,7 +128,8 @@ class FrameDecoderFuzzTest {
         int length = payload.readableBytes();
         int limit = switch (frame.type()) {
             case FrameDescriptor.TYPE_DATA -> MAX_PAYLOAD;
-            case FrameDescriptor.TYPE_HELLO -> FrameDescriptor.MAX_HELLO_LENGTH;
+            case FrameDescriptor.TYPE_HELLO, FrameDescriptor.TYPE_CHALLENGE, FrameDescriptor.TYPE_PROOF,
+                    FrameDescriptor.TYPE_WELCOME -> FrameDescriptor.MAX_HELLO_LENGTH;
             default -> throw new AssertionError("passed up a frame of type " + frame.type());
         };
         assertTrue(length <= limit, () -> "payload of " + length + " bytes beyond " + limit);

@@ -113,9 +113,7 @@ class NettyTransportTest extends AbstractTransportTest {
         try (Socket raw = new Socket(hostPort[0], Integer.parseInt(hostPort[1]))) {
             raw.setSoTimeout(10_000);
             DataOutputStream out = new DataOutputStream(raw.getOutputStream());
-            byte[] address = "127.0.0.1:1".getBytes(StandardCharsets.UTF_8);
-            header(out, address.length, FrameDescriptor.TYPE_HELLO, 0);
-            out.write(address);
+            RawPeer.handshake(raw, "127.0.0.1:1", null);
             header(out, config().maxMessageSize() + 1, FrameDescriptor.TYPE_DATA, 5);
             out.flush();
             assertClosedByPeer(raw);

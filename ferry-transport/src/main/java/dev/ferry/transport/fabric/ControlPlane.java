@@ -10,7 +10,6 @@ import java.net.Socket;
 import java.security.SecureRandom;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
@@ -20,6 +19,8 @@ import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.UnauthenticatedException;
+import dev.ferry.transport.admission.DropLog;
+import dev.ferry.transport.admission.HandshakeGate;
 import dev.ferry.transport.fabric.HandshakeDescriptor.Hello;
 import dev.ferry.transport.TransportException.Reason;
 
@@ -36,9 +37,9 @@ final class ControlPlane implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
     private static final SecureRandom NONCES = new SecureRandom();
     /**
-     * Handshakes served at once. A connect storm (hundreds of peers starting together) then
-     * queues on the listener instead of each handshake competing for the progress thread and
-     * timing out together.
+     * Authenticated handshakes served at once. A connect storm (hundreds of peers starting
+     * together) then queues instead of each handshake competing for the progress thread and
+     * timing out together. Only peers that proved the secret take or wait for one.
      */
     private static final int CONCURRENT_HANDSHAKES = 16;
     /** A peer that dials again has usually just closed the old channel: how long its end may lag. */
@@ -57,7 +58,8 @@ final class ControlPlane implements AutoCloseable {
     private final String localAddress;
     private final Thread acceptor;
     private final Thread heartbeats;
-    private final Semaphore handshakes = new Semaphore(CONCURRENT_HANDSHAKES);
+    /** Deadline, bounds and slots of incoming handshakes. */
+    private final HandshakeGate gate;
     private final LongAdder authenticationFailures = new LongAdder();
     /** Fault injection: while set, this side sends no heartbeats (as a hung process would not). */
     private volatile boolean heartbeatsPaused;
@@ -72,6 +74,8 @@ final class ControlPlane implements AutoCloseable {
         this.fabricAddress = fabricAddress;
         this.doorbellPath = doorbellPath;
         this.routes = routes;
+        this.gate = new HandshakeGate(new DropLog(LOG, "control channel " + config.bindHost()),
+                config.handshakeTimeoutMillis(), CONCURRENT_HANDSHAKES, config.connectTimeoutMillis());
         this.socket = new ServerSocket();
         try {
             socket.bind(new InetSocketAddress(InetAddress.getByName(config.bindHost()), config.bindPort()), 1024);
@@ -98,6 +102,11 @@ final class ControlPlane implements AutoCloseable {
 
     int port() {
         return socket.getLocalPort();
+    }
+
+    /** Incoming handshakes not yet authenticated. */
+    int handshakesPending() {
+        return gate.pending();
     }
 
     /** Dialers refused for want of the shared secret. */
@@ -220,29 +229,18 @@ final class ControlPlane implements AutoCloseable {
                 }
                 return;
             }
+            HandshakeGate.Ticket ticket = gate.admit(accepted);
             Thread.ofVirtual().name("ferry-handshake").start(() -> {
-                boolean admitted = false;
                 try {
-                    admitted = handshakes.tryAcquire(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
-                    if (admitted) {
-                        handshake(accepted);
-                    } else {
-                        LOG.log(System.Logger.Level.WARNING, "too many handshakes at once; dropped "
-                                + accepted.getRemoteSocketAddress());
-                        closeQuietly(accepted);
-                    }
-                } catch (InterruptedException e) {
-                    closeQuietly(accepted);
+                    handshake(accepted, ticket);
                 } finally {
-                    if (admitted) {
-                        handshakes.release();
-                    }
+                    ticket.finished();
                 }
             });
         }
     }
 
-    private void handshake(Socket socket) {
+    private void handshake(Socket socket, HandshakeGate.Ticket ticket) {
         FabricPeer peer = null;
         try {
             socket.setTcpNoDelay(true);
@@ -252,6 +250,9 @@ final class ControlPlane implements AutoCloseable {
             if (!authenticateDialer(socket, in, out)) {
                 closeQuietly(socket);
                 return;
+            }
+            if (!ticket.authenticated()) {
+                return; // dropped at its deadline, or no slot came free: closed and logged
             }
             Hello hello = HandshakeDescriptor.readHello(in, routes);
             String address = hello.address();
@@ -279,8 +280,7 @@ final class ControlPlane implements AutoCloseable {
                 LOG.log(System.Logger.Level.WARNING, "handshake with " + peer.address() + " failed", e);
                 peerLost(peer, new TransportException(Reason.PEER_FAILED, "handshake with " + peer.address() + " failed: " + e.getMessage(), e));
             } else if (!transport.isClosed()) {
-                LOG.log(System.Logger.Level.WARNING, "refused a control connection from "
-                        + socket.getRemoteSocketAddress() + ": " + e.getMessage());
+                ticket.failed(e);
             }
             closeQuietly(socket);
         }
@@ -304,9 +304,9 @@ final class ControlPlane implements AutoCloseable {
                 secret == null ? new byte[0] : secret.proof(HandshakeDescriptor.SERVER_LABEL, theirNonce, nonce, 0));
         byte[] proof;
         try {
-            proof = HandshakeDescriptor.readBytes(in);
+            proof = HandshakeDescriptor.readBytes(in, SharedSecret.PROOF_BYTES);
         } catch (IOException e) {
-            return refuse(socket, null, "no proof of the shared secret (" + e.getMessage() + ")");
+            return refuse(socket, null, "no proof of the shared secret: " + HandshakeGate.reasonOf(e));
         }
         if (secret != null && !secret.verify(proof, HandshakeDescriptor.CLIENT_LABEL, nonce, theirNonce, 0)) {
             return refuse(socket, out, "authentication failed");
@@ -318,7 +318,7 @@ final class ControlPlane implements AutoCloseable {
         if (config.secret() != null) {
             authenticationFailures.increment();
         }
-        LOG.log(System.Logger.Level.WARNING, "refused " + socket.getRemoteSocketAddress() + ": " + reason);
+        gate.dropLog().drop("refused", socket.getRemoteSocketAddress() + ": " + reason);
         if (out != null) {
             try {
                 HandshakeDescriptor.writeRefusal(out, reason);

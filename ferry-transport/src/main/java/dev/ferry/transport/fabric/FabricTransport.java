@@ -246,8 +246,17 @@ final class FabricTransport implements Transport {
         }
     }
 
-    /** Hands a send to the progress thread; fails it if nothing is left to post it. */
+    /**
+     * Hands a send to the progress thread; fails it if nothing is left to post it. A send made
+     * on the progress thread itself (a handler answering there) is queued on its link at once,
+     * and posted in the same turn, rather than waiting a turn in the proxy: all of that
+     * thread's sends take this path, so they stay in order.
+     */
     void submitSend(OutboundFrame frame) {
+        if (inProgressThread()) {
+            sends.enqueue(frame);
+            return;
+        }
         if (!proxy.send(frame)) {
             frame.free(); // never posted: no rendezvous key, no window taken by the progress thread
             SendPump.failFuture(frame, new TransportException(Reason.CLOSED, "transport closed"));
@@ -270,6 +279,16 @@ final class FabricTransport implements Transport {
                 c.creditStalls.sum(), c.windowStalls.sum(), window.inFlight(), window.peak(), c.reposts.sum(),
                 c.held.get(), c.linkFailures.sum(), c.creditsGranted.sum(), c.creditsReclaimed.sum(),
                 control.authenticationFailures());
+    }
+
+    @Override
+    public String provider() {
+        return config.provider();
+    }
+
+    @Override
+    public java.util.Optional<dev.ferry.memory.AllocatorStats> allocatorStats() {
+        return java.util.Optional.of(allocator.stats());
     }
 
     @Override
@@ -386,6 +405,16 @@ final class FabricTransport implements Transport {
         return control.authenticationFailures();
     }
 
+    /** Incoming handshakes not yet authenticated; for tests. */
+    int handshakesPending() {
+        return control.handshakesPending();
+    }
+
+    /** The provider's own address (on tcp, the sockaddr of its listener); for tests. */
+    byte[] fabricAddress() {
+        return session.address();
+    }
+
     /** Fault injection: stops (or resumes) this side's heartbeats, as a hung process would. */
     void pauseHeartbeats(boolean paused) {
         control.pauseHeartbeats(paused);
@@ -411,7 +440,19 @@ final class FabricTransport implements Transport {
 
     /** One line per link: its state, credits and queues; for diagnostics. */
     String describeLinks() {
-        return proxy.call(links::describe);
+        return proxy.call(() -> {
+            StringBuilder b = new StringBuilder();
+            for (Link link : links.all()) {
+                b.append(link).append(link.ready ? " ready" : " down").append(link.peer.failure() != null ? " failed" : "")
+                        .append(" granted=").append(link.granted).append(" window=").append(link.credits.window())
+                        .append(" peerHeld=").append(link.credits.peerHeld()).append(" owed=").append(link.credits.owed())
+                        .append(" available=").append(link.credits.available()).append(" queued=").append(link.queue.size())
+                        .append(" control=").append(link.control.size()).append(" reclaimPending=").append(link.reclaimPending)
+                        .append(" quietMs=").append((System.nanoTime() - link.lastArrivalNanos) / 1_000_000).append('\n');
+            }
+            return b.append("shared posted=").append(credits.sharedPosted()).append(" granted=")
+                    .append(credits.sharedGranted()).toString();
+        });
     }
 
     @Override

@@ -193,6 +193,17 @@ final class HandshakeDescriptor {
         out.write(bytes);
     }
 
+    /** Bytes from a peer not yet authenticated: a claimed length above {@code max} is garbage. */
+    static byte[] readBytes(DataInputStream in, int max) throws IOException {
+        int length = in.readUnsignedShort();
+        if (length > max) {
+            throw new IOException("a field of " + length + " bytes where " + max + " at most belong");
+        }
+        byte[] bytes = new byte[length];
+        in.readFully(bytes);
+        return bytes;
+    }
+
     static byte[] readBytes(DataInputStream in) throws IOException {
         byte[] bytes = new byte[in.readUnsignedShort()];
         in.readFully(bytes);

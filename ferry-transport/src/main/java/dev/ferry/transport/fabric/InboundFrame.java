@@ -25,6 +25,8 @@ final class InboundFrame {
     long cookie;
     long requested;
     long pulled;
+    /** Rendezvous: when it was announced, for the flight recorder (0 while its event is off). */
+    long announcedNanos;
     RegisteredBuffer target;
     boolean complete;
 

@@ -20,7 +20,9 @@ import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.events.TransportEvents;
 import dev.ferry.transport.TransportException.Reason;
+import dev.ferry.transport.admission.DropLog;
 
 /**
  * Every link of the transport: creates them (with their receive buffers and first grant),
@@ -34,10 +36,18 @@ final class LinkTable {
     private static final SecureRandom IDS = new SecureRandom();
     /** Links whose ids a frame's lookup finds without the map: a power of two. */
     private static final int RECENT_LINKS = 256;
+    /**
+     * Connections the provider's listener accepts per pass of the progress thread at most (one
+     * per event-queue read): 64 per 10 ms timer is 6,400 a second while idle, and a flood at
+     * the listener delays the data path by 64 reads at most.
+     */
+    private static final int MAX_ACCEPTS = 64;
 
     private final FabricTransport transport;
     private final TransportConfig config;
     private final FabricSession session;
+    /** Connection requests at the provider's own listener refused for naming no link. */
+    private final DropLog providerDrops = new DropLog(LOG, "fabric listener");
     private final EndpointType type;
     private final boolean sharedQueue;
     /** Every link made, in order; read by other threads for counters (it only grows). */
@@ -260,6 +270,7 @@ final class LinkTable {
     private void markReady(Link link) {
         link.ready = true;
         linksOpen++;
+        TransportEvents.linkOpened(config.provider(), link.peer.address(), link.id, linksOpen);
         link.peer.ready.complete(null);
         transport.sends.activate(link);
     }
@@ -363,7 +374,15 @@ final class LinkTable {
     void pollEvents() {
         assert transport.inProgressThread();
         ConnectionEvent event;
-        while ((event = session.pollEvent(0)) != null) {
+        int idleReads = 0;
+        while (true) {
+            if ((event = session.pollEvent(0)) == null) {
+                // Each read accepts one connection of the provider's backlog: read while one waits.
+                if (++idleReads > MAX_ACCEPTS || !session.listenerBacklogged()) {
+                    return;
+                }
+                continue;
+            }
             try (ConnectionEvent e = event) {
                 switch (e.type()) {
                     case CONNREQ -> onConnectRequest(e);
@@ -409,7 +428,8 @@ final class LinkTable {
         int id = data.length >= 4 ? ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).getInt() : -1;
         Link link = byId.get(id);
         if (link == null || link.endpoint != null || link.reserved == null || link.peer.failure() != null) {
-            LOG.log(System.Logger.Level.WARNING, "rejected a connection request for unknown link " + id);
+            providerDrops.drop("refused", "a connection request for unknown link " + id);
+            session.reject(request);
             return;
         }
         Endpoint ep = session.openConnectedEndpoint(request.info());
@@ -453,6 +473,7 @@ final class LinkTable {
             return;
         }
         transport.counters.linkFailures.increment();
+        TransportEvents.linkFailed(config.provider(), link.peer.address(), link.id, reason);
         LOG.log(System.Logger.Level.WARNING, "closing " + link + ": " + reason);
         teardown(link.peer, new TransportException(Reason.PEER_FAILED, link + " closed: " + reason), true);
     }
@@ -513,20 +534,5 @@ final class LinkTable {
             case OperationTable.READ -> transport.pulls.abandon((InboundFrame) target, bytes);
             default -> { }
         }
-    }
-
-    /** One line per link: its state, credits and queues; for diagnostics. */
-    String describe() {
-        StringBuilder b = new StringBuilder();
-        for (Link link : links) {
-            b.append(link).append(link.ready ? " ready" : " down").append(link.peer.failure() != null ? " failed" : "")
-                    .append(" granted=").append(link.granted).append(" window=").append(link.credits.window())
-                    .append(" peerHeld=").append(link.credits.peerHeld()).append(" owed=").append(link.credits.owed())
-                    .append(" available=").append(link.credits.available()).append(" queued=").append(link.queue.size())
-                    .append(" control=").append(link.control.size()).append(" reclaimPending=").append(link.reclaimPending)
-                    .append(" quietMs=").append((System.nanoTime() - link.lastArrivalNanos) / 1_000_000).append('\n');
-        }
-        return b.append("shared posted=").append(transport.credits.sharedPosted()).append(" granted=")
-                .append(transport.credits.sharedGranted()).toString();
     }
 }

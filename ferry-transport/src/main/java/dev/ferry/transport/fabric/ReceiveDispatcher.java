@@ -10,6 +10,7 @@ import dev.ferry.fabric.SharedReceiveContext;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.events.TransportEvents;
 
 /**
  * Posts receive buffers and dispatches what arrives in them: checks each frame (who sent it,
@@ -159,6 +160,7 @@ final class ReceiveDispatcher {
                 message.remoteAddress = FrameDescriptor.remoteAddress(frame);
                 message.remoteKey = FrameDescriptor.remoteKey(frame);
                 message.cookie = FrameDescriptor.cookie(frame);
+                message.announcedNanos = TransportEvents.rendezvousStart();
                 link.heldBack.computeIfAbsent(stream, s -> new ArrayDeque<>()).add(message);
                 transport.pulls.add(message);
                 recycle(buffer, link);

@@ -6,6 +6,7 @@ import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredAllocator;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.events.TransportEvents;
 
 /**
  * Pulls the payloads of rendezvous messages with RDMA reads, in chunks of
@@ -129,6 +130,7 @@ final class RendezvousPuller {
             return;
         }
         message.complete = true;
+        TransportEvents.rendezvous(config.provider(), link.peer.address(), link.id, message.length, config.rendezvousChunkBytes(), message.announcedNanos);
         if (!transport.sends.queueControl(link, FrameDescriptor.RNDV_DONE, message.cookie)) {
             transport.links.linkFailure(link, "out of control buffers");
             return;

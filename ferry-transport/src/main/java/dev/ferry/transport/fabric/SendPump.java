@@ -10,6 +10,7 @@ import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredAllocator;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.events.TransportEvents;
 import dev.ferry.transport.TransportException.Reason;
 
 /**
@@ -123,6 +124,7 @@ final class SendPump {
                 if (!link.creditStalled) {
                     link.creditStalled = true;
                     counters.creditStalls.increment();
+                    TransportEvents.creditStall(transport.config.provider(), link.peer.address(), link.id, link.queue.size(), link.inFlight);
                 }
                 break;
             }
@@ -132,6 +134,7 @@ final class SendPump {
                     if (!link.windowStalled) {
                         link.windowStalled = true;
                         counters.windowStalls.increment();
+                        TransportEvents.windowStall(transport.config.provider(), link.peer.address(), link.id, frame.length, link.inFlight, link.rendezvousInFlight);
                     }
                     break;
                 }

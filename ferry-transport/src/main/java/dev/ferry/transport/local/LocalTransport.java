@@ -43,6 +43,8 @@ final class LocalTransport implements Transport {
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final long ALLOCATE_SLICE_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     static final String PREFIX = "local:";
+    /** The longest a dispatch thread polls after its last delivery before it parks. */
+    private static final long SPIN_MICROS = 20;
 
     private final TransportConfig config;
     private final MessageHandler handler;
@@ -78,7 +80,9 @@ final class LocalTransport implements Transport {
         this.config = config;
         this.handler = handler;
         this.window = new ByteBudget(config.sendWindowBytesPerProcess());
-        this.spinNanos = Math.min(config.idlePollMicros(), 1_000) * 1_000L;
+        // A short spin, then park: with one dispatch thread per transport and several transports in
+        // a process, spinning for the whole idlePollMicros burns the cores the handlers need.
+        this.spinNanos = Math.min(config.idlePollMicros(), SPIN_MICROS) * 1_000L;
         this.address = register();
         long slab = Math.max(1L << 20, Math.min(4L << 20, Long.highestOneBit(config.sendPoolBytes())));
         try {

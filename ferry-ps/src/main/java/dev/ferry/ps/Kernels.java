@@ -4,8 +4,8 @@ import java.lang.foreign.MemorySegment;
 
 /**
  * Chooses the row kernels: {@link VectorKernels} when the JVM was started with
- * {@code --add-modules jdk.incubator.vector} (and {@code -Dferry.ps.vector=false} is not set) and
- * both segments are native, else {@link ScalarKernels}. Both compute the same bits; the vector
+ * {@code --add-modules jdk.incubator.vector}, compiles with C2, {@code -Dferry.ps.vector=false}
+ * is not set and both segments are native, else {@link ScalarKernels}. Both compute the same bits; the vector
  * ones are about four times faster (docs/ps-kernels.md).
  */
 final class Kernels {
@@ -18,12 +18,32 @@ final class Kernels {
 
     private static boolean vectorAvailable() {
         return Boolean.parseBoolean(System.getProperty("ferry.ps.vector", "true"))
-                && ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent();
+                && ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent() && optimizingJit();
+    }
+
+    /**
+     * Whether C2 compiles: the Vector API is fast only once C2 turns it into vector instructions;
+     * interpreted or compiled by C1 alone ({@code -Xint}, {@code -XX:TieredStopAtLevel=1}, as
+     * short-lived benchmark children use) it is hundreds of times slower than scalar code.
+     */
+    private static boolean optimizingJit() {
+        if (System.getProperty("java.vm.info", "").contains("interpreted")) {
+            return false;
+        }
+        try {
+            var vm = java.lang.management.ManagementFactory.getPlatformMXBean(
+                    com.sun.management.HotSpotDiagnosticMXBean.class);
+            return vm == null || !vm.getVMOption("TieredCompilation").getValue().equals("true")
+                    || Integer.parseInt(vm.getVMOption("TieredStopAtLevel").getValue()) >= 4;
+        } catch (RuntimeException | LinkageError notHotSpot) {
+            return true;
+        }
     }
 
     /** What computes the kernels, for logs and benchmark reports. */
     static String describe() {
-        return VECTOR ? "Vector API" : "scalar (start the JVM with --add-modules jdk.incubator.vector for vectors)";
+        return VECTOR ? "Vector API"
+                : "scalar (vectors need --add-modules jdk.incubator.vector and the C2 compiler)";
     }
 
     private static boolean vector(MemorySegment a, MemorySegment b) {

@@ -50,6 +50,7 @@ final class MoveTarget {
             throw new PsException(PsException.Code.INVALID_ARGUMENT, "a move of " + count + " groups");
         }
         long at = PsDescriptor.payloadOffset(0);
+        need(body, at, 4L * count, count + " groups");
         boolean[] groups = new boolean[RoutingTable.GROUPS];
         for (int i = 0; i < count; i++) {
             int g = body.get(PsDescriptor.INT, at + 4L * i);
@@ -63,11 +64,15 @@ final class MoveTarget {
             groups[g] = true;
         }
         at += (4L * count + 7) & ~7L;
+        need(body, at, 8, "its table count");
         int tables = body.get(PsDescriptor.INT, at);
         at += 8;
         for (int t = 0; t < tables; t++) {
+            need(body, at, 8, "the length of table " + t);
             int length = body.get(PsDescriptor.INT, at);
+            need(body, at + 8, length, "table " + t + " of " + length + " bytes");
             MemorySegment create = body.asSlice(at + 8, length);
+            PsDescriptor.checkHeader(create);
             TableConfig config = PsDescriptor.readTable(create);
             try {
                 ps.table(config.name());
@@ -96,6 +101,14 @@ final class MoveTarget {
             incoming = new Incoming(moveId, groups);
         } finally {
             fence.writeLock().unlock();
+        }
+    }
+
+    /** Checks that {@code body} holds {@code bytes} more at {@code at}, before they are read. */
+    private static void need(MemorySegment body, long at, long bytes, String what) {
+        if (bytes < 0 || at + bytes > body.byteSize()) {
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "a MOVE_BEGIN of " + body.byteSize()
+                    + " bytes is too short for " + what);
         }
     }
 

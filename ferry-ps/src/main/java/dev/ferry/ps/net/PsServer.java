@@ -337,7 +337,14 @@ public final class PsServer implements AutoCloseable {
             if (memberId != null && sameTable(config)) {
                 return; // a cluster's members copy tables from each other: the same one again is no error
             }
-            ps.createTable(config);
+            try {
+                ps.createTable(config);
+            } catch (PsException e) {
+                if (memberId != null && e.code() == PsException.Code.TABLE_EXISTS && sameTable(config)) {
+                    return; // copied from another member meanwhile
+                }
+                throw e;
+            }
             onTableCreated.accept(config);
         } else {
             throw new PsException(PsException.Code.INVALID_ARGUMENT, "unknown table kind " + PsDescriptor.kind(body));

@@ -72,6 +72,7 @@ final class MoveTarget {
             int length = body.get(PsDescriptor.INT, at);
             need(body, at + 8, length, "table " + t + " of " + length + " bytes");
             MemorySegment create = body.asSlice(at + 8, length);
+            PsDescriptor.checkHeader(create);
             TableConfig config = PsDescriptor.readTable(create);
             try {
                 ps.table(config.name());

@@ -2,6 +2,7 @@ package dev.ferry.ps;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.concurrent.locks.Lock;
 import java.util.function.Consumer;
 import java.util.function.LongPredicate;
 
@@ -38,9 +39,22 @@ public final class RowTransfer {
      * during the call.
      */
     public static void export(SparseTable table, LongPredicate keep, long maxBytes, Consumer<MemorySegment> sink) {
+        export(table, keep, maxBytes, null, sink);
+    }
+
+    /**
+     * {@link #export(SparseTable, LongPredicate, long, Consumer)}, holding {@code perShard} (if not
+     * null) from the copy of each shard until {@code sink} has taken its last run: so that whoever
+     * also takes it sees each shard's rows copied and handed on either wholly before or wholly after.
+     */
+    public static void export(SparseTable table, LongPredicate keep, long maxBytes, Lock perShard,
+            Consumer<MemorySegment> sink) {
         long rowBytes = table.rowBytes();
         long perRun = Math.max(1, maxBytes / rowBytes) * rowBytes;
         for (int s = 0; s < table.shardCount(); s++) {
+            if (perShard != null) {
+                perShard.lock();
+            }
             try (Arena arena = Arena.ofConfined()) {
                 MemorySegment shard = table.snapshotShard(s, arena);
                 MemorySegment run = arena.allocate(perRun, Long.BYTES);
@@ -57,6 +71,10 @@ public final class RowTransfer {
                 }
                 if (filled > 0) {
                     sink.accept(run.asSlice(0, filled));
+                }
+            } finally {
+                if (perShard != null) {
+                    perShard.unlock();
                 }
             }
         }

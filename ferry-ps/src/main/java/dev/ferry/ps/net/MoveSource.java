@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 import dev.ferry.ps.ParameterServer;
@@ -36,6 +37,16 @@ import dev.ferry.transport.TransportConfig;
  * ({@link MoveTarget}); such a push is answered {@code WRONG_SERVER} and retried by its client at
  * the new owner, where it was never applied. If the new owner cannot be reached, the push waits
  * until the move is cancelled ({@link #end}) and is then acknowledged here, its owner still.
+ *
+ * <p>Whole rows are cumulative: a row copied after push A was applied carries A, whichever push
+ * copies it. So the apply of a push's moving ids and its forward run under the move's
+ * {@code forwarding} lock, one push at a time, and so does the snapshot's copy and send of each
+ * shard: every row the new owner merged was copied before any push whose forward it refused was
+ * applied, and a push answered {@code WRONG_SERVER} is in none of them. Without it, push B could
+ * copy and forward a row holding push A while A's own forward, later, met the fence: A retried
+ * at the new owner counted twice. A forward whose outcome is unknown (no answer in time) and that
+ * then meets the fence is failed with {@code CLOSED} (the push may be in the new owner's rows),
+ * never answered {@code WRONG_SERVER}, so it is not applied twice.
  */
 final class MoveSource implements AutoCloseable {
 
@@ -58,6 +69,8 @@ final class MoveSource implements AutoCloseable {
         final boolean[] groups;
         final int firstGroup;
         final RpcChannel target;
+        /** Held from the apply of a push's moving ids to the end of its forward, and per snapshot shard. */
+        final ReentrantLock forwarding = new ReentrantLock();
         volatile boolean ended;
 
         Outgoing(long id, boolean[] groups, int firstGroup, RpcChannel target) {
@@ -110,16 +123,17 @@ final class MoveSource implements AutoCloseable {
         }
         try {
             send(target, PsDescriptor.MOVE_BEGIN, beginBody(moveId, groups, tables));
+            Outgoing o = new Outgoing(moveId, moving, groups[0], target);
             barrier.writeLock().lock();
             try {
-                outgoing = new Outgoing(moveId, moving, groups[0], target);
+                outgoing = o;
             } finally {
                 barrier.writeLock().unlock();
             }
             for (SparseTable table : tables) {
                 byte[] name = PsDescriptor.nameBytes(table.name());
                 long rowBytes = RowTransfer.rowBytes(table);
-                RowTransfer.export(table, id -> moving[RoutingTable.groupOf(id)], RUN_BYTES, rows -> {
+                RowTransfer.export(table, id -> moving[RoutingTable.groupOf(id)], RUN_BYTES, o.forwarding, rows -> {
                     int count = (int) (rows.byteSize() / rowBytes);
                     send(target, PsDescriptor.MOVE_ROWS, rowsBody(moveId, name, table.dimension(), count, rows));
                 });
@@ -186,17 +200,45 @@ final class MoveSource implements AutoCloseable {
             order[to] = ids[i];
             MemorySegment.copy(gradients, i * rowBytes, grads, to * rowBytes, rowBytes);
         }
-        ps.push(name, dimension, order, 0, moving, grads.asSlice(0, moving * rowBytes));
-        forward(o, ps.table(name), order, moving, remainingMillis);
+        SparseTable table = ps.table(name);
+        long waitStart = System.nanoTime();
+        lockForwarding(o, remainingMillis);
+        long left = remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart);
+        try {
+            ps.push(name, dimension, order, 0, moving, grads.asSlice(0, moving * rowBytes));
+            Runnable hook = afterMovingApplied;
+            if (hook != null) {
+                hook.run();
+            }
+            forward(o, table, order, moving, left);
+        } finally {
+            o.forwarding.unlock();
+        }
         if (count > moving) {
             ps.push(name, dimension, order, moving, count - moving, grads.asSlice(moving * rowBytes));
         }
         return true;
     }
 
+    /** Tests only: runs after a push's moving ids were applied, before their forward, under the lock. */
+    static volatile Runnable afterMovingApplied;
+
+    /** Takes {@code o.forwarding} within the call's time, else fails the push, which changed nothing yet. */
+    private static void lockForwarding(Outgoing o, long remainingMillis) {
+        try {
+            if (!o.forwarding.tryLock(Math.max(0, remainingMillis - 100), TimeUnit.MILLISECONDS)) {
+                throw new PsException(PsException.Code.CLOSED, "the push was not applied: the pushes forwarded to "
+                        + "the move's target " + o.target().address() + " ahead of it took its whole deadline");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new PsException(PsException.Code.CLOSED, "the push was not applied: interrupted");
+        }
+    }
+
     /**
-     * After a push was applied here: sends the updated whole rows of {@code moved[0, m)} (all in
-     * groups of move {@code o}) to the new owner, and returns once it has them, or once the move
+     * After a push was applied here (under {@code o.forwarding}): sends the updated whole rows
+     * of {@code moved[0, m)} (all in groups of move {@code o}) to the new owner, and returns once it has them, or once the move
      * was cancelled while this server still owns the groups.
      *
      * @throws PsException {@code WRONG_SERVER} if the new owner owns them already (the push must
@@ -208,17 +250,24 @@ final class MoveSource implements AutoCloseable {
         RowTransfer.copy(table, moved, m, rows);
         byte[] body = rowsBody(o.id(), PsDescriptor.nameBytes(table.name()), table.dimension(), m, rows);
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
+        boolean unknown = false; // an earlier attempt may have been merged there
         while (true) {
             try {
                 send(o.target(), PsDescriptor.MOVE_ROWS, body);
                 return;
             } catch (RuntimeException unreachable) {
                 if (unreachable instanceof PsException e && e.code() == PsException.Code.WRONG_SERVER) {
+                    if (unknown) {
+                        throw new PsException(PsException.Code.CLOSED, "the push was applied and may be in the rows "
+                                + "of the move's target " + o.target().address() + ", which owns its ids now: "
+                                + "an earlier copy got no answer; not retried, so as not to apply it twice");
+                    }
                     // Fenced: the target owns the groups now and never saw this push.
                     RoutingTable t = server.routingTable();
                     throw PsDescriptor.wrongServer(t == null ? -1 : t.generation(), "the ids' groups moved to "
                             + o.target().address() + "; this push was not acknowledged here: " + e.getMessage());
                 }
+                unknown |= !(unreachable instanceof PsException);
                 if (o.ended && ownsStill(o)) {
                     return; // cancelled: the groups stay here, and so does the push
                 }

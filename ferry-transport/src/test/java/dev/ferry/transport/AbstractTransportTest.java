@@ -569,7 +569,7 @@ public abstract class AbstractTransportTest {
 
     @Test
     @Timeout(120)
-    void manyPeersSharingOneReceiverAllMakeProgress() throws Exception {
+    protected void manyPeersSharingOneReceiverAllMakeProgress() throws Exception {
         int clients = clientPeers();
         TransportConfig config = config();
         Map<String, AtomicLong> perPeer = new ConcurrentHashMap<>();

@@ -11,9 +11,15 @@ import dev.ferry.fabric.CompletionBatch;
  */
 final class DoorbellIdler implements Idler {
 
+    /** How long {@link #everyPeerRings()} keeps its answer. */
+    private static final long RINGS_CHECK_NANOS = 1_000_000L;
+
     private final FabricTransport transport;
     private final ProgressLoop loop;
     private final Doorbell doorbell;
+    /** Progress thread: the last answer of {@link #everyPeerRings()} and when it was taken. */
+    private boolean everyPeerRings;
+    private long ringsCheckedAt = System.nanoTime() - RINGS_CHECK_NANOS;
     /** Guarded by this: no thread rings the doorbell once it is closed. */
     private boolean closed;
 
@@ -43,14 +49,25 @@ final class DoorbellIdler implements Idler {
         }
     }
 
-    /** Whether every peer rings this side's doorbell after posting to it. */
+    /**
+     * Whether every peer rings this side's doorbell after posting to it. Walking the peer map
+     * allocates an iterator, so the answer is kept for {@link #RINGS_CHECK_NANOS}: a peer that
+     * cannot ring and joined since then costs at most one longer sleep, never a lost message.
+     */
     private boolean everyPeerRings() {
-        for (FabricPeer peer : transport.peers.values()) {
-            if (peer.doorbell == null) {
-                return false;
+        assert loop.inProgressThread();
+        long now = System.nanoTime();
+        if (now - ringsCheckedAt >= RINGS_CHECK_NANOS) {
+            ringsCheckedAt = now;
+            everyPeerRings = true;
+            for (FabricPeer peer : transport.peers.values()) {
+                if (peer.doorbell == null) {
+                    everyPeerRings = false;
+                    break;
+                }
             }
         }
-        return true;
+        return everyPeerRings;
     }
 
     @Override

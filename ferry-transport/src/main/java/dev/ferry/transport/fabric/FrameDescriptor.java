@@ -64,15 +64,20 @@ final class FrameDescriptor {
     }
 
     static void header(MemorySegment frame, byte type, int credits, int link, int stream, long length, long cookie) {
-        frame.set(ValueLayout.JAVA_BYTE, TYPE, type);
-        frame.set(ValueLayout.JAVA_BYTE, VER, VERSION);
-        frame.set(U16, CREDITS, (short) credits);
-        frame.set(U16, 4, (short) 0);
-        frame.set(U16, 6, (short) 0);
-        frame.set(I32, LINK, link);
-        frame.set(I32, STREAM, stream);
-        frame.set(I64, LENGTH, length);
-        frame.set(I64, COOKIE, cookie);
+        header(frame, 0, type, credits, link, stream, length, cookie);
+    }
+
+    /** Writes a header at offset {@code at} of {@code frame}: no slice, so nothing is allocated per frame. */
+    static void header(MemorySegment frame, long at, byte type, int credits, int link, int stream, long length, long cookie) {
+        frame.set(ValueLayout.JAVA_BYTE, at + TYPE, type);
+        frame.set(ValueLayout.JAVA_BYTE, at + VER, VERSION);
+        frame.set(U16, at + CREDITS, (short) credits);
+        frame.set(U16, at + 4, (short) 0);
+        frame.set(U16, at + 6, (short) 0);
+        frame.set(I32, at + LINK, link);
+        frame.set(I32, at + STREAM, stream);
+        frame.set(I64, at + LENGTH, length);
+        frame.set(I64, at + COOKIE, cookie);
     }
 
     static void rendezvous(MemorySegment frame, long address, long key) {

@@ -174,8 +174,8 @@ final class SendPump {
         MemorySegment whole = frame.buffer.segment();
         boolean ok;
         if (eager) {
-            MemorySegment header = whole.asSlice(FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER);
-            FrameDescriptor.header(header, FrameDescriptor.EAGER, credits, link.remoteId, frame.stream, frame.length, 0);
+            FrameDescriptor.header(whole, FrameDescriptor.EAGER_OFFSET, FrameDescriptor.EAGER, credits, link.remoteId,
+                    frame.stream, frame.length, 0);
             ok = link.endpoint.send(whole.address() + FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER + frame.length,
                     frame.buffer.descriptor(), link.address, ops.context(slot));
         } else {

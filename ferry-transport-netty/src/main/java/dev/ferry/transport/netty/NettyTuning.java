@@ -5,6 +5,7 @@ import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.AdaptiveRecvByteBufAllocator;
 import io.netty.channel.RecvByteBufAllocator;
+import io.netty.channel.ServerChannelRecvByteBufAllocator;
 import io.netty.channel.WriteBufferWaterMark;
 
 /**
@@ -53,6 +54,7 @@ final class NettyTuning {
     static final int READ_INITIAL = 16 * 1024;
     static final int READ_MAX = 256 * 1024;
     static final int BACKLOG = 1024;
+    static final int ACCEPTS_PER_TURN = 64;
 
     private NettyTuning() {
     }
@@ -70,6 +72,20 @@ final class NettyTuning {
 
     static ByteBufAllocator allocator() {
         return ALLOCATOR;
+    }
+
+    /**
+     * The listening socket's "allocator": up to {@link #ACCEPTS_PER_TURN} accepts per turn of its
+     * event loop, until the backlog is empty. Netty's default stops after one: it continues only
+     * while the last read returned what it attempted, and an accept "reads" a descriptor number
+     * against an attempt of 1. The listening socket shares its loop with established links, so one
+     * accept per turn of a loop busy with their data let 64 concurrent connects wait over a second.
+     */
+    static RecvByteBufAllocator acceptAllocator() {
+        ServerChannelRecvByteBufAllocator accepts = new ServerChannelRecvByteBufAllocator();
+        accepts.maxMessagesPerRead(ACCEPTS_PER_TURN);
+        accepts.respectMaybeMoreData(false);
+        return accepts;
     }
 
     static RecvByteBufAllocator receiveAllocator() {

@@ -138,8 +138,9 @@ class PrometheusScrapeTest {
                 }
             }
             assertEquals(2, query(prometheusPort, "up{job=\"ferry\"} == 1").size(), "both targets up");
-            assertEquals(2, pullRate.size(), pullRate::toString);
-            pullRate.values().forEach(v -> assertTrue(v > 0, "pull rate " + pullRate));
+            Map<String, Double> pullRates = pullRate;
+            assertEquals(2, pullRates.size(), pullRates::toString);
+            pullRates.values().forEach(v -> assertTrue(v > 0, "pull rate " + pullRates));
             Map<String, Double> p99 = query(prometheusPort, "histogram_quantile(0.99, sum by (le) "
                     + "(rate(ferry_rpc_server_handler_seconds_bucket{method=\"pull\"}[10s])))");
             double pull99 = p99.values().iterator().next();

@@ -9,6 +9,7 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ferry.ps.BatchPlan;
 import dev.ferry.ps.PsException;
+import dev.ferry.ps.PullFormat;
 import dev.ferry.ps.SlotTable;
 import dev.ferry.ps.Slots;
 import dev.ferry.rpc.RpcResponse;
@@ -33,14 +34,36 @@ final class BatchParts {
         this.retry = retry;
     }
 
-    /** Rows of a part: a view of a response (released on close) or the client's own copy. */
-    record Rows(MemorySegment segment, RpcResponse response) implements AutoCloseable {
+    /**
+     * Rows of a part in {@code format}: a view of a response (released on close) or the client's
+     * own copy (always f32).
+     */
+    record Rows(MemorySegment segment, RpcResponse response, PullFormat format) implements AutoCloseable {
         @Override
         public void close() {
             if (response != null) {
                 response.release();
             }
         }
+    }
+
+    /**
+     * Copies a part's rows to every caller position that asked for them, decoding them first
+     * into a copy of the part's distinct rows if they are encoded.
+     */
+    static void scatter(BatchPlan plan, int part, Rows rows, int dimension, MemorySegment out) {
+        if (rows.format() == PullFormat.F32) {
+            plan.scatterRows(part, rows.segment(), dimension, out);
+            return;
+        }
+        int n = plan.partSize(part);
+        MemorySegment decoded = MemorySegment.ofArray(new float[Math.multiplyExact(n, dimension)]);
+        long encodedRow = rows.format().rowBytes(dimension);
+        long rowBytes = (long) dimension * Float.BYTES;
+        for (int k = 0; k < n; k++) {
+            rows.format().decodeRow(rows.segment(), k * encodedRow, dimension, decoded, k * rowBytes);
+        }
+        plan.scatterRows(part, decoded, dimension, out);
     }
 
     /** Releases the rows of the parts that completed (after another part failed). */
@@ -55,33 +78,38 @@ final class BatchParts {
     // ------------------------------------------------------------------------------------------
     // Pull
 
-    CompletableFuture<Rows> pullPart(Route r, BatchPlan plan, int part, byte[] name, int dimension) {
+    /**
+     * Pulls a part's rows in {@code format}. The fast path leaves them encoded in the receive
+     * buffer; a part split or retried comes back decoded, as f32 in the client's own memory.
+     */
+    CompletableFuture<Rows> pullPart(Route r, BatchPlan plan, int part, byte[] name, int dimension, PullFormat format) {
         int n = plan.partSize(part);
         if (!routing.fits(n, dimension)) {
-            return pullCopy(plan.ids(part), name, dimension, 1);
+            return pullCopy(plan.ids(part), name, dimension, format, 1);
         }
-        long expected = PsDescriptor.rowsBytes(n, dimension);
+        long expected = format.rowsBytes(n, dimension);
         return calls.call(r, plan.server(part), PsDescriptor.PULL,
                 ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
-                    int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
+                    int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, format.code());
                     PsDescriptor.stamp(body, r.generation(), 0);
                     plan.writeIds(part, body.asSlice(at));
                 }).thenApply(response -> new Rows(checkRows(response, expected, r, plan.server(part), n, dimension),
-                        response))
+                        response, format))
                 .exceptionallyCompose(failure -> retry.retryable(failure, true, 0)
-                        ? retry.pause(failure, 0).thenCompose(v -> pullCopy(plan.ids(part), name, dimension, 1))
+                        ? retry.pause(failure, 0).thenCompose(v -> pullCopy(plan.ids(part), name, dimension, format, 1))
                         : CompletableFuture.failedFuture(failure));
     }
 
-    /** Pulls distinct ids into a copy of their rows, in their order. */
-    private CompletableFuture<Rows> pullCopy(long[] ids, byte[] name, int dimension, int attempt) {
+    /** Pulls distinct ids into a copy of their rows (decoded to f32), in their order. */
+    private CompletableFuture<Rows> pullCopy(long[] ids, byte[] name, int dimension, PullFormat format, int attempt) {
         MemorySegment rows = MemorySegment.ofArray(new float[Math.multiplyExact(ids.length, dimension)]);
-        return pullSome(ids, identity(ids.length), name, dimension, rows, attempt).thenApply(v -> new Rows(rows, null));
+        return pullSome(ids, identity(ids.length), name, dimension, format, rows, attempt)
+                .thenApply(v -> new Rows(rows, null, PullFormat.F32));
     }
 
-    /** Pulls {@code ids[positions[k]]} into row {@code positions[k]} of {@code rows}, retrying by id. */
-    private CompletableFuture<Void> pullSome(long[] ids, int[] positions, byte[] name, int dimension, MemorySegment rows,
-            int attempt) {
+    /** Pulls {@code ids[positions[k]]} into row {@code positions[k]} of {@code rows} (f32), retrying by id. */
+    private CompletableFuture<Void> pullSome(long[] ids, int[] positions, byte[] name, int dimension, PullFormat format,
+            MemorySegment rows, int attempt) {
         Route r = routing.route();
         List<CompletableFuture<Void>> all = new ArrayList<>();
         long rowBytes = (long) dimension * Float.BYTES;
@@ -90,22 +118,23 @@ final class BatchParts {
             int n = chunk.length;
             all.add(calls.call(r, server, PsDescriptor.PULL,
                     ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
-                        int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
+                        int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, format.code());
                         PsDescriptor.stamp(body, r.generation(), 0);
                         for (int k = 0; k < n; k++) {
                             body.set(PsDescriptor.LONG, at + (long) k * Long.BYTES, ids[chunk[k]]);
                         }
                     }).thenAccept(response -> {
                         try (response) {
-                            MemorySegment got = checkRows(response, PsDescriptor.rowsBytes(n, dimension), r, server, n,
+                            MemorySegment got = checkRows(response, format.rowsBytes(n, dimension), r, server, n,
                                     dimension);
+                            long encodedRow = format.rowBytes(dimension);
                             for (int k = 0; k < n; k++) {
-                                MemorySegment.copy(got, k * rowBytes, rows, chunk[k] * rowBytes, rowBytes);
+                                format.decodeRow(got, k * encodedRow, dimension, rows, chunk[k] * rowBytes);
                             }
                         }
                     }).exceptionallyCompose(failure -> retry.retryable(failure, true, attempt)
                             ? retry.pause(failure, attempt)
-                                    .thenCompose(v -> pullSome(ids, chunk, name, dimension, rows, attempt + 1))
+                                    .thenCompose(v -> pullSome(ids, chunk, name, dimension, format, rows, attempt + 1))
                             : CompletableFuture.failedFuture(failure)));
         }
         return CompletableFuture.allOf(all.toArray(CompletableFuture<?>[]::new));
@@ -118,7 +147,7 @@ final class BatchParts {
             long got = segment.byteSize();
             response.release();
             throw new PsException(PsException.Code.LENGTH_MISMATCH, "server " + r.addresses().get(server)
-                    + " answered " + got + " bytes for " + n + " rows of dimension " + dimension + "; expected "
+                    + " answered " + got + " bytes for " + n + " encoded rows of dimension " + dimension + "; expected "
                     + (expected + PsDescriptor.GENERATION_TRAILER));
         }
         routing.observe(PsDescriptor.trailerGeneration(segment), r);

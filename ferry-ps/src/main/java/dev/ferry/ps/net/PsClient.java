@@ -2,17 +2,16 @@ package dev.ferry.ps.net;
 
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteOrder;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.ConcurrentHashMap;
 
 import dev.ferry.ps.BatchPlan;
 import dev.ferry.ps.DenseConfig;
 import dev.ferry.ps.PsException;
+import dev.ferry.ps.PullFormat;
 import dev.ferry.ps.SlotTable;
 import dev.ferry.ps.TableConfig;
 import dev.ferry.ps.TableStats;
@@ -69,14 +68,16 @@ public final class PsClient implements AutoCloseable {
     private final RoutingFollower routing;
     private final RetryPolicy retry;
     private final BatchParts batches;
-    private final ConcurrentHashMap<String, Integer> dimensions = new ConcurrentHashMap<>();
-    private final ConcurrentHashMap<String, Integer> denseLengths = new ConcurrentHashMap<>();
+    private final TableDirectory directory;
+    private final DenseCalls dense;
 
     private PsClient(RpcClient rpc, List<String> bootstrap) {
         this.servers = new ClientCalls(rpc);
         this.routing = new RoutingFollower(servers, bootstrap);
         this.retry = new RetryPolicy(routing);
         this.batches = new BatchParts(servers, routing, retry);
+        this.directory = new TableDirectory(servers, routing);
+        this.dense = new DenseCalls(servers, routing, directory);
     }
 
 
@@ -216,14 +217,7 @@ public final class PsClient implements AutoCloseable {
 
     /** {@link #createTable} without waiting. */
     public CompletableFuture<Void> createTableAsync(TableConfig table) {
-        byte[] name = PsDescriptor.nameBytes(table.name());
-        List<CompletableFuture<RpcResponse>> calls = new ArrayList<>();
-        Route r = routing.route();
-        for (int s = 0; s < r.addresses().size(); s++) {
-            calls.add(servers.call(r, s, PsDescriptor.CREATE_TABLE, PsDescriptor.createBytes(name.length),
-                    body -> PsDescriptor.writeCreate(body, name, table)));
-        }
-        return ClientCalls.releaseAll(calls).thenRun(() -> dimensions.put(table.name(), table.dimension()));
+        return directory.createTableAsync(table);
     }
 
     /**
@@ -232,11 +226,7 @@ public final class PsClient implements AutoCloseable {
      * @throws PsException {@code TABLE_EXISTS}, {@code READ_ONLY}, {@code INVALID_ARGUMENT}
      */
     public void createDense(DenseConfig tensor) {
-        byte[] name = PsDescriptor.nameBytes(tensor.name());
-        Route r = routing.route();
-        join(ClientCalls.releaseAll(List.of(servers.call(r, denseOwner(r, tensor.name()), PsDescriptor.CREATE_TABLE,
-                PsDescriptor.createBytes(name.length), body -> PsDescriptor.writeCreate(body, name, tensor)))));
-        denseLengths.put(tensor.name(), tensor.length());
+        directory.createDense(tensor);
     }
 
     /**
@@ -245,36 +235,7 @@ public final class PsClient implements AutoCloseable {
      * @throws PsException {@code UNKNOWN_TABLE}
      */
     public TableStats describe(String table) {
-        byte[] name = PsDescriptor.nameBytes(table);
-        TableStats sum = null;
-        PsException unknown = null;
-        for (CompletableFuture<ServerInfo> f : describeAll(name)) {
-            ServerInfo info;
-            try {
-                info = join(f);
-            } catch (PsException e) {
-                // A dense tensor lives on one server; the others do not know it.
-                if (e.code() != PsException.Code.UNKNOWN_TABLE) {
-                    throw e;
-                }
-                unknown = e;
-                continue;
-            }
-            for (ServerInfo.Table t : info.tables()) {
-                TableStats s = t.stats();
-                if (t.dense()) {
-                    denseLengths.put(table, s.dimension());
-                    return s;
-                }
-                sum = sum == null ? s : new TableStats(s.name(), s.dimension(), s.optimizer(), sum.rows() + s.rows(),
-                        sum.capacityRows() + s.capacityRows(), s.bytesPerRow(), sum.reservedBytes() + s.reservedBytes());
-            }
-        }
-        if (sum == null) {
-            throw unknown != null ? unknown : new PsException(PsException.Code.UNKNOWN_TABLE, "no table '" + table + "'");
-        }
-        dimensions.put(table, sum.dimension());
-        return sum;
+        return directory.describe(table);
     }
 
     /**
@@ -282,27 +243,7 @@ public final class PsClient implements AutoCloseable {
      * reported by its owner; asking the others for it by name would fail, so this lists all.
      */
     public List<ServerInfo> describeServers() {
-        List<ServerInfo> infos = new ArrayList<>();
-        for (CompletableFuture<ServerInfo> f : describeAll(new byte[0])) {
-            infos.add(join(f));
-        }
-        return infos;
-    }
-
-    private List<CompletableFuture<ServerInfo>> describeAll(byte[] name) {
-        List<CompletableFuture<ServerInfo>> all = new ArrayList<>();
-        Route r = routing.route();
-        for (int s = 0; s < r.addresses().size(); s++) {
-            String address = r.addresses().get(s);
-            all.add(servers.call(r, s, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
-                    body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0))
-                    .thenApply(resp -> {
-                        try (resp) {
-                            return PsDescriptor.readDescribe(resp.segment(), address);
-                        }
-                    }));
-        }
-        return all;
+        return directory.describeServers();
     }
 
     /**
@@ -311,19 +252,7 @@ public final class PsClient implements AutoCloseable {
      * of its shards, not one global cut: pause pushes for that.
      */
     public List<String> checkpoint() {
-        List<CompletableFuture<String>> all = new ArrayList<>();
-        Route r = routing.route();
-        for (int s = 0; s < r.addresses().size(); s++) {
-            all.add(servers.call(r, s, PsDescriptor.CHECKPOINT, PsDescriptor.HEADER,
-                    body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, new byte[0], 0, 0, 0))
-                    .thenApply(resp -> {
-                        try (resp) {
-                            return new String(resp.segment().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
-                                    StandardCharsets.UTF_8);
-                        }
-                    }));
-        }
-        return all.stream().map(PsClient::join).toList();
+        return directory.checkpoint();
     }
 
     // ------------------------------------------------------------------------------------------
@@ -338,6 +267,19 @@ public final class PsClient implements AutoCloseable {
     }
 
     /**
+     * {@link #pull(String, long[])} with the rows sent in {@code format} instead of the table's
+     * default ({@link TableConfig#pullFormat()}), decoded into f32 within the format's error bound.
+     */
+    public float[] pull(String table, long[] ids, PullFormat format) {
+        Objects.requireNonNull(format, "format");
+        Objects.requireNonNull(ids, "ids");
+        return join(directory.dimension(table).thenCompose(dimension -> {
+            float[] out = new float[Math.multiplyExact(ids.length, dimension)];
+            return pullInto(table, dimension, ids, MemorySegment.ofArray(out), format).thenApply(v -> out);
+        }));
+    }
+
+    /**
      * Pulls the rows of {@code ids[offset, offset + count)} into the caller's array ({@code count}
      * rows of the table's dimension, in the batch's order) and waits for them. The rows are copied
      * out of the receive buffers on the calling thread, part by part as the servers answer, so the
@@ -347,20 +289,29 @@ public final class PsClient implements AutoCloseable {
      * @throws PsException {@code LENGTH_MISMATCH} if {@code out} is too short, or as {@link #pull}
      */
     public void pull(String table, long[] ids, int offset, int count, float[] out) {
+        pull(table, ids, offset, count, out, null);
+    }
+
+    /**
+     * {@link #pull(String, long[], int, int, float[])} with the rows sent in {@code format}
+     * ({@code null}: the table's default).
+     */
+    public void pull(String table, long[] ids, int offset, int count, float[] out, PullFormat format) {
         Objects.requireNonNull(ids, "ids");
         Objects.requireNonNull(out, "out");
-        int dimension = join(dimension(table));
+        int dimension = join(directory.dimension(table));
         if (out.length < (long) count * dimension) {
             throw new PsException(PsException.Code.LENGTH_MISMATCH, "out holds " + out.length + " floats; "
                     + count + " rows of dimension " + dimension + " need " + (long) count * dimension);
         }
+        PullFormat wire = format != null ? format : directory.pullFormat(table);
         byte[] name = PsDescriptor.nameBytes(table);
         Route r = routing.route();
         BatchPlan plan = BatchPlan.of(ids, offset, count, r.table().slots());
         MemorySegment target = MemorySegment.ofArray(out);
         List<CompletableFuture<BatchParts.Rows>> parts = new ArrayList<>(plan.parts());
         for (int p = 0; p < plan.parts(); p++) {
-            parts.add(batches.pullPart(r, plan, p, name, dimension));
+            parts.add(batches.pullPart(r, plan, p, name, dimension, wire));
         }
         RuntimeException failure = null;
         for (int p = 0; p < parts.size(); p++) {
@@ -373,7 +324,7 @@ public final class PsClient implements AutoCloseable {
             }
             try (rows) {
                 if (failure == null) {
-                    plan.scatterRows(p, rows.segment(), dimension, target);
+                    BatchParts.scatter(plan, p, rows, dimension, target);
                 }
             }
         }
@@ -396,9 +347,9 @@ public final class PsClient implements AutoCloseable {
     /** {@link #pull} without waiting. */
     public CompletableFuture<float[]> pullAsync(String table, long[] ids) {
         Objects.requireNonNull(ids, "ids");
-        return dimension(table).thenCompose(dimension -> {
+        return directory.dimension(table).thenCompose(dimension -> {
             float[] out = new float[Math.multiplyExact(ids.length, dimension)];
-            return pullInto(table, dimension, ids, MemorySegment.ofArray(out)).thenApply(v -> out);
+            return pullInto(table, dimension, ids, MemorySegment.ofArray(out), null).thenApply(v -> out);
         });
     }
 
@@ -407,27 +358,34 @@ public final class PsClient implements AutoCloseable {
      * callers that reuse their buffers.
      */
     public CompletableFuture<Void> pullAsync(String table, long[] ids, float[] out) {
+        return pullAsync(table, ids, out, null);
+    }
+
+    /** {@link #pullAsync(String, long[], float[])} with the rows sent in {@code format} ({@code null}: the table's default). */
+    public CompletableFuture<Void> pullAsync(String table, long[] ids, float[] out, PullFormat format) {
         Objects.requireNonNull(ids, "ids");
         Objects.requireNonNull(out, "out");
-        return dimension(table).thenCompose(dimension -> {
+        return directory.dimension(table).thenCompose(dimension -> {
             if (out.length < (long) ids.length * dimension) {
                 throw new PsException(PsException.Code.LENGTH_MISMATCH, "out holds " + out.length + " floats; "
                         + ids.length + " rows of dimension " + dimension + " need " + (long) ids.length * dimension);
             }
-            return pullInto(table, dimension, ids, MemorySegment.ofArray(out));
+            return pullInto(table, dimension, ids, MemorySegment.ofArray(out), format);
         });
     }
 
-    private CompletableFuture<Void> pullInto(String table, int dimension, long[] ids, MemorySegment out) {
+    private CompletableFuture<Void> pullInto(String table, int dimension, long[] ids, MemorySegment out,
+            PullFormat format) {
+        PullFormat wire = format != null ? format : directory.pullFormat(table);
         byte[] name = PsDescriptor.nameBytes(table);
         Route r = routing.route();
         BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
         CompletableFuture<?>[] parts = new CompletableFuture<?>[plan.parts()];
         for (int p = 0; p < parts.length; p++) {
             int part = p;
-            parts[p] = batches.pullPart(r, plan, part, name, dimension).thenAccept(rows -> {
+            parts[p] = batches.pullPart(r, plan, part, name, dimension, wire).thenAccept(rows -> {
                 try (rows) {
-                    plan.scatterRows(part, rows.segment(), dimension, out);
+                    BatchParts.scatter(plan, part, rows, dimension, out);
                 }
             });
         }
@@ -437,17 +395,18 @@ public final class PsClient implements AutoCloseable {
     /**
      * Pulls without copying the rows: the view hands out slices of the receive buffers, one per
      * caller position. Close it promptly; it holds the transport's receive buffers (its credits).
-     * Parts that had to be split or retried are copied once, into the view's own memory.
+     * Parts that had to be split or retried are copied once, into the view's own memory. Rows
+     * come in f32 whatever the table's default pull format (a view is of the wire's bytes).
      */
     public CompletableFuture<PullView> pullView(String table, long[] ids) {
         Objects.requireNonNull(ids, "ids");
-        return dimension(table).thenCompose(dimension -> {
+        return directory.dimension(table).thenCompose(dimension -> {
             byte[] name = PsDescriptor.nameBytes(table);
             Route r = routing.route();
             BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
             List<CompletableFuture<BatchParts.Rows>> parts = new ArrayList<>();
             for (int p = 0; p < plan.parts(); p++) {
-                parts.add(batches.pullPart(r, plan, p, name, dimension));
+                parts.add(batches.pullPart(r, plan, p, name, dimension, PullFormat.F32));
             }
             return CompletableFuture.allOf(parts.toArray(CompletableFuture<?>[]::new)).handle((v, failure) -> {
                 if (failure != null) {
@@ -474,7 +433,7 @@ public final class PsClient implements AutoCloseable {
     public CompletableFuture<Void> pushAsync(String table, long[] ids, float[] gradients) {
         Objects.requireNonNull(ids, "ids");
         Objects.requireNonNull(gradients, "gradients");
-        return dimension(table).thenCompose(dimension -> {
+        return directory.dimension(table).thenCompose(dimension -> {
             if (gradients.length != (long) ids.length * dimension) {
                 throw new PsException(PsException.Code.LENGTH_MISMATCH, ids.length + " ids of table '" + table
                         + "' (dimension " + dimension + ") need " + (long) ids.length * dimension
@@ -498,84 +457,16 @@ public final class PsClient implements AutoCloseable {
 
     /** The whole dense tensor. */
     public float[] pullDense(String tensor) {
-        int length = denseLength(tensor);
-        float[] out = new float[length];
-        byte[] name = PsDescriptor.nameBytes(tensor);
-        Route r = routing.route();
-        try (RpcResponse resp = join(servers.call(r, denseOwner(r, tensor), PsDescriptor.DENSE_PULL,
-                PsDescriptor.payloadOffset(name.length), body -> {
-                    PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0);
-                    PsDescriptor.stamp(body, r.generation(), 0);
-                }))) {
-            if (resp.segment().byteSize() != (long) length * Float.BYTES) {
-                throw new PsException(PsException.Code.LENGTH_MISMATCH, "tensor '" + tensor + "' came back with "
-                        + resp.segment().byteSize() + " bytes for " + length + " weights");
-            }
-            MemorySegment.copy(resp.segment(), 0, MemorySegment.ofArray(out), 0, (long) length * Float.BYTES);
-        }
-        return out;
+        return dense.pull(tensor);
     }
 
     /** One optimizer step on the whole dense tensor with {@code gradients} (its length). */
     public void pushDense(String tensor, float[] gradients) {
-        int length = denseLength(tensor);
-        if (gradients.length != length) {
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "tensor '" + tensor + "' has " + length
-                    + " weights; got " + gradients.length + " gradients");
-        }
-        byte[] name = PsDescriptor.nameBytes(tensor);
-        long bytes = (long) length * Float.BYTES;
-        Route r = routing.route();
-        join(ClientCalls.releaseAll(List.of(servers.call(r, denseOwner(r, tensor), PsDescriptor.DENSE_PUSH,
-                ClientCalls.bodyLength(PsDescriptor.payloadOffset(name.length) + bytes), body -> {
-                    int at = PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0);
-                    PsDescriptor.stamp(body, r.generation(), 0);
-                    MemorySegment.copy(MemorySegment.ofArray(gradients), 0, body, at, bytes);
-                }))));
-    }
-
-    private int denseLength(String tensor) {
-        Integer length = denseLengths.get(tensor);
-        if (length == null) {
-            TableStats stats = describe(tensor);
-            length = denseLengths.get(tensor);
-            if (length == null) {
-                throw new PsException(PsException.Code.UNKNOWN_TABLE, "'" + tensor + "' is a sparse table of dimension "
-                        + stats.dimension() + ", not a dense tensor");
-            }
-        }
-        return length;
-    }
-
-    private static int denseOwner(Route r, String tensor) {
-        return r.table().slots().serverOf(PsDescriptor.denseKey(tensor));
+        dense.push(tensor, gradients);
     }
 
     // ------------------------------------------------------------------------------------------
     // Plumbing
-
-    private CompletableFuture<Integer> dimension(String table) {
-        Integer known = dimensions.get(table);
-        if (known != null) {
-            return CompletableFuture.completedFuture(known);
-        }
-        byte[] name = PsDescriptor.nameBytes(table);
-        Route r = routing.route();
-        return servers.call(r, 0, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
-                body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0)).thenApply(resp -> {
-                    ServerInfo info;
-                    try (resp) {
-                        info = PsDescriptor.readDescribe(resp.segment(), r.addresses().get(0));
-                    }
-                    for (ServerInfo.Table t : info.tables()) {
-                        if (!t.dense() && t.stats().name().equals(table)) {
-                            dimensions.put(table, t.stats().dimension());
-                            return t.stats().dimension();
-                        }
-                    }
-                    throw new PsException(PsException.Code.UNKNOWN_TABLE, "'" + table + "' is not a sparse table");
-                });
-    }
 
     /** A call to server {@code server} of the current route (for tests that craft requests). */
     CompletableFuture<RpcResponse> call(int server, RpcMethod method, int length, RequestWriter writer) {

@@ -38,6 +38,9 @@ import io.netty.channel.WriteBufferWaterMark;
  *       (several MiB on a fast path). A fixed value is worth setting only on a path whose
  *       bandwidth-delay product is known.</li>
  *   <li><b>SO_BACKLOG</b> {@link #BACKLOG}: many clients may connect at once (incast of connects).</li>
+ *   <li><b>Accepts per loop turn</b> {@link #ACCEPTS_PER_TURN}: Netty's server channels take one
+ *       connection per turn of their event loop ({@link #acceptAllocator}), and that loop also
+ *       serves established links.</li>
  *   <li><b>Event-loop threads</b>: one per core; more only add context switches, and
  *       every link is served by one loop so its order needs no locks.</li>
  * </ul>

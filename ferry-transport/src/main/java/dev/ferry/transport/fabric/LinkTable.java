@@ -42,6 +42,13 @@ final class LinkTable {
      * the listener delays the data path by 64 reads at most.
      */
     private static final int MAX_ACCEPTS = 64;
+    /**
+     * The same while this side waits for a peer's connection request ({@link #connecting}): the
+     * provider accepts in the kernel's order, so a flood of connect-and-drop ahead of a known
+     * link's request is drained at once rather than 64 per pass. Bounded, and only until the
+     * expected links are up: a flood with no link expected still costs the data path 64 reads.
+     */
+    private static final int MAX_ACCEPTS_EXPECTING = 1024;
 
     private final FabricTransport transport;
     private final TransportConfig config;
@@ -382,7 +389,7 @@ final class LinkTable {
         while (true) {
             if ((event = session.pollEvent(0)) == null) {
                 // Each read accepts one connection of the provider's backlog: read while one waits.
-                if (++idleReads > MAX_ACCEPTS || !session.listenerBacklogged()) {
+                if (++idleReads > (connecting > 0 ? MAX_ACCEPTS_EXPECTING : MAX_ACCEPTS) || !session.listenerBacklogged()) {
                     return;
                 }
                 continue;

@@ -154,10 +154,43 @@ public final class Planner {
             return new Plan(next, List.of());
         }
         List<Move> moves = balance(owners, backups, counts, eligible, maxGroupsPerMove, next.nextMoveId());
+        if (!moves.isEmpty() && targetsBackUpAll(backups, moves.get(0))) {
+            return new Plan(transfer(next, moves.get(0), epoch), List.of());
+        }
         if (moves.isEmpty() && replicas > 1) {
             moves = copies(owners, backups, eligible, replicas, maxGroupsPerMove, next.nextMoveId());
         }
         return new Plan(next, moves);
+    }
+
+    private static boolean targetsBackUpAll(List<List<String>> backups, Move move) {
+        for (int g : move.groups()) {
+            if (!backups.get(g).contains(move.to())) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * {@code a} with the groups of {@code move}, all backed up by its target, handed to that
+     * backup in one write (epoch + 1), without copying anything; the old primary leaves them (its
+     * rows may hold a push the new primary fenced out) and a copy rebuilds the missing backup.
+     */
+    static Assignment transfer(Assignment a, Move move, long epoch) {
+        String[] owners = a.owners().toArray(String[]::new);
+        List<List<String>> backups = new ArrayList<>(a.backups());
+        long[] epochs = epochs(a);
+        Map<Integer, String> restore = new TreeMap<>(a.restoreFrom());
+        for (int g : move.groups()) {
+            List<String> b = new ArrayList<>(backups.get(g));
+            b.remove(move.to());
+            backups.set(g, b);
+            owners[g] = move.to();
+            epochs[g]++;
+            restore.remove(g);
+        }
+        return a.next(epoch, a.nextMoveId(), owners, a.addresses(), a.move(), restore, backups, epochs);
     }
 
     /** Whether a move's target holds no copy of its groups yet (a copy's, nor a move's). */
@@ -248,11 +281,10 @@ public final class Planner {
             for (String receiver : receivers) {
                 while (surplus > 0 && deficit.get(receiver) > 0) {
                     int n = Math.min(Math.min(deficit.get(receiver), surplus), maxGroupsPerMove);
-                    List<Integer> given = new ArrayList<>();
-                    for (int g = owners.length - 1; g >= 0 && given.size() < n; g--) {
-                        if (!taken[g] && giver.equals(owners[g]) && !backups.get(g).contains(receiver)) {
-                            given.add(g);
-                        }
+                    // Groups the receiver backs up first (handed over without a copy), then the others.
+                    List<Integer> given = pick(owners, backups, taken, giver, receiver, n, true);
+                    if (given.isEmpty()) {
+                        given = pick(owners, backups, taken, giver, receiver, n, false);
                     }
                     if (given.isEmpty()) {
                         break;
@@ -266,6 +298,17 @@ public final class Planner {
             }
         }
         return moves;
+    }
+
+    private static List<Integer> pick(String[] owners, List<List<String>> backups, boolean[] taken, String giver,
+            String receiver, int n, boolean backedUp) {
+        List<Integer> given = new ArrayList<>();
+        for (int g = owners.length - 1; g >= 0 && given.size() < n; g--) {
+            if (!taken[g] && giver.equals(owners[g]) && backups.get(g).contains(receiver) == backedUp) {
+                given.add(g);
+            }
+        }
+        return given;
     }
 
     /**

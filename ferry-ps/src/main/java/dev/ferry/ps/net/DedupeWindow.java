@@ -56,6 +56,22 @@ final class DedupeWindow {
         }
     }
 
+    /** The ids recorded for {@code group}, oldest first (for a move or copy of the group). */
+    long[] ids(int group) {
+        long[] ring = ring(group);
+        synchronized (ring) {
+            long[] out = new long[PER_GROUP];
+            int n = 0;
+            for (int i = 0; i < PER_GROUP; i++) {
+                long d = ring[(next[group] + i) % PER_GROUP];
+                if (d != 0) {
+                    out[n++] = d;
+                }
+            }
+            return Arrays.copyOf(out, n);
+        }
+    }
+
     /** Forgets every id of {@code group} (its rows were reset: a new copy starts). */
     void clear(int group) {
         long[] ring = ring(group);

@@ -69,9 +69,9 @@ public final class PsServer implements AutoCloseable {
         this.memberId = Objects.requireNonNull(memberId, "memberId");
         this.view = new View(null, -1, null);
         this.checkpointDirectory = checkpointDirectory;
-        this.moveSource = new MoveSource(ps, this, config);
-        this.moveTarget = new MoveTarget(ps, this);
         DedupeWindow window = new DedupeWindow();
+        this.moveSource = new MoveSource(ps, this, config, window);
+        this.moveTarget = new MoveTarget(ps, this, window);
         this.replicator = new Replicator(ps, this, config, () -> transport, window);
         this.replicaApplier = new ReplicaApplier(ps, this, moveTarget, window);
         this.rpc = register(RpcServer.open(config), inlinePulls);
@@ -95,9 +95,9 @@ public final class PsServer implements AutoCloseable {
         }
         this.view = new View(RoutingTable.fixed(restored), index, null);
         this.checkpointDirectory = checkpointDirectory;
-        this.moveSource = new MoveSource(ps, this, config);
-        this.moveTarget = new MoveTarget(ps, this);
         DedupeWindow window = new DedupeWindow();
+        this.moveSource = new MoveSource(ps, this, config, window);
+        this.moveTarget = new MoveTarget(ps, this, window);
         this.replicator = new Replicator(ps, this, config, () -> transport, window);
         this.replicaApplier = new ReplicaApplier(ps, this, moveTarget, window);
         this.rpc = register(RpcServer.open(config), inlinePulls);
@@ -116,7 +116,8 @@ public final class PsServer implements AutoCloseable {
                 .register(PsDescriptor.ROUTING, guarded(this::routing))
                 .register(PsDescriptor.MOVE_BEGIN, guarded(call -> moveTarget.begin(call)))
                 .register(PsDescriptor.MOVE_ROWS, guarded(call -> moveTarget.rows(call)))
-                .register(ReplicationDescriptor.REPLICATE.inline(), guarded(replicaApplier::receive));
+                .register(ReplicationDescriptor.REPLICATE.inline(), guarded(replicaApplier::receive))
+                .register(ReplicationDescriptor.MOVE_DEDUPE, guarded(call -> moveTarget.dedupe(call)));
     }
 
     /**
@@ -330,11 +331,12 @@ public final class PsServer implements AutoCloseable {
         try {
             v = checkOwned(ids, count, PsDescriptor.generation(body));
             MemorySegment gradients = body.asSlice(PsDescriptor.pullBytes(nameLength, count), rowBytes);
+            long dedupe = PsDescriptor.dedupeId(body);
             if (v.replicas() == null) {
-                applyPush(name, dimension, ids, count, gradients, call.remainingMillis());
+                applyPush(name, dimension, ids, count, gradients, call.remainingMillis(), dedupe);
             } else {
-                replicator.push(v, name, dimension, ids, count, gradients, PsDescriptor.dedupeId(body),
-                        call.remainingMillis(), (is, n, gs, left) -> applyPush(name, dimension, is, n, gs, left));
+                replicator.push(v, name, dimension, ids, count, gradients, dedupe, call.remainingMillis(),
+                        (is, n, gs, left) -> applyPush(name, dimension, is, n, gs, left, dedupe));
             }
         } finally {
             moveSource.barrier.readLock().unlock();
@@ -342,8 +344,9 @@ public final class PsServer implements AutoCloseable {
         call.reply(PsDescriptor.GENERATION_TRAILER).set(PsDescriptor.LONG, 0, v.generation());
     }
 
-    private void applyPush(String name, int dimension, long[] ids, int count, MemorySegment gradients, long millis) {
-        if (!moveSource.pushMoving(name, dimension, ids, count, gradients, millis)) {
+    private void applyPush(String name, int dimension, long[] ids, int count, MemorySegment gradients, long millis,
+            long dedupe) {
+        if (!moveSource.pushMoving(name, dimension, ids, count, gradients, millis, dedupe)) {
             ps.push(name, dimension, ids, 0, count, gradients);
         }
     }

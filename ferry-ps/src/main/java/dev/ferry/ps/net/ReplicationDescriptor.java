@@ -32,6 +32,14 @@ public final class ReplicationDescriptor {
      */
     public static final RpcMethod REPLICATE = RpcMethod.idempotent(0x5101);
 
+    /**
+     * Server to server, at the start of a slot move or copy: the dedupe ids the source recorded
+     * for the moving groups ({@code count} entries of {@code group i32 | 4 reserved | dedupe id i64}
+     * after the common header, whose dedupe field is the move's id); later pushes' ids come with
+     * their forwarded rows ({@code MOVE_ROWS} with the push's dedupe id in the generation field).
+     */
+    public static final RpcMethod MOVE_DEDUPE = RpcMethod.idempotent(0x5102);
+
     /** Bytes per group entry. */
     public static final int GROUP_ENTRY = 16;
     /** Bytes of the answer. */

@@ -62,6 +62,7 @@ final class Replicator implements AutoCloseable {
     private final Supplier<TransportConfig> transport;
     private final DedupeWindow window;
     private final ReentrantLock[] locks = new ReentrantLock[RoutingTable.GROUPS];
+    private final java.util.concurrent.atomic.LongAdder deduped = new java.util.concurrent.atomic.LongAdder();
     private volatile long timeoutMillis = 1_000;
     private volatile InSyncReporter reporter = (backup, groups, epochs) -> { };
     private RpcClient peers;
@@ -85,6 +86,11 @@ final class Replicator implements AutoCloseable {
         }
         this.timeoutMillis = timeoutMillis;
         this.reporter = Objects.requireNonNull(reporter, "reporter");
+    }
+
+    /** Pushes some of whose ids were applied already (a client's retry after a failover or a lost answer). */
+    long deduped() {
+        return deduped.sum();
     }
 
     /** Per-thread scratch of a push: its groups, marks, filtered ids and gradients. */
@@ -152,6 +158,7 @@ final class Replicator implements AutoCloseable {
             apply.apply(ids, count, gradients, left);
             return;
         }
+        deduped.increment();
         if (fresh == 0) {
             return;
         }

@@ -151,6 +151,15 @@ public final class ClusterServerMain {
 
     /** Runs a member server until SIGTERM, end of input (with {@code exitOnStdinEof}) or drained. */
     public static int serve(Options options, PrintStream out, PrintStream err) {
+        return serve(options, out, err, new PsServerMain.Listener() {
+        });
+    }
+
+    /**
+     * {@link #serve(Options, PrintStream, PrintStream)}, telling {@code listener} of each step: the
+     * server is made, it serves once it has joined the cluster, it stops.
+     */
+    public static int serve(Options options, PrintStream out, PrintStream err, PsServerMain.Listener listener) {
         ParameterServer ps = ParameterServer.create(PsConfig.defaults());
         RpcConfig rpc = RpcConfig.defaults().withHandlerThreads(Math.max(4, Runtime.getRuntime().availableProcessors()));
         if (options.noAuth()) {
@@ -158,6 +167,7 @@ public final class ClusterServerMain {
         }
         Path own = options.checkpointDir() == null ? null : options.checkpointDir().resolve(options.id());
         PsServer server = PsServer.openMember(ps, options.id(), own, rpc, false);
+        listener.opened(server);
         String address;
         try {
             address = server.listen(PsServerMain.withBindHost(TransportConfig.defaults(options.transport()),
@@ -183,10 +193,12 @@ public final class ClusterServerMain {
         }
         err.printf("ferry server: member %s of %s on %s at %s%n", options.id(), options.cluster().uri(),
                 options.transport(), address);
+        listener.listening(server, address);
         out.println(JOINED + " " + options.id());
         out.flush();
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            listener.stopping();
             member.close();
             server.close();
             ps.close();

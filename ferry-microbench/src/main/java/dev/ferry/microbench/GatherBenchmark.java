@@ -7,20 +7,11 @@ import dev.ferry.ps.SparseTable;
 import dev.ferry.ps.TableConfig;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
-import org.openjdk.jmh.annotations.Fork;
-import org.openjdk.jmh.annotations.Measurement;
-import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.annotations.OperationsPerInvocation;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Param;
-import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
-import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
-import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * A server's gather: {@value #DISTINCT} distinct Zipf ids (a part of a client batch, already
@@ -28,13 +19,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * distinct row. {@code copyLimit} copies the same bytes from one contiguous
  * segment (the limit: no lookup, no cache miss per row).
  */
-@BenchmarkMode(Mode.AverageTime)
-@OutputTimeUnit(TimeUnit.NANOSECONDS)
-@State(Scope.Thread)
-@Warmup(iterations = 3, time = 1)
-@Measurement(iterations = 5, time = 1)
-@Fork(value = 1, jvmArgsAppend = {"--enable-native-access=ALL-UNNAMED", "--add-modules=jdk.incubator.vector"})
-public class GatherBenchmark {
+public class GatherBenchmark extends KernelBenchmark {
 
     static final int DISTINCT = 1024;
     private static final int BATCHES = 256;

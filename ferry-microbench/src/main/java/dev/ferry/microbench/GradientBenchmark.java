@@ -4,19 +4,10 @@ import dev.ferry.ps.BatchPlan;
 import dev.ferry.ps.SlotTable;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
-import org.openjdk.jmh.annotations.Fork;
-import org.openjdk.jmh.annotations.Measurement;
-import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.annotations.OperationsPerInvocation;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
-import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
-import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
-import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * The client's row work for a batch of 4,096 Zipf ids with their duplicates, dimension 64,
@@ -25,13 +16,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * caller position, every part), time per caller id (one 256-byte row). {@code copyLimit} copies
  * the caller's 4,096 rows once.
  */
-@BenchmarkMode(Mode.AverageTime)
-@OutputTimeUnit(TimeUnit.NANOSECONDS)
-@State(Scope.Thread)
-@Warmup(iterations = 3, time = 1)
-@Measurement(iterations = 5, time = 1)
-@Fork(value = 1, jvmArgsAppend = {"--enable-native-access=ALL-UNNAMED", "--add-modules=jdk.incubator.vector"})
-public class GradientBenchmark {
+public class GradientBenchmark extends KernelBenchmark {
 
     static final int BATCH = 4096;
     private static final int BATCHES = 16;

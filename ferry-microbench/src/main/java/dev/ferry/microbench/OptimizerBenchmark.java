@@ -7,20 +7,11 @@ import dev.ferry.ps.SparseTable;
 import dev.ferry.ps.TableConfig;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
-import org.openjdk.jmh.annotations.Fork;
-import org.openjdk.jmh.annotations.Measurement;
-import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.annotations.OperationsPerInvocation;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Param;
-import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
-import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
-import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * A server's push: {@code SparseTable.apply} of {@value #IDS} distinct ids (rows created up
@@ -29,13 +20,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * {@code copyLimit} copies the bytes a push touches once (every row, header and state included,
  * and the gradients).
  */
-@BenchmarkMode(Mode.AverageTime)
-@OutputTimeUnit(TimeUnit.NANOSECONDS)
-@State(Scope.Thread)
-@Warmup(iterations = 3, time = 1)
-@Measurement(iterations = 5, time = 1)
-@Fork(value = 1, jvmArgsAppend = {"--enable-native-access=ALL-UNNAMED", "--add-modules=jdk.incubator.vector"})
-public class OptimizerBenchmark {
+public class OptimizerBenchmark extends KernelBenchmark {
 
     static final int IDS = 4096;
     static final int ELEMENTS = IDS * Workload.DIMENSION;

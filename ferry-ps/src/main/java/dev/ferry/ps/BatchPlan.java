@@ -44,14 +44,18 @@ public final class BatchPlan {
     private int[] rowInPart = NO_INTS;
 
     // Working arrays, kept between batches.
-    /** Open addressing, id to unique index + 1 (0 empty); all zero between plans. */
-    private long[] keys = NO_LONGS;
-    private int[] values = NO_INTS;
+    /**
+     * Open addressing, id to unique index + 1 (0 empty); the id itself is read from
+     * {@link #uniqueIds}, so the table is 4 bytes a slot (32 KiB for a 4,096-id batch: it stays
+     * in L1 with the distinct ids). All zero between plans.
+     */
+    private int[] indexOf = NO_INTS;
     private int[] entryOfUnique = NO_INTS;
     private int[] uniqueOfPosition = NO_INTS;
     private long[] uniqueIds = NO_LONGS;
     private int[] uniqueServer = NO_INTS;
     private int[] rowOfUnique = NO_INTS;
+    private int[] partOfUnique = NO_INTS;
     private int[] perServer = NO_INTS;
     private int[] partOfServer = NO_INTS;
     private int[] positionsOfServer = NO_INTS;
@@ -92,8 +96,8 @@ public final class BatchPlan {
         reserve(count, capacity, serverCount);
         // Dedupe: each distinct id gets the next unique index, in order of first appearance.
         int mask = capacity - 1;
-        long[] keys = this.keys;
-        int[] values = this.values;
+        int[] indexOf = this.indexOf;
+        long[] uniqueIds = this.uniqueIds;
         int[] uniqueOfPosition = this.uniqueOfPosition;
         int[] uniqueServer = this.uniqueServer;
         int[] positionsOfServer = this.positionsOfServer;
@@ -104,13 +108,12 @@ public final class BatchPlan {
             long hash = Slots.mix(id);
             int at = (int) hash & mask;
             int value;
-            while ((value = values[at]) != 0 && keys[at] != id) {
+            while ((value = indexOf[at]) != 0 && uniqueIds[value - 1] != id) {
                 at = (at + 1) & mask;
             }
             if (value == 0) {
-                keys[at] = id;
                 value = ++u;
-                values[at] = value;
+                indexOf[at] = value;
                 entryOfUnique[u - 1] = at;
                 uniqueIds[u - 1] = id;
                 uniqueServer[u - 1] = slots.serverOfSlot(Slots.slotOfHash(hash));
@@ -119,7 +122,7 @@ public final class BatchPlan {
             positionsOfServer[uniqueServer[value - 1]]++;
         }
         for (int k = 0; k < u; k++) {
-            values[entryOfUnique[k]] = 0;
+            indexOf[entryOfUnique[k]] = 0;
         }
         // Parts: the servers present, ascending.
         int[] perServer = this.perServer;
@@ -147,6 +150,7 @@ public final class BatchPlan {
             int at = cursor[p]++;
             partIds[at] = uniqueIds[k];
             rowOfUnique[k] = at - partStart[p];
+            partOfUnique[k] = p;
         }
         // Positions grouped by part (a stable counting sort).
         start = ensure(start, parts + 1);
@@ -165,7 +169,7 @@ public final class BatchPlan {
             System.arraycopy(start, 0, cursor, 0, parts);
             for (int i = 0; i < count; i++) {
                 int k = uniqueOfPosition[i];
-                int at = cursor[partOfServer[uniqueServer[k]]]++;
+                int at = cursor[partOfUnique[k]]++;
                 positions[at] = i;
                 rowInPart[at] = rowOfUnique[k];
             }
@@ -177,9 +181,8 @@ public final class BatchPlan {
     }
 
     private void reserve(int count, int capacity, int serverCount) {
-        if (keys.length < capacity) {
-            keys = new long[capacity];
-            values = new int[capacity];
+        if (indexOf.length < capacity) {
+            indexOf = new int[capacity];
         }
         if (uniqueOfPosition.length < count) {
             entryOfUnique = new int[count];
@@ -187,6 +190,7 @@ public final class BatchPlan {
             uniqueIds = new long[count];
             uniqueServer = new int[count];
             rowOfUnique = new int[count];
+            partOfUnique = new int[count];
             partIds = new long[count];
             positions = new int[count];
             rowInPart = new int[count];

@@ -16,9 +16,12 @@ import java.util.Objects;
  * @param shards      lock stripes, a power of two from 1 to 256; each owns its hash table and its
  *                    rows. Default 16: on a server with 16 request threads, two pushers rarely wait
  *                    for the same stripe, and an empty shard costs a 1 KiB index
+ * @param pullFormat  how pulls that name no format move this table's rows on the wire. Default
+ *                    {@link PullFormat#F32} (exact)
+ * @param admission   when an id not yet stored gets a row. Default {@link Admission#always()}
  */
 public record TableConfig(String name, int dimension, Optimizer optimizer, Initializer initializer, long maxRows,
-        int shards) {
+        int shards, PullFormat pullFormat, Admission admission) {
 
     /** Default {@link #maxRows()}. */
     public static final long DEFAULT_MAX_ROWS = 1L << 20;
@@ -32,6 +35,8 @@ public record TableConfig(String name, int dimension, Optimizer optimizer, Initi
         Objects.requireNonNull(name, "name");
         Objects.requireNonNull(optimizer, "optimizer");
         Objects.requireNonNull(initializer, "initializer");
+        Objects.requireNonNull(pullFormat, "pullFormat");
+        Objects.requireNonNull(admission, "admission");
         checkName(name);
         if (dimension < 1 || dimension > MAX_DIMENSION) {
             throw invalid("dimension must be in [1, " + MAX_DIMENSION + "]: " + dimension);
@@ -44,6 +49,12 @@ public record TableConfig(String name, int dimension, Optimizer optimizer, Initi
         }
     }
 
+    /** A table pulled in f32 that stores every id. */
+    public TableConfig(String name, int dimension, Optimizer optimizer, Initializer initializer, long maxRows,
+            int shards) {
+        this(name, dimension, optimizer, initializer, maxRows, shards, PullFormat.F32, Admission.always());
+    }
+
     /** A table with zero initial rows and the default capacity and shards. */
     public static TableConfig of(String name, int dimension, Optimizer optimizer) {
         return new TableConfig(name, dimension, optimizer, Initializer.zeros(), DEFAULT_MAX_ROWS, DEFAULT_SHARDS);
@@ -51,17 +62,37 @@ public record TableConfig(String name, int dimension, Optimizer optimizer, Initi
 
     /** This table with another initializer. */
     public TableConfig withInitializer(Initializer value) {
-        return new TableConfig(name, dimension, optimizer, value, maxRows, shards);
+        return new TableConfig(name, dimension, optimizer, value, maxRows, shards, pullFormat, admission);
     }
 
     /** This table with another capacity. */
     public TableConfig withMaxRows(long value) {
-        return new TableConfig(name, dimension, optimizer, initializer, value, shards);
+        return new TableConfig(name, dimension, optimizer, initializer, value, shards, pullFormat, admission);
     }
 
     /** This table with another number of shards. */
     public TableConfig withShards(int value) {
-        return new TableConfig(name, dimension, optimizer, initializer, maxRows, value);
+        return new TableConfig(name, dimension, optimizer, initializer, maxRows, value, pullFormat, admission);
+    }
+
+    /** This table with another default pull format. */
+    public TableConfig withPullFormat(PullFormat value) {
+        return new TableConfig(name, dimension, optimizer, initializer, maxRows, shards, value, admission);
+    }
+
+    /** This table with another admission rule. */
+    public TableConfig withAdmission(Admission value) {
+        return new TableConfig(name, dimension, optimizer, initializer, maxRows, shards, pullFormat, value);
+    }
+
+    /** This table storing an id at its {@code count}-th sighting ({@link Admission#after(int)}). */
+    public TableConfig admitAfter(int count) {
+        return withAdmission(Admission.after(count));
+    }
+
+    /** This table storing an id with probability {@code p} per sighting ({@link Admission#probability}). */
+    public TableConfig admitProbability(double p) {
+        return withAdmission(Admission.probability(p));
     }
 
     /**

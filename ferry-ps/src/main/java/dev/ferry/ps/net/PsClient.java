@@ -2,38 +2,25 @@ package dev.ferry.ps.net;
 
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteOrder;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Executor;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.LongAdder;
 
 import dev.ferry.ps.BatchPlan;
 import dev.ferry.ps.DenseConfig;
 import dev.ferry.ps.PsException;
+import dev.ferry.ps.PullFormat;
 import dev.ferry.ps.SlotTable;
-import dev.ferry.ps.Slots;
 import dev.ferry.ps.TableConfig;
 import dev.ferry.ps.TableStats;
-import dev.ferry.rpc.PeerUnavailableException;
-import dev.ferry.rpc.RemoteException;
 import dev.ferry.rpc.RequestWriter;
-import dev.ferry.rpc.RpcChannel;
 import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcConfig;
 import dev.ferry.rpc.RpcException;
 import dev.ferry.rpc.RpcMethod;
 import dev.ferry.rpc.RpcResponse;
-import dev.ferry.rpc.RpcTimeoutException;
 import dev.ferry.transport.TransportConfig;
 
 /**
@@ -77,37 +64,22 @@ public final class PsClient implements AutoCloseable {
     /** The longest pause between two attempts; pauses double from 1 ms up to it. */
     public static final long DEFAULT_MAX_BACKOFF_MILLIS = 200;
 
-    private final RpcClient rpc;
-    private final List<String> bootstrap;
-    private final ConcurrentHashMap<String, RpcChannel> channelsByAddress = new ConcurrentHashMap<>();
-    private final ConcurrentHashMap<String, Integer> dimensions = new ConcurrentHashMap<>();
-    private final ConcurrentHashMap<String, Integer> denseLengths = new ConcurrentHashMap<>();
-    private final AtomicBoolean refreshing = new AtomicBoolean();
-    private final AtomicLong pushSequence = new AtomicLong();
-    private final AtomicInteger nextRefreshServer = new AtomicInteger();
-    private final LongAdder retries = new LongAdder();
-    private final LongAdder refreshes = new LongAdder();
-    /** What the client routes by; replaced whole when a newer table arrives. */
-    private volatile Route route;
-    private volatile int maxIds = Integer.MAX_VALUE;
-    private volatile long maxBytes = Long.MAX_VALUE;
-    private volatile int attempts = DEFAULT_ATTEMPTS;
-    private volatile long maxBackoffMillis = DEFAULT_MAX_BACKOFF_MILLIS;
-
-    /**
-     * A routing table and the addresses of its servers, in server order (the table's own in a
-     * cluster run by a controller; the ones given to {@link #connect} in a fixed cluster).
-     */
-    private record Route(RoutingTable table, List<String> addresses) {
-        long generation() {
-            return table.generation();
-        }
-    }
+    private final ClientCalls servers;
+    private final RoutingFollower routing;
+    private final RetryPolicy retry;
+    private final BatchParts batches;
+    private final TableDirectory directory;
+    private final DenseCalls dense;
 
     private PsClient(RpcClient rpc, List<String> bootstrap) {
-        this.rpc = rpc;
-        this.bootstrap = List.copyOf(bootstrap);
+        this.servers = new ClientCalls(rpc);
+        this.routing = new RoutingFollower(servers, bootstrap);
+        this.retry = new RetryPolicy(routing);
+        this.batches = new BatchParts(servers, routing, retry);
+        this.directory = new TableDirectory(servers, routing);
+        this.dense = new DenseCalls(servers, routing, directory);
     }
+
 
     /**
      * Connects to a cluster through any of its servers and fetches the routing table.
@@ -132,7 +104,7 @@ public final class PsClient implements AutoCloseable {
             RuntimeException last = null;
             for (String address : addresses) {
                 try {
-                    join(client.fetchRouting(address));
+                    join(client.routing.fetchRouting(address));
                     last = null;
                     break;
                 } catch (RuntimeException e) {
@@ -142,8 +114,8 @@ public final class PsClient implements AutoCloseable {
             if (last != null) {
                 throw last;
             }
-            if (client.route.table().members().isEmpty()) {
-                client.route = new Route(client.route.table(), List.copyOf(addresses));
+            if (client.routing.route().table().members().isEmpty()) {
+                client.routing.fixAddresses(addresses);
                 client.checkFixed(addresses);
             }
             return client;
@@ -171,7 +143,7 @@ public final class PsClient implements AutoCloseable {
     }
 
     private void checkFixed(List<String> addresses) {
-        SlotTable slots = route.table().slots();
+        SlotTable slots = routing.route().table().slots();
         List<ServerInfo> infos = describeServers();
         for (int i = 0; i < infos.size(); i++) {
             ServerInfo info = infos.get(i);
@@ -192,47 +164,43 @@ public final class PsClient implements AutoCloseable {
      * push is retried with the same dedupe id.
      */
     public PsClient retryPolicy(int maxAttempts, long maxBackoff) {
-        if (maxAttempts < 1 || maxBackoff < 1) {
-            throw new IllegalArgumentException("attempts and backoff must be >= 1: " + maxAttempts + ", " + maxBackoff);
-        }
-        this.attempts = maxAttempts;
-        this.maxBackoffMillis = maxBackoff;
+        retry.set(maxAttempts, maxBackoff);
         return this;
     }
 
     /** The slot table the client routes with now. */
     public SlotTable slotTable() {
-        return route.table().slots();
+        return routing.route().table().slots();
     }
 
     /** The routing table the client routes with now. */
     public RoutingTable routingTable() {
-        return route.table();
+        return routing.route().table();
     }
 
     /** The number of servers in the current routing table. */
     public int serverCount() {
-        return route.addresses().size();
+        return routing.route().addresses().size();
     }
 
     /** Parts of batches sent again after a refusal or an unavailable server, since connect. */
     public long retries() {
-        return retries.sum();
+        return retry.retries();
     }
 
     /** Routing tables fetched since connect (the first one included). */
     public long refreshes() {
-        return refreshes.sum();
+        return routing.refreshes();
     }
 
     /** The RPC client beneath (counters, transport). */
     public RpcClient rpcClient() {
-        return rpc;
+        return servers.rpc();
     }
 
     @Override
     public void close() {
-        rpc.close();
+        servers.rpc().close();
     }
 
     // ------------------------------------------------------------------------------------------
@@ -249,14 +217,7 @@ public final class PsClient implements AutoCloseable {
 
     /** {@link #createTable} without waiting. */
     public CompletableFuture<Void> createTableAsync(TableConfig table) {
-        byte[] name = PsDescriptor.nameBytes(table.name());
-        List<CompletableFuture<RpcResponse>> calls = new ArrayList<>();
-        Route r = route;
-        for (int s = 0; s < r.addresses().size(); s++) {
-            calls.add(call(r, s, PsDescriptor.CREATE_TABLE, PsDescriptor.createBytes(name.length),
-                    body -> PsDescriptor.writeCreate(body, name, table)));
-        }
-        return releaseAll(calls).thenRun(() -> dimensions.put(table.name(), table.dimension()));
+        return directory.createTableAsync(table);
     }
 
     /**
@@ -265,11 +226,7 @@ public final class PsClient implements AutoCloseable {
      * @throws PsException {@code TABLE_EXISTS}, {@code READ_ONLY}, {@code INVALID_ARGUMENT}
      */
     public void createDense(DenseConfig tensor) {
-        byte[] name = PsDescriptor.nameBytes(tensor.name());
-        Route r = route;
-        join(releaseAll(List.of(call(r, denseOwner(r, tensor.name()), PsDescriptor.CREATE_TABLE,
-                PsDescriptor.createBytes(name.length), body -> PsDescriptor.writeCreate(body, name, tensor)))));
-        denseLengths.put(tensor.name(), tensor.length());
+        directory.createDense(tensor);
     }
 
     /**
@@ -278,36 +235,7 @@ public final class PsClient implements AutoCloseable {
      * @throws PsException {@code UNKNOWN_TABLE}
      */
     public TableStats describe(String table) {
-        byte[] name = PsDescriptor.nameBytes(table);
-        TableStats sum = null;
-        PsException unknown = null;
-        for (CompletableFuture<ServerInfo> f : describeAll(name)) {
-            ServerInfo info;
-            try {
-                info = join(f);
-            } catch (PsException e) {
-                // A dense tensor lives on one server; the others do not know it.
-                if (e.code() != PsException.Code.UNKNOWN_TABLE) {
-                    throw e;
-                }
-                unknown = e;
-                continue;
-            }
-            for (ServerInfo.Table t : info.tables()) {
-                TableStats s = t.stats();
-                if (t.dense()) {
-                    denseLengths.put(table, s.dimension());
-                    return s;
-                }
-                sum = sum == null ? s : new TableStats(s.name(), s.dimension(), s.optimizer(), sum.rows() + s.rows(),
-                        sum.capacityRows() + s.capacityRows(), s.bytesPerRow(), sum.reservedBytes() + s.reservedBytes());
-            }
-        }
-        if (sum == null) {
-            throw unknown != null ? unknown : new PsException(PsException.Code.UNKNOWN_TABLE, "no table '" + table + "'");
-        }
-        dimensions.put(table, sum.dimension());
-        return sum;
+        return directory.describe(table);
     }
 
     /**
@@ -315,27 +243,7 @@ public final class PsClient implements AutoCloseable {
      * reported by its owner; asking the others for it by name would fail, so this lists all.
      */
     public List<ServerInfo> describeServers() {
-        List<ServerInfo> infos = new ArrayList<>();
-        for (CompletableFuture<ServerInfo> f : describeAll(new byte[0])) {
-            infos.add(join(f));
-        }
-        return infos;
-    }
-
-    private List<CompletableFuture<ServerInfo>> describeAll(byte[] name) {
-        List<CompletableFuture<ServerInfo>> all = new ArrayList<>();
-        Route r = route;
-        for (int s = 0; s < r.addresses().size(); s++) {
-            String address = r.addresses().get(s);
-            all.add(call(r, s, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
-                    body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0))
-                    .thenApply(resp -> {
-                        try (resp) {
-                            return PsDescriptor.readDescribe(resp.segment(), address);
-                        }
-                    }));
-        }
-        return all;
+        return directory.describeServers();
     }
 
     /**
@@ -344,19 +252,7 @@ public final class PsClient implements AutoCloseable {
      * of its shards, not one global cut: pause pushes for that.
      */
     public List<String> checkpoint() {
-        List<CompletableFuture<String>> all = new ArrayList<>();
-        Route r = route;
-        for (int s = 0; s < r.addresses().size(); s++) {
-            all.add(call(r, s, PsDescriptor.CHECKPOINT, PsDescriptor.HEADER,
-                    body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, new byte[0], 0, 0, 0))
-                    .thenApply(resp -> {
-                        try (resp) {
-                            return new String(resp.segment().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
-                                    StandardCharsets.UTF_8);
-                        }
-                    }));
-        }
-        return all.stream().map(PsClient::join).toList();
+        return directory.checkpoint();
     }
 
     // ------------------------------------------------------------------------------------------
@@ -371,6 +267,19 @@ public final class PsClient implements AutoCloseable {
     }
 
     /**
+     * {@link #pull(String, long[])} with the rows sent in {@code format} instead of the table's
+     * default ({@link TableConfig#pullFormat()}), decoded into f32 within the format's error bound.
+     */
+    public float[] pull(String table, long[] ids, PullFormat format) {
+        Objects.requireNonNull(format, "format");
+        Objects.requireNonNull(ids, "ids");
+        return join(directory.dimension(table).thenCompose(dimension -> {
+            float[] out = new float[Math.multiplyExact(ids.length, dimension)];
+            return pullInto(table, dimension, ids, MemorySegment.ofArray(out), format).thenApply(v -> out);
+        }));
+    }
+
+    /**
      * Pulls the rows of {@code ids[offset, offset + count)} into the caller's array ({@code count}
      * rows of the table's dimension, in the batch's order) and waits for them. The rows are copied
      * out of the receive buffers on the calling thread, part by part as the servers answer, so the
@@ -380,24 +289,33 @@ public final class PsClient implements AutoCloseable {
      * @throws PsException {@code LENGTH_MISMATCH} if {@code out} is too short, or as {@link #pull}
      */
     public void pull(String table, long[] ids, int offset, int count, float[] out) {
+        pull(table, ids, offset, count, out, null);
+    }
+
+    /**
+     * {@link #pull(String, long[], int, int, float[])} with the rows sent in {@code format}
+     * ({@code null}: the table's default).
+     */
+    public void pull(String table, long[] ids, int offset, int count, float[] out, PullFormat format) {
         Objects.requireNonNull(ids, "ids");
         Objects.requireNonNull(out, "out");
-        int dimension = join(dimension(table));
+        int dimension = join(directory.dimension(table));
         if (out.length < (long) count * dimension) {
             throw new PsException(PsException.Code.LENGTH_MISMATCH, "out holds " + out.length + " floats; "
                     + count + " rows of dimension " + dimension + " need " + (long) count * dimension);
         }
+        PullFormat wire = format != null ? format : directory.pullFormat(table);
         byte[] name = PsDescriptor.nameBytes(table);
-        Route r = route;
+        Route r = routing.route();
         BatchPlan plan = BatchPlan.of(ids, offset, count, r.table().slots());
         MemorySegment target = MemorySegment.ofArray(out);
-        List<CompletableFuture<Rows>> parts = new ArrayList<>(plan.parts());
+        List<CompletableFuture<BatchParts.Rows>> parts = new ArrayList<>(plan.parts());
         for (int p = 0; p < plan.parts(); p++) {
-            parts.add(pullPart(r, plan, p, name, dimension));
+            parts.add(batches.pullPart(r, plan, p, name, dimension, wire));
         }
         RuntimeException failure = null;
         for (int p = 0; p < parts.size(); p++) {
-            Rows rows;
+            BatchParts.Rows rows;
             try {
                 rows = join(parts.get(p));
             } catch (RuntimeException e) {
@@ -406,7 +324,7 @@ public final class PsClient implements AutoCloseable {
             }
             try (rows) {
                 if (failure == null) {
-                    plan.scatterRows(p, rows.segment(), dimension, target);
+                    BatchParts.scatter(plan, p, rows, dimension, target);
                 }
             }
         }
@@ -429,9 +347,9 @@ public final class PsClient implements AutoCloseable {
     /** {@link #pull} without waiting. */
     public CompletableFuture<float[]> pullAsync(String table, long[] ids) {
         Objects.requireNonNull(ids, "ids");
-        return dimension(table).thenCompose(dimension -> {
+        return directory.dimension(table).thenCompose(dimension -> {
             float[] out = new float[Math.multiplyExact(ids.length, dimension)];
-            return pullInto(table, dimension, ids, MemorySegment.ofArray(out)).thenApply(v -> out);
+            return pullInto(table, dimension, ids, MemorySegment.ofArray(out), null).thenApply(v -> out);
         });
     }
 
@@ -440,27 +358,34 @@ public final class PsClient implements AutoCloseable {
      * callers that reuse their buffers.
      */
     public CompletableFuture<Void> pullAsync(String table, long[] ids, float[] out) {
+        return pullAsync(table, ids, out, null);
+    }
+
+    /** {@link #pullAsync(String, long[], float[])} with the rows sent in {@code format} ({@code null}: the table's default). */
+    public CompletableFuture<Void> pullAsync(String table, long[] ids, float[] out, PullFormat format) {
         Objects.requireNonNull(ids, "ids");
         Objects.requireNonNull(out, "out");
-        return dimension(table).thenCompose(dimension -> {
+        return directory.dimension(table).thenCompose(dimension -> {
             if (out.length < (long) ids.length * dimension) {
                 throw new PsException(PsException.Code.LENGTH_MISMATCH, "out holds " + out.length + " floats; "
                         + ids.length + " rows of dimension " + dimension + " need " + (long) ids.length * dimension);
             }
-            return pullInto(table, dimension, ids, MemorySegment.ofArray(out));
+            return pullInto(table, dimension, ids, MemorySegment.ofArray(out), format);
         });
     }
 
-    private CompletableFuture<Void> pullInto(String table, int dimension, long[] ids, MemorySegment out) {
+    private CompletableFuture<Void> pullInto(String table, int dimension, long[] ids, MemorySegment out,
+            PullFormat format) {
+        PullFormat wire = format != null ? format : directory.pullFormat(table);
         byte[] name = PsDescriptor.nameBytes(table);
-        Route r = route;
+        Route r = routing.route();
         BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
         CompletableFuture<?>[] parts = new CompletableFuture<?>[plan.parts()];
         for (int p = 0; p < parts.length; p++) {
             int part = p;
-            parts[p] = pullPart(r, plan, part, name, dimension).thenAccept(rows -> {
+            parts[p] = batches.pullPart(r, plan, part, name, dimension, wire).thenAccept(rows -> {
                 try (rows) {
-                    plan.scatterRows(part, rows.segment(), dimension, out);
+                    BatchParts.scatter(plan, part, rows, dimension, out);
                 }
             });
         }
@@ -470,21 +395,22 @@ public final class PsClient implements AutoCloseable {
     /**
      * Pulls without copying the rows: the view hands out slices of the receive buffers, one per
      * caller position. Close it promptly; it holds the transport's receive buffers (its credits).
-     * Parts that had to be split or retried are copied once, into the view's own memory.
+     * Parts that had to be split or retried are copied once, into the view's own memory. Rows
+     * come in f32 whatever the table's default pull format (a view is of the wire's bytes).
      */
     public CompletableFuture<PullView> pullView(String table, long[] ids) {
         Objects.requireNonNull(ids, "ids");
-        return dimension(table).thenCompose(dimension -> {
+        return directory.dimension(table).thenCompose(dimension -> {
             byte[] name = PsDescriptor.nameBytes(table);
-            Route r = route;
+            Route r = routing.route();
             BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
-            List<CompletableFuture<Rows>> parts = new ArrayList<>();
+            List<CompletableFuture<BatchParts.Rows>> parts = new ArrayList<>();
             for (int p = 0; p < plan.parts(); p++) {
-                parts.add(pullPart(r, plan, p, name, dimension));
+                parts.add(batches.pullPart(r, plan, p, name, dimension, PullFormat.F32));
             }
             return CompletableFuture.allOf(parts.toArray(CompletableFuture<?>[]::new)).handle((v, failure) -> {
                 if (failure != null) {
-                    releaseCompleted(parts);
+                    BatchParts.releaseCompleted(parts);
                     throw failure instanceof CompletionException c ? c : new CompletionException(failure);
                 }
                 int[] partOf = new int[ids.length];
@@ -507,7 +433,7 @@ public final class PsClient implements AutoCloseable {
     public CompletableFuture<Void> pushAsync(String table, long[] ids, float[] gradients) {
         Objects.requireNonNull(ids, "ids");
         Objects.requireNonNull(gradients, "gradients");
-        return dimension(table).thenCompose(dimension -> {
+        return directory.dimension(table).thenCompose(dimension -> {
             if (gradients.length != (long) ids.length * dimension) {
                 throw new PsException(PsException.Code.LENGTH_MISMATCH, ids.length + " ids of table '" + table
                         + "' (dimension " + dimension + ") need " + (long) ids.length * dimension
@@ -515,308 +441,15 @@ public final class PsClient implements AutoCloseable {
             }
             FiniteGradients.check(table, ids, gradients, dimension);
             byte[] name = PsDescriptor.nameBytes(table);
-            Route r = route;
+            Route r = routing.route();
             BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
             MemorySegment grads = MemorySegment.ofArray(gradients);
             CompletableFuture<?>[] parts = new CompletableFuture<?>[plan.parts()];
             for (int p = 0; p < plan.parts(); p++) {
-                parts[p] = pushPart(r, plan, p, name, dimension, grads);
+                parts[p] = batches.pushPart(r, plan, p, name, dimension, grads);
             }
             return CompletableFuture.allOf(parts);
         });
-    }
-
-    // ------------------------------------------------------------------------------------------
-    // Parts: the fast path (one request per part, encoded straight from the plan) and the
-    // resilient path (a part split to the request limits, or retried after a refusal, by id)
-
-    /** Rows of a part: a view of a response (released on close) or the client's own copy. */
-    record Rows(MemorySegment segment, RpcResponse response) implements AutoCloseable {
-        @Override
-        public void close() {
-            if (response != null) {
-                response.release();
-            }
-        }
-    }
-
-    private boolean fits(int count, int dimension) {
-        return count <= maxIds && PsDescriptor.rowsBytes(count, dimension) <= maxBytes;
-    }
-
-    /** Ids per request under the servers' limits. */
-    private int chunkIds(int dimension) {
-        long byBytes = Math.max(1, maxBytes / ((long) dimension * Float.BYTES));
-        return (int) Math.max(1, Math.min(maxIds, Math.min(byBytes, 1 << 20)));
-    }
-
-    private CompletableFuture<Rows> pullPart(Route r, BatchPlan plan, int part, byte[] name, int dimension) {
-        int n = plan.partSize(part);
-        if (!fits(n, dimension)) {
-            return pullCopy(plan.ids(part), name, dimension, 1);
-        }
-        long expected = PsDescriptor.rowsBytes(n, dimension);
-        return call(r, plan.server(part), PsDescriptor.PULL, bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
-            int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
-            PsDescriptor.stamp(body, r.generation(), 0);
-            plan.writeIds(part, body.asSlice(at));
-        }).thenApply(response -> new Rows(checkRows(response, expected, r, plan.server(part), n, dimension), response))
-                .exceptionallyCompose(failure -> retryable(failure, true, 0)
-                        ? pause(failure, 0).thenCompose(v -> pullCopy(plan.ids(part), name, dimension, 1))
-                        : CompletableFuture.failedFuture(failure));
-    }
-
-    /** Pulls distinct ids into a copy of their rows, in their order. */
-    private CompletableFuture<Rows> pullCopy(long[] ids, byte[] name, int dimension, int attempt) {
-        MemorySegment rows = MemorySegment.ofArray(new float[Math.multiplyExact(ids.length, dimension)]);
-        return pullSome(ids, identity(ids.length), name, dimension, rows, attempt).thenApply(v -> new Rows(rows, null));
-    }
-
-    /** Pulls {@code ids[positions[k]]} into row {@code positions[k]} of {@code rows}, retrying by id. */
-    private CompletableFuture<Void> pullSome(long[] ids, int[] positions, byte[] name, int dimension, MemorySegment rows,
-            int attempt) {
-        Route r = route;
-        List<CompletableFuture<Void>> all = new ArrayList<>();
-        long rowBytes = (long) dimension * Float.BYTES;
-        for (int[] chunk : chunks(r, ids, positions, chunkIds(dimension))) {
-            int server = r.table().slots().serverOf(ids[chunk[0]]);
-            int n = chunk.length;
-            all.add(call(r, server, PsDescriptor.PULL, bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
-                int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
-                PsDescriptor.stamp(body, r.generation(), 0);
-                for (int k = 0; k < n; k++) {
-                    body.set(PsDescriptor.LONG, at + (long) k * Long.BYTES, ids[chunk[k]]);
-                }
-            }).thenAccept(response -> {
-                try (response) {
-                    MemorySegment got = checkRows(response, PsDescriptor.rowsBytes(n, dimension), r, server, n, dimension);
-                    for (int k = 0; k < n; k++) {
-                        MemorySegment.copy(got, k * rowBytes, rows, chunk[k] * rowBytes, rowBytes);
-                    }
-                }
-            }).exceptionallyCompose(failure -> retryable(failure, true, attempt)
-                    ? pause(failure, attempt).thenCompose(v -> pullSome(ids, chunk, name, dimension, rows, attempt + 1))
-                    : CompletableFuture.failedFuture(failure)));
-        }
-        return CompletableFuture.allOf(all.toArray(CompletableFuture<?>[]::new));
-    }
-
-    private CompletableFuture<Void> pushPart(Route r, BatchPlan plan, int part, byte[] name, int dimension,
-            MemorySegment grads) {
-        int n = plan.partSize(part);
-        long dedupe = nextDedupeId();
-        if (!fits(n, dimension)) {
-            return pushCopy(plan, part, name, dimension, grads, dedupe, 1);
-        }
-        return call(r, plan.server(part), PsDescriptor.PUSH,
-                bodyLength(PsDescriptor.pushBytes(name.length, n, dimension)), body -> {
-                    int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
-                    PsDescriptor.stamp(body, r.generation(), dedupe);
-                    plan.writeIds(part, body.asSlice(at));
-                    plan.sumGradients(part, grads, dimension, body.asSlice(at + (long) n * Long.BYTES));
-                }).thenAccept(response -> {
-                    try (response) {
-                        observe(PsDescriptor.trailerGeneration(response.segment()), r);
-                    }
-                }).exceptionallyCompose(failure -> retryable(failure, false, 0)
-                        ? pause(failure, 0).thenCompose(v -> pushCopy(plan, part, name, dimension, grads, dedupe, 1))
-                        : CompletableFuture.failedFuture(failure));
-    }
-
-    private CompletableFuture<Void> pushCopy(BatchPlan plan, int part, byte[] name, int dimension, MemorySegment grads,
-            long dedupe, int attempt) {
-        long[] ids = plan.ids(part);
-        MemorySegment summed = MemorySegment.ofArray(new float[Math.multiplyExact(ids.length, dimension)]);
-        plan.sumGradients(part, grads, dimension, summed);
-        return pushSome(ids, identity(ids.length), name, dimension, summed, dedupe, attempt);
-    }
-
-    /** Pushes row {@code positions[k]} of {@code grads} for {@code ids[positions[k]]}, retrying by id. */
-    private CompletableFuture<Void> pushSome(long[] ids, int[] positions, byte[] name, int dimension, MemorySegment grads,
-            long dedupe, int attempt) {
-        Route r = route;
-        List<CompletableFuture<Void>> all = new ArrayList<>();
-        long rowBytes = (long) dimension * Float.BYTES;
-        for (int[] chunk : chunks(r, ids, positions, chunkIds(dimension))) {
-            int server = r.table().slots().serverOf(ids[chunk[0]]);
-            int n = chunk.length;
-            all.add(call(r, server, PsDescriptor.PUSH, bodyLength(PsDescriptor.pushBytes(name.length, n, dimension)),
-                    body -> {
-                        int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
-                        PsDescriptor.stamp(body, r.generation(), dedupe);
-                        long rowsAt = at + (long) n * Long.BYTES;
-                        for (int k = 0; k < n; k++) {
-                            body.set(PsDescriptor.LONG, at + (long) k * Long.BYTES, ids[chunk[k]]);
-                            MemorySegment.copy(grads, chunk[k] * rowBytes, body, rowsAt + k * rowBytes, rowBytes);
-                        }
-                    }).thenAccept(response -> {
-                        try (response) {
-                            observe(PsDescriptor.trailerGeneration(response.segment()), r);
-                        }
-                    }).exceptionallyCompose(failure -> retryable(failure, false, attempt)
-                            ? pause(failure, attempt)
-                                    .thenCompose(v -> pushSome(ids, chunk, name, dimension, grads, dedupe, attempt + 1))
-                            : CompletableFuture.failedFuture(failure)));
-        }
-        return CompletableFuture.allOf(all.toArray(CompletableFuture<?>[]::new));
-    }
-
-    /** Checks a pull answer's size, notes its generation, and returns its rows. */
-    private MemorySegment checkRows(RpcResponse response, long expected, Route r, int server, int n, int dimension) {
-        MemorySegment segment = response.segment();
-        if (segment.byteSize() != expected + PsDescriptor.GENERATION_TRAILER) {
-            long got = segment.byteSize();
-            response.release();
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "server " + r.addresses().get(server)
-                    + " answered " + got + " bytes for " + n + " rows of dimension " + dimension + "; expected "
-                    + (expected + PsDescriptor.GENERATION_TRAILER));
-        }
-        observe(PsDescriptor.trailerGeneration(segment), r);
-        return segment.asSlice(0, expected);
-    }
-
-    /** Groups positions by the server that owns their id, in chunks of at most {@code limit}. */
-    private static List<int[]> chunks(Route r, long[] ids, int[] positions, int limit) {
-        SlotTable slots = r.table().slots();
-        int servers = slots.serverCount();
-        int[] count = new int[servers];
-        for (int p : positions) {
-            count[slots.serverOf(ids[p])]++;
-        }
-        int[][] byServer = new int[servers][];
-        for (int s = 0; s < servers; s++) {
-            byServer[s] = new int[count[s]];
-        }
-        int[] filled = new int[servers];
-        for (int p : positions) {
-            int s = slots.serverOf(ids[p]);
-            byServer[s][filled[s]++] = p;
-        }
-        List<int[]> chunks = new ArrayList<>();
-        for (int[] list : byServer) {
-            for (int from = 0; from < list.length; from += limit) {
-                chunks.add(java.util.Arrays.copyOfRange(list, from, Math.min(list.length, from + limit)));
-            }
-        }
-        return chunks;
-    }
-
-    private static int[] identity(int n) {
-        int[] positions = new int[n];
-        for (int i = 0; i < n; i++) {
-            positions[i] = i;
-        }
-        return positions;
-    }
-
-    private long nextDedupeId() {
-        return Slots.mix(rpc.clientId()) ^ pushSequence.incrementAndGet();
-    }
-
-    // ------------------------------------------------------------------------------------------
-    // Routing: refusals, retries, refreshes
-
-    /**
-     * Whether a part that failed so is tried again: after {@code WRONG_SERVER} (nothing was
-     * applied), or an unavailable server (gone or restarted; its rows are reassigned), and for a
-     * pull also after a timeout. Never for a bad request.
-     */
-    private boolean retryable(Throwable failure, boolean idempotent, int attempt) {
-        if (attempt + 1 >= attempts) {
-            return false;
-        }
-        Throwable cause = unwrap(failure);
-        if (cause instanceof PsException ps) {
-            return ps.code() == PsException.Code.WRONG_SERVER;
-        }
-        return cause instanceof PeerUnavailableException || idempotent && cause instanceof RpcTimeoutException;
-    }
-
-    /** Waits the backoff of an attempt, then fetches a newer routing table if there is one. */
-    private CompletableFuture<Void> pause(Throwable failure, int attempt) {
-        retries.increment();
-        long millis = Math.min(maxBackoffMillis, 1L << Math.min(attempt, 20));
-        Throwable cause = unwrap(failure);
-        long named = cause instanceof PsException ps ? PsDescriptor.wrongServerGeneration(ps) : -1;
-        Executor later = CompletableFuture.delayedExecutor(millis, TimeUnit.MILLISECONDS);
-        return CompletableFuture.runAsync(() -> { }, later).thenCompose(v -> {
-            if (named >= 0 && named <= route.generation() && attempt == 0) {
-                // The server is behind the client: give it time, keep the table.
-                return CompletableFuture.completedFuture(null);
-            }
-            return refresh().handle((ok, refreshFailure) -> null);
-        });
-    }
-
-    /** Notes a server's generation; a newer one than the route's starts one refresh in the background. */
-    private void observe(long generation, Route r) {
-        if (generation > r.generation() && generation > route.generation() && refreshing.compareAndSet(false, true)) {
-            refresh().whenComplete((v, failure) -> refreshing.set(false));
-        }
-    }
-
-    /**
-     * Fetches the routing table from the servers in turn (those of the current table, then the
-     * bootstrap ones) until one answers, and routes by it if it is newer. A fixed cluster keeps its
-     * table.
-     */
-    private CompletableFuture<Void> refresh() {
-        Route r = route;
-        if (r.table().members().isEmpty()) {
-            return CompletableFuture.completedFuture(null);
-        }
-        List<String> candidates = new ArrayList<>(r.addresses());
-        for (String b : bootstrap) {
-            if (!candidates.contains(b)) {
-                candidates.add(b);
-            }
-        }
-        int first = Math.floorMod(nextRefreshServer.getAndIncrement(), candidates.size());
-        CompletableFuture<Void> chain = CompletableFuture.failedFuture(new PsException(PsException.Code.WRONG_SERVER,
-                "no server answered with a routing table"));
-        for (int i = 0; i < candidates.size(); i++) {
-            String address = candidates.get((first + i) % candidates.size());
-            chain = chain.exceptionallyCompose(failure -> fetchRouting(address));
-        }
-        return chain;
-    }
-
-    /** Fetches the routing table and limits from one server and routes by it if it is newer. */
-    private CompletableFuture<Void> fetchRouting(String address) {
-        refreshes.increment();
-        RpcChannel channel = channelsByAddress.computeIfAbsent(address, rpc::channel);
-        return channel.call(PsDescriptor.ROUTING, PsDescriptor.HEADER,
-                body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, new byte[0], 0, 0, 0))
-                .exceptionallyCompose(failure -> CompletableFuture.failedFuture(map(failure, address)))
-                .thenAccept(response -> {
-                    try (response) {
-                        MemorySegment in = response.segment();
-                        long tableBytes = in.byteSize() - PsDescriptor.LIMITS;
-                        if (tableBytes < 0) {
-                            throw new PsException(PsException.Code.LENGTH_MISMATCH, "server " + address
-                                    + " answered a routing table of " + in.byteSize() + " bytes");
-                        }
-                        RoutingTable table = RoutingTable.read(in.asSlice(0, tableBytes));
-                        maxIds = in.get(PsDescriptor.INT, tableBytes);
-                        maxBytes = in.get(PsDescriptor.LONG, tableBytes + 8);
-                        install(table);
-                    }
-                });
-    }
-
-    private synchronized void install(RoutingTable table) {
-        Route r = route;
-        if (r == null || table.generation() > r.generation()) {
-            route = new Route(table, table.members().isEmpty() && r != null ? r.addresses() : table.addresses());
-        }
-    }
-
-    private static Throwable unwrap(Throwable failure) {
-        Throwable cause = failure;
-        while (cause instanceof CompletionException && cause.getCause() != null) {
-            cause = cause.getCause();
-        }
-        return cause;
     }
 
     // ------------------------------------------------------------------------------------------
@@ -824,149 +457,25 @@ public final class PsClient implements AutoCloseable {
 
     /** The whole dense tensor. */
     public float[] pullDense(String tensor) {
-        int length = denseLength(tensor);
-        float[] out = new float[length];
-        byte[] name = PsDescriptor.nameBytes(tensor);
-        Route r = route;
-        try (RpcResponse resp = join(call(r, denseOwner(r, tensor), PsDescriptor.DENSE_PULL,
-                PsDescriptor.payloadOffset(name.length), body -> {
-                    PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0);
-                    PsDescriptor.stamp(body, r.generation(), 0);
-                }))) {
-            if (resp.segment().byteSize() != (long) length * Float.BYTES) {
-                throw new PsException(PsException.Code.LENGTH_MISMATCH, "tensor '" + tensor + "' came back with "
-                        + resp.segment().byteSize() + " bytes for " + length + " weights");
-            }
-            MemorySegment.copy(resp.segment(), 0, MemorySegment.ofArray(out), 0, (long) length * Float.BYTES);
-        }
-        return out;
+        return dense.pull(tensor);
     }
 
     /** One optimizer step on the whole dense tensor with {@code gradients} (its length). */
     public void pushDense(String tensor, float[] gradients) {
-        int length = denseLength(tensor);
-        if (gradients.length != length) {
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "tensor '" + tensor + "' has " + length
-                    + " weights; got " + gradients.length + " gradients");
-        }
-        byte[] name = PsDescriptor.nameBytes(tensor);
-        long bytes = (long) length * Float.BYTES;
-        Route r = route;
-        join(releaseAll(List.of(call(r, denseOwner(r, tensor), PsDescriptor.DENSE_PUSH,
-                bodyLength(PsDescriptor.payloadOffset(name.length) + bytes), body -> {
-                    int at = PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0);
-                    PsDescriptor.stamp(body, r.generation(), 0);
-                    MemorySegment.copy(MemorySegment.ofArray(gradients), 0, body, at, bytes);
-                }))));
-    }
-
-    private int denseLength(String tensor) {
-        Integer length = denseLengths.get(tensor);
-        if (length == null) {
-            TableStats stats = describe(tensor);
-            length = denseLengths.get(tensor);
-            if (length == null) {
-                throw new PsException(PsException.Code.UNKNOWN_TABLE, "'" + tensor + "' is a sparse table of dimension "
-                        + stats.dimension() + ", not a dense tensor");
-            }
-        }
-        return length;
-    }
-
-    private static int denseOwner(Route r, String tensor) {
-        return r.table().slots().serverOf(PsDescriptor.denseKey(tensor));
+        dense.push(tensor, gradients);
     }
 
     // ------------------------------------------------------------------------------------------
     // Plumbing
 
-    private CompletableFuture<Integer> dimension(String table) {
-        Integer known = dimensions.get(table);
-        if (known != null) {
-            return CompletableFuture.completedFuture(known);
-        }
-        byte[] name = PsDescriptor.nameBytes(table);
-        Route r = route;
-        return call(r, 0, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
-                body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0)).thenApply(resp -> {
-                    ServerInfo info;
-                    try (resp) {
-                        info = PsDescriptor.readDescribe(resp.segment(), r.addresses().get(0));
-                    }
-                    for (ServerInfo.Table t : info.tables()) {
-                        if (!t.dense() && t.stats().name().equals(table)) {
-                            dimensions.put(table, t.stats().dimension());
-                            return t.stats().dimension();
-                        }
-                    }
-                    throw new PsException(PsException.Code.UNKNOWN_TABLE, "'" + table + "' is not a sparse table");
-                });
-    }
-
-    /** A call to server {@code server} of a route whose failures are mapped to {@link PsException}s where they are the server's. */
-    private CompletableFuture<RpcResponse> call(Route r, int server, RpcMethod method, int length, RequestWriter writer) {
-        String address = r.addresses().get(server);
-        RpcChannel channel = channelsByAddress.computeIfAbsent(address, rpc::channel);
-        return channel.call(method, length, writer).exceptionallyCompose(
-                failure -> CompletableFuture.failedFuture(map(failure, address)));
-    }
-
     /** A call to server {@code server} of the current route (for tests that craft requests). */
     CompletableFuture<RpcResponse> call(int server, RpcMethod method, int length, RequestWriter writer) {
-        return call(route, server, method, length, writer);
-    }
-
-    private static Throwable map(Throwable failure, String address) {
-        Throwable cause = unwrap(failure);
-        if (cause instanceof RemoteException remote) {
-            PsException ps = PsDescriptor.toPsException(remote, address);
-            if (ps != null) {
-                return ps;
-            }
-        }
-        return cause;
-    }
-
-    private static int bodyLength(long bytes) {
-        if (bytes > Integer.MAX_VALUE) {
-            throw new PsException(PsException.Code.REQUEST_TOO_LARGE, "a request of " + bytes
-                    + " bytes is too large for one message; lower the server's request limits");
-        }
-        return (int) bytes;
-    }
-
-    /** Waits for every call, releases the responses, and fails with the first failure. */
-    private static CompletableFuture<Void> releaseAll(List<CompletableFuture<RpcResponse>> calls) {
-        CompletableFuture<?>[] released = new CompletableFuture<?>[calls.size()];
-        for (int i = 0; i < released.length; i++) {
-            released[i] = calls.get(i).thenAccept(RpcResponse::release);
-        }
-        return CompletableFuture.allOf(released);
-    }
-
-    private static void releaseCompleted(List<CompletableFuture<Rows>> parts) {
-        for (CompletableFuture<Rows> f : parts) {
-            if (f.isDone() && !f.isCompletedExceptionally()) {
-                f.join().close();
-            }
-        }
+        return servers.call(routing.route(), server, method, length, writer);
     }
 
     /** The result of a future, its failure rethrown as the unchecked exception it is. */
     static <T> T join(CompletableFuture<T> future) {
-        try {
-            return future.get();
-        } catch (ExecutionException e) {
-            Throwable cause = unwrap(e.getCause());
-            if (cause instanceof RuntimeException r) {
-                throw r;
-            }
-            throw new RpcException(String.valueOf(cause), cause);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            future.cancel(false);
-            throw new RpcException("interrupted", e);
-        }
+        return ClientCalls.join(future);
     }
 
     /**
@@ -976,12 +485,12 @@ public final class PsClient implements AutoCloseable {
     public static final class PullView implements AutoCloseable {
 
         private final int dimension;
-        private final List<Rows> parts;
+        private final List<BatchParts.Rows> parts;
         private final int[] partOf;
         private final int[] rowOf;
         private boolean closed;
 
-        PullView(int dimension, List<Rows> parts, int[] partOf, int[] rowOf) {
+        PullView(int dimension, List<BatchParts.Rows> parts, int[] partOf, int[] rowOf) {
             this.dimension = dimension;
             this.parts = parts;
             this.partOf = partOf;
@@ -1017,7 +526,7 @@ public final class PsClient implements AutoCloseable {
         public void close() {
             if (!closed) {
                 closed = true;
-                parts.forEach(Rows::close);
+                parts.forEach(BatchParts.Rows::close);
             }
         }
     }

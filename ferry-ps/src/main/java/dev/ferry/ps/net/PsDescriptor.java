@@ -5,10 +5,12 @@ import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 
+import dev.ferry.ps.Admission;
 import dev.ferry.ps.DenseConfig;
 import dev.ferry.ps.Initializer;
 import dev.ferry.ps.Optimizer;
 import dev.ferry.ps.PsException;
+import dev.ferry.ps.PullFormat;
 import dev.ferry.ps.SlotTable;
 import dev.ferry.ps.Slots;
 import dev.ferry.ps.TableConfig;
@@ -44,7 +46,7 @@ import dev.ferry.rpc.RpcMethod;
  *
  * <pre>
  *  method        kind  dimension       count        offset  payload                    response
- *  PULL          0     row width       ids          0       count x i64 ids            count rows of dimension f32,
+ *  PULL          0     row width       ids          format  count x i64 ids            count rows in the format,
  *                                                                                      generation i64
  *  PUSH          0     row width       ids          0       count x i64 ids,           generation i64
  *                                                           count rows of dimension f32
@@ -75,14 +77,25 @@ import dev.ferry.rpc.RpcMethod;
  *   +---------------+---------------+---------------+---------------+---------------+
  *  40              48              56              64
  *   | init: 2 x f64 (low/mean, high/stddev)         | init seed i64 |
- *   +---------------+---------------+---------------+
+ *   +---------------+---------------+---------------+---------------+
+ *  64              68              72              80
+ *   | pull format   | admission kind| admission parameter f64       |
+ *   +---------------+---------------+-------------------------------+
  * </pre>
+ * The last {@value #CREATE_EXTENSION} bytes (a sparse table's default {@link PullFormat} code and
+ * its {@link Admission}: kind 0 always, 1 after a count (the parameter: count + cells x 2^8), 2
+ * with a probability) may be absent: a 64-byte body stands for f32 and admit-always.
+ *
+ * <p>{@code PULL}'s {@code offset} field is the {@link PullFormat} code of the answer's rows
+ * (0 f32: {@code count x dimension x 4} bytes; 1 f16 and 2 bf16: 2 bytes per weight; 3 int8: per
+ * row an f32 scale then one byte per weight); see {@code docs/pull-formats.md}.
  *
  * <p>A {@code DESCRIBE} response: {@value #SERVER_INFO} bytes of server info (index i32, server
  * count i32, flags i32 with bit 0 read-only, tables i32, slot-table hash i32, 4 reserved), then per
  * table a request-style header (kind, name length, dimension) and name, followed by
  * {@value #TABLE_INFO} bytes: rows, capacity rows, bytes per row, reserved bytes (4 x i64), the
- * optimizer kind i32, 4 reserved, and its 4 parameters (f64).
+ * optimizer kind i32, the table's default pull format code i32, and the optimizer's 4
+ * parameters (f64).
  *
  * <p>Errors travel as the RPC layer's remote errors: the class is {@link PsException}'s and the
  * message starts with the {@link PsException.Code} name and {@code ": "}, which
@@ -139,8 +152,10 @@ public final class PsDescriptor {
     /** {@code kind}: a dense tensor. */
     public static final byte DENSE = 1;
 
-    /** Bytes of the {@code CREATE_TABLE} body after the name. */
+    /** Bytes of the {@code CREATE_TABLE} body after the name, without the extension. */
     public static final int CREATE_BODY = 64;
+    /** Bytes after {@link #CREATE_BODY} that carry a sparse table's pull format and admission. */
+    public static final int CREATE_EXTENSION = 16;
     /** Bytes of the server info at the start of a {@code DESCRIBE} response. */
     public static final int SERVER_INFO = 24;
     /** Bytes of one table's figures in a {@code DESCRIBE} response, after its header and name. */
@@ -298,7 +313,7 @@ public final class PsDescriptor {
 
     /** Bytes of a {@code CREATE_TABLE} body for a name of {@code nameLength} UTF-8 bytes. */
     public static int createBytes(int nameLength) {
-        return payloadOffset(nameLength) + CREATE_BODY;
+        return payloadOffset(nameLength) + CREATE_BODY + CREATE_EXTENSION;
     }
 
     /** Encodes a sparse table's configuration. */
@@ -306,6 +321,7 @@ public final class PsDescriptor {
         int at = writeHeader(body, SPARSE, name, table.dimension(), (int) table.maxRows(), table.shards());
         writeOptimizer(body, at, table.optimizer());
         writeInitializer(body, at, table.initializer());
+        TableExtension.write(body, at + CREATE_BODY, table);
     }
 
     /** Encodes a dense tensor's configuration. */
@@ -313,13 +329,17 @@ public final class PsDescriptor {
         int at = writeHeader(body, DENSE, name, tensor.length(), 1, 0);
         writeOptimizer(body, at, tensor.optimizer());
         writeInitializer(body, at, tensor.initializer());
+        if (body.byteSize() >= at + CREATE_BODY + CREATE_EXTENSION) {
+            body.asSlice(at + CREATE_BODY, CREATE_EXTENSION).fill((byte) 0);
+        }
     }
 
     /** Decodes a sparse table's configuration (the values are checked by {@link TableConfig}). */
     public static TableConfig readTable(MemorySegment body) {
         int at = createPayload(body);
-        return new TableConfig(name(body), dimension(body), readOptimizer(body, at), readInitializer(body, at),
-                count(body), offset(body));
+        TableConfig table = new TableConfig(name(body), dimension(body), readOptimizer(body, at),
+                readInitializer(body, at), count(body), offset(body));
+        return body.byteSize() == at + CREATE_BODY ? table : TableExtension.read(body, at + CREATE_BODY, table);
     }
 
     /** Decodes a dense tensor's configuration. */
@@ -330,9 +350,10 @@ public final class PsDescriptor {
 
     private static int createPayload(MemorySegment body) {
         int at = payloadOffset(nameLength(body));
-        if (body.byteSize() != at + CREATE_BODY) {
+        if (body.byteSize() != at + CREATE_BODY && body.byteSize() != at + CREATE_BODY + CREATE_EXTENSION) {
             throw new PsException(PsException.Code.LENGTH_MISMATCH, "a CREATE_TABLE request with a "
-                    + nameLength(body) + "-byte name has " + (at + CREATE_BODY) + " bytes, not " + body.byteSize());
+                    + nameLength(body) + "-byte name has " + (at + CREATE_BODY + CREATE_EXTENSION) + " bytes, not "
+                    + body.byteSize());
         }
         return at;
     }
@@ -446,6 +467,11 @@ public final class PsDescriptor {
 
     /** Writes one table's entry at {@code at}; returns the offset after it. */
     static int writeTableInfo(MemorySegment out, int at, byte kind, TableStats stats) {
+        return writeTableInfo(out, at, kind, stats, PullFormat.F32);
+    }
+
+    /** Writes one table's entry, with its default pull format, at {@code at}; returns the offset after it. */
+    static int writeTableInfo(MemorySegment out, int at, byte kind, TableStats stats, PullFormat format) {
         byte[] name = stats.name().getBytes(StandardCharsets.UTF_8);
         int p = at + writeHeader(out.asSlice(at), kind, name, stats.dimension(), 0, 0);
         out.set(LONG, p, stats.rows());
@@ -453,6 +479,7 @@ public final class PsDescriptor {
         out.set(LONG, p + 16, stats.bytesPerRow());
         out.set(LONG, p + 24, stats.reservedBytes());
         writeOptimizer(out, p + 32, stats.optimizer());
+        out.set(INT, p + 36, format.code());
         return p + TABLE_INFO;
     }
 
@@ -489,7 +516,7 @@ public final class PsDescriptor {
             Optimizer optimizer = readOptimizer(entry, p + 32);
             TableStats stats = new TableStats(name(entry), dimension(entry), optimizer, entry.get(LONG, p),
                     entry.get(LONG, p + 8), entry.get(LONG, p + 16), entry.get(LONG, p + 24));
-            list.add(new ServerInfo.Table(kind(entry) == DENSE, stats));
+            list.add(new ServerInfo.Table(kind(entry) == DENSE, stats, PullFormat.ofCode(entry.get(INT, p + 36))));
             at += p + TABLE_INFO;
         }
         if (at != in.byteSize()) {

@@ -309,9 +309,11 @@ public final class PsServer implements AutoCloseable {
         checkLength(body, PsDescriptor.pullBytes(PsDescriptor.nameLength(body), count), "PULL", count, dimension);
         long[] ids = readIds(body, count);
         View v = checkOwned(ids, count, PsDescriptor.generation(body));
-        MemorySegment out = call.reply((int) rowBytes + PsDescriptor.GENERATION_TRAILER);
-        ps.pull(name, dimension, ids, 0, count, out);
-        out.set(PsDescriptor.LONG, rowBytes, v.generation());
+        dev.ferry.ps.PullFormat format = dev.ferry.ps.PullFormat.ofCode(PsDescriptor.offset(body));
+        long replyBytes = format.rowsBytes(count, dimension);
+        MemorySegment out = call.reply((int) replyBytes + PsDescriptor.GENERATION_TRAILER);
+        PullEncoder.pull(ps, name, dimension, ids, count, format, out);
+        out.set(PsDescriptor.LONG, replyBytes, v.generation());
     }
 
     private void push(ServerCall call) {
@@ -416,14 +418,16 @@ public final class PsServer implements AutoCloseable {
             bytes += PsDescriptor.tableInfoBytes(s.name().getBytes(StandardCharsets.UTF_8).length);
         }
         MemorySegment out = call.reply(bytes);
-        List<ServerInfo.Table> tables = stats.stream().map(s -> new ServerInfo.Table(isDense(s.name()), s)).toList();
+        List<ServerInfo.Table> tables = stats.stream().map(s -> isDense(s.name()) ? new ServerInfo.Table(true, s)
+                : new ServerInfo.Table(false, s, ps.table(s.name()).config().pullFormat())).toList();
         View v = view;
         int servers = v.table() == null ? 0 : v.table().serverCount();
         int hash = v.table() == null ? 0 : v.table().slots().hashCode();
         int at = PsDescriptor.writeServerInfo(out,
                 new ServerInfo(null, v.self(), servers, ps.readOnly(), hash, tables), hash);
         for (ServerInfo.Table t : tables) {
-            at = PsDescriptor.writeTableInfo(out, at, t.dense() ? PsDescriptor.DENSE : PsDescriptor.SPARSE, t.stats());
+            at = PsDescriptor.writeTableInfo(out, at, t.dense() ? PsDescriptor.DENSE : PsDescriptor.SPARSE, t.stats(),
+                    t.pullFormat());
         }
     }
 

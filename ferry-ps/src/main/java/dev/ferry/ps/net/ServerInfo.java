@@ -27,7 +27,12 @@ public record ServerInfo(String address, int index, int serverCount, boolean rea
      *
      * @param dense whether it is a dense tensor
      * @param stats its size on this server
+     * @param pullFormat how pulls that name no format move its rows ({@code F32} for dense tensors)
      */
-    public record Table(boolean dense, TableStats stats) {
+    public record Table(boolean dense, TableStats stats, dev.ferry.ps.PullFormat pullFormat) {
+        /** A table pulled in f32 by default. */
+        public Table(boolean dense, TableStats stats) {
+            this(dense, stats, dev.ferry.ps.PullFormat.F32);
+        }
     }
 }

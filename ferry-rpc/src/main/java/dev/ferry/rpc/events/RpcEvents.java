@@ -2,8 +2,7 @@ package dev.ferry.rpc.events;
 
 import java.util.concurrent.TimeUnit;
 
-import jdk.jfr.EventType;
-import jdk.jfr.FlightRecorder;
+import dev.ferry.transport.events.EventGate;
 
 /**
  * Emits the RPC layer's flight-recorder events. Each method first compares against the
@@ -20,29 +19,17 @@ public final class RpcEvents {
     public static final long SLOW_CALL_NANOS = TimeUnit.MILLISECONDS.toNanos(
             Long.getLong("ferry.rpc.slowCallMillis", 50));
 
-    /**
-     * The event types, registered with the flight recorder on first use: only once it runs (see
-     * {@link #on}), because registering the first one initializes the recorder, which takes long
-     * enough (hundreds of milliseconds on a loaded machine) to stall the thread that asks.
-     */
-    private static final class Types {
-        static final EventType SLOW_CALL = EventType.getEventType(SlowCallEvent.class);
-        static final EventType SLOW_HANDLER = EventType.getEventType(SlowHandlerEvent.class);
-        static final EventType BREAKER_OPENED = EventType.getEventType(BreakerOpenedEvent.class);
-        static final EventType BREAKER_CLOSED = EventType.getEventType(BreakerClosedEvent.class);
-    }
-
-    /** True if a recording could want an event: the recorder runs (a cheap static read until it does). */
-    private static boolean on() {
-        return FlightRecorder.isInitialized();
-    }
+    private static final EventGate SLOW_CALL = new EventGate(SlowCallEvent.class);
+    private static final EventGate SLOW_HANDLER = new EventGate(SlowHandlerEvent.class);
+    private static final EventGate BREAKER_OPENED = new EventGate(BreakerOpenedEvent.class);
+    private static final EventGate BREAKER_CLOSED = new EventGate(BreakerClosedEvent.class);
 
     private RpcEvents() {
     }
 
     /** A client call completed after {@code nanos}. */
     public static void callCompleted(int method, String server, long callId, long nanos, boolean ok) {
-        if (nanos < SLOW_CALL_NANOS || !on() || !Types.SLOW_CALL.isEnabled()) {
+        if (nanos < SLOW_CALL_NANOS || !SLOW_CALL.enabled()) {
             return;
         }
         SlowCallEvent e = new SlowCallEvent();
@@ -56,7 +43,7 @@ public final class RpcEvents {
 
     /** A server handler ran for {@code nanos}. */
     public static void handled(int method, long callId, long nanos, boolean ok) {
-        if (nanos < SLOW_CALL_NANOS || !on() || !Types.SLOW_HANDLER.isEnabled()) {
+        if (nanos < SLOW_CALL_NANOS || !SLOW_HANDLER.enabled()) {
             return;
         }
         SlowHandlerEvent e = new SlowHandlerEvent();
@@ -69,7 +56,7 @@ public final class RpcEvents {
 
     /** A server's traffic moved to the fallback transport. */
     public static void breakerOpened(String server, int failures, long windowNanos) {
-        if (!on() || !Types.BREAKER_OPENED.isEnabled()) {
+        if (!BREAKER_OPENED.enabled()) {
             return;
         }
         BreakerOpenedEvent e = new BreakerOpenedEvent();
@@ -81,7 +68,7 @@ public final class RpcEvents {
 
     /** A server's traffic moved back to the fabric after {@code openNanos} on the fallback. */
     public static void breakerClosed(String server, long openNanos) {
-        if (!on() || !Types.BREAKER_CLOSED.isEnabled()) {
+        if (!BREAKER_CLOSED.enabled()) {
             return;
         }
         BreakerClosedEvent e = new BreakerClosedEvent();

@@ -1,8 +1,5 @@
 package dev.ferry.transport.events;
 
-import jdk.jfr.EventType;
-import jdk.jfr.FlightRecorder;
-
 /**
  * Emits the transport's flight-recorder events. Every method checks that its event type is
  * enabled before it makes the event, so with no recording (or the event off) the data path
@@ -10,30 +7,18 @@ import jdk.jfr.FlightRecorder;
  */
 public final class TransportEvents {
 
-    /**
-     * The event types, registered with the flight recorder on first use: only once it runs (see
-     * {@link #on}), because registering the first one initializes the recorder, which takes long
-     * enough (hundreds of milliseconds on a loaded machine) to stall the thread that asks.
-     */
-    private static final class Types {
-        static final EventType LINK_OPENED = EventType.getEventType(LinkOpenedEvent.class);
-        static final EventType LINK_FAILED = EventType.getEventType(LinkFailedEvent.class);
-        static final EventType CREDIT_STALL = EventType.getEventType(CreditStallEvent.class);
-        static final EventType WINDOW_STALL = EventType.getEventType(WindowStallEvent.class);
-        static final EventType RENDEZVOUS = EventType.getEventType(RendezvousEvent.class);
-    }
-
-    /** True if a recording could want an event: the recorder runs (a cheap static read until it does). */
-    private static boolean on() {
-        return FlightRecorder.isInitialized();
-    }
+    private static final EventGate LINK_OPENED = new EventGate(LinkOpenedEvent.class);
+    private static final EventGate LINK_FAILED = new EventGate(LinkFailedEvent.class);
+    private static final EventGate CREDIT_STALL = new EventGate(CreditStallEvent.class);
+    private static final EventGate WINDOW_STALL = new EventGate(WindowStallEvent.class);
+    private static final EventGate RENDEZVOUS = new EventGate(RendezvousEvent.class);
 
     private TransportEvents() {
     }
 
     /** A link is ready to carry messages. */
     public static void linkOpened(String provider, String peer, int linkId, int linksOpen) {
-        if (!on() || !Types.LINK_OPENED.isEnabled()) {
+        if (!LINK_OPENED.enabled()) {
             return;
         }
         LinkOpenedEvent e = new LinkOpenedEvent();
@@ -46,7 +31,7 @@ public final class TransportEvents {
 
     /** A link was closed by an error; its peer's links go with it. */
     public static void linkFailed(String provider, String peer, int linkId, String reason) {
-        if (!on() || !Types.LINK_FAILED.isEnabled()) {
+        if (!LINK_FAILED.enabled()) {
             return;
         }
         LinkFailedEvent e = new LinkFailedEvent();
@@ -59,7 +44,7 @@ public final class TransportEvents {
 
     /** A link's queue started waiting for a receive credit from its peer. */
     public static void creditStall(String provider, String peer, int linkId, int queued, long linkInFlight) {
-        if (!on() || !Types.CREDIT_STALL.isEnabled()) {
+        if (!CREDIT_STALL.enabled()) {
             return;
         }
         CreditStallEvent e = new CreditStallEvent();
@@ -74,7 +59,7 @@ public final class TransportEvents {
     /** A link's next message started waiting for room in a send window (link, peer or process). */
     public static void windowStall(String provider, String peer, int linkId, long messageBytes, long linkInFlight,
             long linkRendezvousInFlight) {
-        if (!on() || !Types.WINDOW_STALL.isEnabled()) {
+        if (!WINDOW_STALL.enabled()) {
             return;
         }
         WindowStallEvent e = new WindowStallEvent();
@@ -92,13 +77,13 @@ public final class TransportEvents {
      * while the rendezvous event is on, else 0 (no clock read).
      */
     public static long rendezvousStart() {
-        return on() && Types.RENDEZVOUS.isEnabled() ? System.nanoTime() : 0;
+        return RENDEZVOUS.enabled() ? System.nanoTime() : 0;
     }
 
     /** A rendezvous payload was pulled whole; {@code startNanos} is from {@link #rendezvousStart}. */
     public static void rendezvous(String provider, String peer, int linkId, long bytes, long chunkBytes,
             long startNanos) {
-        if (startNanos == 0 || !on() || !Types.RENDEZVOUS.isEnabled()) {
+        if (startNanos == 0 || !RENDEZVOUS.enabled()) {
             return;
         }
         RendezvousEvent e = new RendezvousEvent();

@@ -1,0 +1,260 @@
+package dev.ferry.ps.net;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicLong;
+
+import dev.ferry.ps.BatchPlan;
+import dev.ferry.ps.PsException;
+import dev.ferry.ps.PullFormat;
+import dev.ferry.ps.SlotTable;
+import dev.ferry.ps.Slots;
+import dev.ferry.rpc.RpcResponse;
+
+/**
+ * The parts of a batch, one per server of a {@link BatchPlan}, on the wire. Two paths: the fast
+ * one (one request per part, ids and summed gradients encoded straight from the plan into the
+ * send buffer, rows left in the receive buffer), and the resilient one (a part split to the
+ * servers' request limits, or sent again by id after a refusal, into the client's own copy).
+ * Thread-safe: it keeps no state per batch.
+ */
+final class BatchParts {
+
+    private final ClientCalls calls;
+    private final RoutingFollower routing;
+    private final RetryPolicy retry;
+    private final AtomicLong pushSequence = new AtomicLong();
+
+    BatchParts(ClientCalls calls, RoutingFollower routing, RetryPolicy retry) {
+        this.calls = calls;
+        this.routing = routing;
+        this.retry = retry;
+    }
+
+    /**
+     * Rows of a part in {@code format}: a view of a response (released on close) or the client's
+     * own copy (always f32).
+     */
+    record Rows(MemorySegment segment, RpcResponse response, PullFormat format) implements AutoCloseable {
+        @Override
+        public void close() {
+            if (response != null) {
+                response.release();
+            }
+        }
+    }
+
+    /**
+     * Copies a part's rows to every caller position that asked for them, decoding them first
+     * into a copy of the part's distinct rows if they are encoded.
+     */
+    static void scatter(BatchPlan plan, int part, Rows rows, int dimension, MemorySegment out) {
+        if (rows.format() == PullFormat.F32) {
+            plan.scatterRows(part, rows.segment(), dimension, out);
+            return;
+        }
+        int n = plan.partSize(part);
+        MemorySegment decoded = MemorySegment.ofArray(new float[Math.multiplyExact(n, dimension)]);
+        long encodedRow = rows.format().rowBytes(dimension);
+        long rowBytes = (long) dimension * Float.BYTES;
+        for (int k = 0; k < n; k++) {
+            rows.format().decodeRow(rows.segment(), k * encodedRow, dimension, decoded, k * rowBytes);
+        }
+        plan.scatterRows(part, decoded, dimension, out);
+    }
+
+    /** Releases the rows of the parts that completed (after another part failed). */
+    static void releaseCompleted(List<CompletableFuture<Rows>> parts) {
+        for (CompletableFuture<Rows> f : parts) {
+            if (f.isDone() && !f.isCompletedExceptionally()) {
+                f.join().close();
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Pull
+
+    /**
+     * Pulls a part's rows in {@code format}. The fast path leaves them encoded in the receive
+     * buffer; a part split or retried comes back decoded, as f32 in the client's own memory.
+     */
+    CompletableFuture<Rows> pullPart(Route r, BatchPlan plan, int part, byte[] name, int dimension, PullFormat format) {
+        int n = plan.partSize(part);
+        if (!routing.fits(n, dimension)) {
+            return pullCopy(plan.ids(part), name, dimension, format, 1);
+        }
+        long expected = format.rowsBytes(n, dimension);
+        return calls.call(r, plan.server(part), PsDescriptor.PULL,
+                ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
+                    int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, format.code());
+                    PsDescriptor.stamp(body, r.generation(), 0);
+                    plan.writeIds(part, body.asSlice(at));
+                }).thenApply(response -> new Rows(checkRows(response, expected, r, plan.server(part), n, dimension),
+                        response, format))
+                .exceptionallyCompose(failure -> retry.retryable(failure, true, 0)
+                        ? retry.pause(failure, 0).thenCompose(v -> pullCopy(plan.ids(part), name, dimension, format, 1))
+                        : CompletableFuture.failedFuture(failure));
+    }
+
+    /** Pulls distinct ids into a copy of their rows (decoded to f32), in their order. */
+    private CompletableFuture<Rows> pullCopy(long[] ids, byte[] name, int dimension, PullFormat format, int attempt) {
+        MemorySegment rows = MemorySegment.ofArray(new float[Math.multiplyExact(ids.length, dimension)]);
+        return pullSome(ids, identity(ids.length), name, dimension, format, rows, attempt)
+                .thenApply(v -> new Rows(rows, null, PullFormat.F32));
+    }
+
+    /** Pulls {@code ids[positions[k]]} into row {@code positions[k]} of {@code rows} (f32), retrying by id. */
+    private CompletableFuture<Void> pullSome(long[] ids, int[] positions, byte[] name, int dimension, PullFormat format,
+            MemorySegment rows, int attempt) {
+        Route r = routing.route();
+        List<CompletableFuture<Void>> all = new ArrayList<>();
+        long rowBytes = (long) dimension * Float.BYTES;
+        for (int[] chunk : chunks(r, ids, positions, routing.chunkIds(dimension))) {
+            int server = r.table().slots().serverOf(ids[chunk[0]]);
+            int n = chunk.length;
+            all.add(calls.call(r, server, PsDescriptor.PULL,
+                    ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
+                        int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, format.code());
+                        PsDescriptor.stamp(body, r.generation(), 0);
+                        for (int k = 0; k < n; k++) {
+                            body.set(PsDescriptor.LONG, at + (long) k * Long.BYTES, ids[chunk[k]]);
+                        }
+                    }).thenAccept(response -> {
+                        try (response) {
+                            MemorySegment got = checkRows(response, format.rowsBytes(n, dimension), r, server, n,
+                                    dimension);
+                            long encodedRow = format.rowBytes(dimension);
+                            for (int k = 0; k < n; k++) {
+                                format.decodeRow(got, k * encodedRow, dimension, rows, chunk[k] * rowBytes);
+                            }
+                        }
+                    }).exceptionallyCompose(failure -> retry.retryable(failure, true, attempt)
+                            ? retry.pause(failure, attempt)
+                                    .thenCompose(v -> pullSome(ids, chunk, name, dimension, format, rows, attempt + 1))
+                            : CompletableFuture.failedFuture(failure)));
+        }
+        return CompletableFuture.allOf(all.toArray(CompletableFuture<?>[]::new));
+    }
+
+    /** Checks a pull answer's size, notes its generation, and returns its rows. */
+    private MemorySegment checkRows(RpcResponse response, long expected, Route r, int server, int n, int dimension) {
+        MemorySegment segment = response.segment();
+        if (segment.byteSize() != expected + PsDescriptor.GENERATION_TRAILER) {
+            long got = segment.byteSize();
+            response.release();
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "server " + r.addresses().get(server)
+                    + " answered " + got + " bytes for " + n + " encoded rows of dimension " + dimension + "; expected "
+                    + (expected + PsDescriptor.GENERATION_TRAILER));
+        }
+        routing.observe(PsDescriptor.trailerGeneration(segment), r);
+        return segment.asSlice(0, expected);
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Push
+
+    CompletableFuture<Void> pushPart(Route r, BatchPlan plan, int part, byte[] name, int dimension,
+            MemorySegment grads) {
+        int n = plan.partSize(part);
+        long dedupe = nextDedupeId();
+        if (!routing.fits(n, dimension)) {
+            return pushCopy(plan, part, name, dimension, grads, dedupe, 1);
+        }
+        return calls.call(r, plan.server(part), PsDescriptor.PUSH,
+                ClientCalls.bodyLength(PsDescriptor.pushBytes(name.length, n, dimension)), body -> {
+                    int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
+                    PsDescriptor.stamp(body, r.generation(), dedupe);
+                    plan.writeIds(part, body.asSlice(at));
+                    plan.sumGradients(part, grads, dimension, body.asSlice(at + (long) n * Long.BYTES));
+                }).thenAccept(response -> {
+                    try (response) {
+                        routing.observe(PsDescriptor.trailerGeneration(response.segment()), r);
+                    }
+                }).exceptionallyCompose(failure -> retry.retryable(failure, false, 0)
+                        ? retry.pause(failure, 0).thenCompose(v -> pushCopy(plan, part, name, dimension, grads, dedupe, 1))
+                        : CompletableFuture.failedFuture(failure));
+    }
+
+    private CompletableFuture<Void> pushCopy(BatchPlan plan, int part, byte[] name, int dimension, MemorySegment grads,
+            long dedupe, int attempt) {
+        long[] ids = plan.ids(part);
+        MemorySegment summed = MemorySegment.ofArray(new float[Math.multiplyExact(ids.length, dimension)]);
+        plan.sumGradients(part, grads, dimension, summed);
+        return pushSome(ids, identity(ids.length), name, dimension, summed, dedupe, attempt);
+    }
+
+    /** Pushes row {@code positions[k]} of {@code grads} for {@code ids[positions[k]]}, retrying by id. */
+    private CompletableFuture<Void> pushSome(long[] ids, int[] positions, byte[] name, int dimension, MemorySegment grads,
+            long dedupe, int attempt) {
+        Route r = routing.route();
+        List<CompletableFuture<Void>> all = new ArrayList<>();
+        long rowBytes = (long) dimension * Float.BYTES;
+        for (int[] chunk : chunks(r, ids, positions, routing.chunkIds(dimension))) {
+            int server = r.table().slots().serverOf(ids[chunk[0]]);
+            int n = chunk.length;
+            all.add(calls.call(r, server, PsDescriptor.PUSH,
+                    ClientCalls.bodyLength(PsDescriptor.pushBytes(name.length, n, dimension)), body -> {
+                        int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
+                        PsDescriptor.stamp(body, r.generation(), dedupe);
+                        long rowsAt = at + (long) n * Long.BYTES;
+                        for (int k = 0; k < n; k++) {
+                            body.set(PsDescriptor.LONG, at + (long) k * Long.BYTES, ids[chunk[k]]);
+                            MemorySegment.copy(grads, chunk[k] * rowBytes, body, rowsAt + k * rowBytes, rowBytes);
+                        }
+                    }).thenAccept(response -> {
+                        try (response) {
+                            routing.observe(PsDescriptor.trailerGeneration(response.segment()), r);
+                        }
+                    }).exceptionallyCompose(failure -> retry.retryable(failure, false, attempt)
+                            ? retry.pause(failure, attempt)
+                                    .thenCompose(v -> pushSome(ids, chunk, name, dimension, grads, dedupe, attempt + 1))
+                            : CompletableFuture.failedFuture(failure)));
+        }
+        return CompletableFuture.allOf(all.toArray(CompletableFuture<?>[]::new));
+    }
+
+    private long nextDedupeId() {
+        return Slots.mix(calls.rpc().clientId()) ^ pushSequence.incrementAndGet();
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Splitting by server
+
+    /** Groups positions by the server that owns their id, in chunks of at most {@code limit}. */
+    private static List<int[]> chunks(Route r, long[] ids, int[] positions, int limit) {
+        SlotTable slots = r.table().slots();
+        int servers = slots.serverCount();
+        int[] count = new int[servers];
+        for (int p : positions) {
+            count[slots.serverOf(ids[p])]++;
+        }
+        int[][] byServer = new int[servers][];
+        for (int s = 0; s < servers; s++) {
+            byServer[s] = new int[count[s]];
+        }
+        int[] filled = new int[servers];
+        for (int p : positions) {
+            int s = slots.serverOf(ids[p]);
+            byServer[s][filled[s]++] = p;
+        }
+        List<int[]> chunks = new ArrayList<>();
+        for (int[] list : byServer) {
+            for (int from = 0; from < list.length; from += limit) {
+                chunks.add(Arrays.copyOfRange(list, from, Math.min(list.length, from + limit)));
+            }
+        }
+        return chunks;
+    }
+
+    private static int[] identity(int n) {
+        int[] positions = new int[n];
+        for (int i = 0; i < n; i++) {
+            positions[i] = i;
+        }
+        return positions;
+    }
+}

@@ -27,6 +27,7 @@ import dev.ferry.transport.TransportConfig;
  * <pre>
  * ClusterServerMain --cluster zk://host:port/name --id id [--port p] [--bind-host h]
  *                   [--transport shm|tcp|netty] [--checkpoint-dir d] [--session-timeout ms]
+ *                   [--replicas r] [--min-in-sync m] [--replication-timeout ms]
  *                   [--exit-on-stdin-eof] [--no-auth]
  * </pre>
  * The RPC secret comes from {@code FERRY_RPC_SECRET} or {@code FERRY_RPC_SECRET_FILE} unless
@@ -63,7 +64,9 @@ public final class ClusterServerMain {
         public List<String> toArgs() {
             List<String> args = new ArrayList<>(List.of("--cluster", cluster.uri(), "--id", id, "--port",
                     Integer.toString(port), "--bind-host", bindHost, "--transport", transport, "--session-timeout",
-                    Integer.toString(cluster.sessionTimeoutMillis())));
+                    Integer.toString(cluster.sessionTimeoutMillis()), "--replicas",
+                    Integer.toString(cluster.replicationFactor()), "--min-in-sync", Integer.toString(cluster.minInSync()),
+                    "--replication-timeout", Integer.toString(cluster.replicationTimeoutMillis())));
             if (checkpointDir != null) {
                 args.add("--checkpoint-dir");
                 args.add(checkpointDir.toString());
@@ -86,6 +89,9 @@ public final class ClusterServerMain {
             String transport = "shm";
             Path dir = null;
             int session = -1;
+            int replicas = -1;
+            int minInSync = -1;
+            int replicationTimeout = -1;
             boolean eof = false;
             boolean noAuth = false;
             for (int i = 0; i < args.length; i++) {
@@ -98,6 +104,9 @@ public final class ClusterServerMain {
                     case "--transport" -> transport = value(args, ++i, a);
                     case "--checkpoint-dir" -> dir = Path.of(value(args, ++i, a));
                     case "--session-timeout" -> session = Integer.parseInt(value(args, ++i, a));
+                    case "--replicas" -> replicas = Integer.parseInt(value(args, ++i, a));
+                    case "--min-in-sync" -> minInSync = Integer.parseInt(value(args, ++i, a));
+                    case "--replication-timeout" -> replicationTimeout = Integer.parseInt(value(args, ++i, a));
                     case "--exit-on-stdin-eof" -> eof = true;
                     case "--no-auth" -> noAuth = true;
                     default -> throw new IllegalArgumentException("unknown option " + a);
@@ -109,6 +118,13 @@ public final class ClusterServerMain {
             ClusterConfig config = ClusterConfig.parse(cluster);
             if (session > 0) {
                 config = config.withSessionTimeoutMillis(session);
+            }
+            if (replicas > 0 || minInSync > 0) {
+                config = config.withReplication(replicas > 0 ? replicas : config.replicationFactor(),
+                        minInSync > 0 ? minInSync : Math.min(config.minInSync(), replicas > 0 ? replicas : 8));
+            }
+            if (replicationTimeout > 0) {
+                config = config.withReplicationTimeoutMillis(replicationTimeout);
             }
             return new Options(config, id, port, bindHost, transport, dir, eof, noAuth);
         }

@@ -9,6 +9,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.ToDoubleFunction;
 
 import dev.ferry.ps.ParameterServer;
+import dev.ferry.ps.SparseTable;
 import dev.ferry.ps.TableStats;
 import dev.ferry.ps.net.PsServer;
 import dev.ferry.rpc.RpcChannel;
@@ -251,6 +252,26 @@ public final class FerryMetrics {
                 .register(registry);
         Gauge.builder("ferry.ps.table.dimension", tableStats, s -> value(s.get().get(table), TableStats::dimension))
                 .tags(tags).description("Weights per row").register(registry);
+        FunctionCounter.builder("ferry.ps.table.admitted", this, m -> m.admission(table, SparseTable.AdmissionStats::admitted))
+                .tags(tags).description("Rows created by pulls and pushes (admitted ids)").register(registry);
+        FunctionCounter.builder("ferry.ps.table.rejected", this, m -> m.admission(table, SparseTable.AdmissionStats::rejected))
+                .tags(tags).description("Sightings of ids not admitted: answered with initial values, not stored")
+                .register(registry);
+        Gauge.builder("ferry.ps.table.admission.filter", this, m -> m.admission(table, SparseTable.AdmissionStats::filterBytes))
+                .tags(tags).baseUnit("bytes").description("Memory of the table's admission filter").register(registry);
+    }
+
+    /** An admission figure of a table summed over the bound servers. */
+    private double admission(String table, java.util.function.ToLongFunction<SparseTable.AdmissionStats> f) {
+        long sum = 0;
+        for (ParameterServer ps : parameterServers) {
+            try {
+                sum += f.applyAsLong(ps.table(table).admissionStats());
+            } catch (RuntimeException absentOrClosed) {
+                // a dense tensor, a closed server, or a table another server holds
+            }
+        }
+        return sum;
     }
 
     private static double value(TableStats s, java.util.function.ToLongFunction<TableStats> f) {

@@ -81,6 +81,9 @@ class FerryMetricsTest {
                 assertEquals(1, Exposition.value(s, "ferry_ps_tables"));
                 assertEquals(0, Exposition.value(s, "ferry_ps_read_only"));
                 assertTrue(Exposition.value(s, "ferry_ps_table_memory_bytes", "table=\"emb\"") > 0);
+                assertEquals(2.0 * pulls, Exposition.value(s, "ferry_ps_table_admitted_total", "table=\"emb\""));
+                assertEquals(0, Exposition.value(s, "ferry_ps_table_rejected_total", "table=\"emb\""));
+                assertEquals(0, Exposition.value(s, "ferry_ps_table_admission_filter_bytes", "table=\"emb\""));
 
                 double calls = Exposition.value(c, "ferry_rpc_client_calls_total");
                 assertEquals(calls, Exposition.value(c, "ferry_rpc_client_succeeded_total"));

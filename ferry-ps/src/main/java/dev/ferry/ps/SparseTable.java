@@ -6,6 +6,7 @@ import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
  * A sparse embedding table on this server: int64 id to {@code dimension} f32 weights with the
@@ -38,6 +39,10 @@ public final class SparseTable {
     private final long payloadBytes;
     private final long rowBytes;
     private final AtomicLong rowCount = new AtomicLong();
+    /** Per shard, guarded by its lock: whether an id not stored gets a row now. */
+    private final AdmissionGate[] gates;
+    private final LongAdder admitted = new LongAdder();
+    private final LongAdder rejected = new LongAdder();
     private volatile boolean closed;
 
     SparseTable(TableConfig config, PsConfig limits, boolean readOnly) {
@@ -48,9 +53,36 @@ public final class SparseTable {
         this.payloadBytes = (long) config.dimension() * Float.BYTES;
         this.rowBytes = RowLayout.rowBytes(config.dimension(), config.optimizer().stateSlots());
         this.shards = new Shard[config.shards()];
+        this.gates = new AdmissionGate[config.shards()];
+        long seed = Slots.mix(config.name().hashCode());
         for (int s = 0; s < shards.length; s++) {
             shards[s] = new Shard(rowBytes);
+            gates[s] = AdmissionGate.of(config.admission(), s, shards.length, seed, shards[s].lock);
         }
+    }
+
+    /**
+     * What the table's {@link Admission} rule did since it was created.
+     *
+     * @param admitted    rows created by a pull or push (every new row under {@link Admission#always()})
+     * @param rejected    sightings of ids not stored: pulls answered with initial values, pushes dropped
+     * @param filterBytes memory of the rule's counters, at most {@link Admission#filterBytes()}
+     */
+    public record AdmissionStats(long admitted, long rejected, long filterBytes) {
+    }
+
+    /** A snapshot of the admission counters. */
+    public AdmissionStats admissionStats() {
+        long bytes = 0;
+        for (AdmissionGate gate : gates) {
+            bytes += gate.bytes();
+        }
+        return new AdmissionStats(admitted.sum(), rejected.sum(), bytes);
+    }
+
+    /** Shard {@code s}'s gate; for tests. */
+    AdmissionGate gate(int s) {
+        return gates[s];
     }
 
     /** Its configuration. */
@@ -96,8 +128,9 @@ public final class SparseTable {
     /**
      * Writes the weights of {@code ids[offset, offset + count)} to {@code out}, row {@code i} at
      * byte {@code i * dimension * 4}, in the ids' order (duplicates repeat the row). Ids not in
-     * the table are created with their initial values; in serving mode they are not stored, and
-     * their initial values are written.
+     * the table are created with their initial values; in serving mode, and while the table's
+     * {@link Admission} rule has not admitted them, they are not stored, and their initial values
+     * are written.
      *
      * @throws PsException        {@code INVALID_ARGUMENT} for a range outside {@code ids} or a
      *                            read-only {@code out}; {@code LENGTH_MISMATCH} if {@code out} is
@@ -196,7 +229,7 @@ public final class SparseTable {
             checkOpen(shard);
             int row = shard.find(id, hash);
             if (row < 0) {
-                if (readOnly) {
+                if (readOnly || !admit(shard, id, hash)) {
                     kernel.initWeights(id, dimension(), out, at);
                     return;
                 }
@@ -211,7 +244,8 @@ public final class SparseTable {
     /**
      * Applies one optimizer step per id of {@code ids[offset, offset + count)} with the gradient
      * row at byte {@code i * dimension * 4} of {@code gradients}, which must hold exactly
-     * {@code count} rows. Ids not in the table are created first with their initial values.
+     * {@code count} rows. Ids not in the table are created first with their initial values, if the
+     * table's {@link Admission} rule admits them; the gradients of the others are dropped.
      *
      * <p>Duplicate ids are applied sequentially, one step each, in the order of the batch (use
      * {@link BatchPlan#sumGradients} on the client for one summed step per id).
@@ -267,7 +301,7 @@ public final class SparseTable {
                     int pos = order[k];
                     long id = ids[offset + pos];
                     int row = shard.find(id, hash[pos]);
-                    rowOf[pos] = row >= 0 ? row : create(shard, id, hash[pos]);
+                    rowOf[pos] = row >= 0 ? row : admit(shard, id, hash[pos]) ? create(shard, id, hash[pos]) : ABSENT;
                 }
             } finally {
                 shard.lock.unlock();
@@ -287,6 +321,9 @@ public final class SparseTable {
                 for (int k = start[s]; k < start[s + 1]; k++) {
                     int pos = order[k];
                     int row = rowOf[pos];
+                    if (row < 0) {
+                        continue; // not admitted: counted, not stored
+                    }
                     shard.beginWrite();
                     try {
                         kernel.step(shard.chunk(row), shard.offset(row), dimension, gradients, pos * payloadBytes);
@@ -473,6 +510,16 @@ public final class SparseTable {
 
     static PsException corrupt(String source, String message) {
         return new PsException(PsException.Code.CHECKPOINT_CORRUPT, "corrupt checkpoint: " + source + ": " + message);
+    }
+
+    /** Under the shard's lock: a sighting of an id it does not store; whether to create its row now. */
+    private boolean admit(Shard shard, long id, long hash) {
+        if (gates[Slots.shardOfHash(hash, shards.length)].admit(id)) {
+            admitted.increment();
+            return true;
+        }
+        rejected.increment();
+        return false;
     }
 
     private int create(Shard shard, long id, long hash) {

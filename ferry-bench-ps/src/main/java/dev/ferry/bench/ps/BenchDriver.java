@@ -51,6 +51,14 @@ final class BenchDriver {
 
     /** A transport's run of {@code fetch}, with every process's metrics served and scraped if {@code metrics}. */
     RunResult fetch(FetchOptions o, BenchTransport transport, boolean metrics) {
+        return fetch(o, transport, metrics, dev.ferry.ps.PullFormat.F32);
+    }
+
+    /**
+     * A transport's run of {@code fetch} with pulls in {@code format}; a result of another format
+     * than f32 is labelled {@code <transport>-<format>}.
+     */
+    RunResult fetch(FetchOptions o, BenchTransport transport, boolean metrics, dev.ferry.ps.PullFormat format) {
         BenchOptions c = o.common;
         try (Cluster cluster = Cluster.start(c, netlab, transport, true, metrics, "sgd", o.clientProcesses, o.clients,
                 Args.of()
@@ -59,7 +67,8 @@ final class BenchDriver {
                 .with("batchMin", o.minBatch())
                 .with("batchMax", o.maxBatch())
                 .with("concurrency", o.concurrencyPerThread())
-                .with("rate", o.rate / o.clientProcesses))) {
+                .with("rate", o.rate / o.clientProcesses)
+                .with("pullFormat", format))) {
             List<Child> workers = cluster.workers;
             cluster.sendAll(workers, "RUN");
             wait("fetch", transport.label(), "warm-up", c.warmup(FetchOptions.WARMUP_SECONDS), null);
@@ -70,7 +79,8 @@ final class BenchDriver {
             wait("fetch", transport.label(), "measuring", c.durationSeconds, workers);
             cluster.sendAll(workers, "STOP");
             long cpu1 = cluster.cpuNanos();
-            return withNetwork(cluster.collect("fetch", transport, true, workers, cpu1 - cpu0, null), net0);
+            RunResult r = withNetwork(cluster.collect("fetch", transport, true, workers, cpu1 - cpu0, null), net0);
+            return format == dev.ferry.ps.PullFormat.F32 ? r : r.withTransport(r.transport() + "-" + format);
         }
     }
 

@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 
+import dev.ferry.ps.PullFormat;
 import dev.ferry.ps.net.PsClient;
 import dev.ferry.rpc.RpcClientCounters;
 import dev.ferry.rpc.RpcConfig;
@@ -20,20 +21,27 @@ import dev.ferry.transport.TransportConfig;
 final class FerryPsClient implements PsBenchClient {
 
     private final PsClient client;
+    private final PullFormat format;
 
     FerryPsClient(RpcConfig rpc, TransportConfig transport, List<String> servers) {
+        this(rpc, transport, servers, PullFormat.F32);
+    }
+
+    /** A client whose pulls ask for rows in {@code format}. */
+    FerryPsClient(RpcConfig rpc, TransportConfig transport, List<String> servers, PullFormat format) {
         this.client = PsClient.connect(rpc, transport, servers);
+        this.format = format;
     }
 
     @Override
     public CompletableFuture<Void> pull(String table, int dimension, long[] ids, int count, float[] out) {
-        return client.pullAsync(table, exact(ids, count), out);
+        return client.pullAsync(table, exact(ids, count), out, format);
     }
 
     /** Rows are copied from the receive buffers on the calling thread ({@link PsClient#pull(String, long[], int, int, float[])}). */
     @Override
     public void pullAndWait(String table, int dimension, long[] ids, int count, float[] out) {
-        client.pull(table, ids, 0, count, out);
+        client.pull(table, ids, 0, count, out, format);
     }
 
     @Override

@@ -26,7 +26,8 @@ import picocli.CommandLine.Spec;
         footer = {"", "Examples:",
                 "  ferry bench fetch",
                 "  ferry bench fetch --transports shm,netty --duration 5 --batch 256",
-                "  ferry bench fetch --rate 2000 --distribution uniform"})
+                "  ferry bench fetch --rate 2000 --distribution uniform",
+                "  ferry bench fetch --transports shm,netty --pull-format f32,f16,bf16,int8"})
 public final class FetchBenchmark implements Callable<Integer> {
 
     @Mixin
@@ -53,12 +54,19 @@ public final class FetchBenchmark implements Callable<Integer> {
         int rounds = options.common.metricsRounds;
         for (BenchTransport transport : options.common.transportList()) {
             if (rounds == 0) {
-                out.println("fetch on " + transport.label() + " ...");
-                try {
-                    results.add(driver.fetch(options, transport));
-                } catch (RuntimeException e) {
-                    out.println("fetch on " + transport.label() + " FAILED: " + e.getMessage());
-                    failed.add(transport.label());
+                for (dev.ferry.ps.PullFormat format : options.formats()) {
+                    String label = transport.label() + (format == dev.ferry.ps.PullFormat.F32 ? "" : "-" + format);
+                    if (format != dev.ferry.ps.PullFormat.F32 && !transport.ferry()) {
+                        out.println("fetch on " + label + ": skipped (pull formats are Ferry RPC's)");
+                        continue;
+                    }
+                    out.println("fetch on " + label + " ...");
+                    try {
+                        results.add(driver.fetch(options, transport, options.common.metricsPort != null, format));
+                    } catch (RuntimeException e) {
+                        out.println("fetch on " + label + " FAILED: " + e.getMessage());
+                        failed.add(label);
+                    }
                 }
                 continue;
             }
@@ -81,6 +89,9 @@ public final class FetchBenchmark implements Callable<Integer> {
         List<String> failed = new ArrayList<>();
         List<RunResult> results = run(options, System.out, failed);
         Report.print(results, System.out);
+        if (options.formats().size() > 1) {
+            PullFormatReport.print(results, System.out);
+        }
         if (!failed.isEmpty()) {
             System.out.println("failed (no row): " + String.join(", ", failed));
         }

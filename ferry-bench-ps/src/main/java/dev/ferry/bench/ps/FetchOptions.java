@@ -39,6 +39,16 @@ public class FetchOptions {
                     + "intended send time. Default: 0, closed loop.")
     public double rate;
 
+    @Option(names = "--pull-format", paramLabel = "<f>", split = ",",
+            description = "Formats of the pulled rows, each run in turn on every Ferry transport: f32, f16, bf16, "
+                    + "int8 (comma-separated). gRPC and direct run f32 only. Default: f32.")
+    public java.util.List<String> pullFormats = java.util.List.of("f32");
+
+    /** The pull formats, parsed. */
+    java.util.List<dev.ferry.ps.PullFormat> formats() {
+        return pullFormats.stream().map(dev.ferry.ps.PullFormat::parse).distinct().toList();
+    }
+
     /** Default warm-up: long, since fetch latency is what is measured and gRPC's JIT settles last. */
     static final double WARMUP_SECONDS = 25;
 
@@ -65,6 +75,11 @@ public class FetchOptions {
     void check() {
         common.check();
         alpha();
+        try {
+            formats();
+        } catch (dev.ferry.ps.PsException e) {
+            throw new IllegalArgumentException("--pull-format: " + e.getMessage());
+        }
         if (clients < 1 || clientProcesses < 1 || clientProcesses > clients || minBatch() < 1
                 || maxBatch() < minBatch() || concurrencyPerThread() < 1 || rate < 0) {
             throw new IllegalArgumentException("need 1 <= --client-processes <= --clients, 1 <= batch min <= max, "

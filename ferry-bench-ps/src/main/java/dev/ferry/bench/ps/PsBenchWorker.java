@@ -58,6 +58,9 @@ public final class PsBenchWorker {
     private final AtomicReference<Throwable> firstError = new AtomicReference<>();
     private volatile int phase = WARM;
     private volatile long measureStartNanos;
+    /** The client transport's received bytes when measuring started and stopped (answers' bytes on the wire). */
+    private volatile long bytesAtStart;
+    private volatile long bytesAtEnd;
     private volatile long measureEndNanos;
 
     private static final int WARM = 0;
@@ -99,7 +102,8 @@ public final class PsBenchWorker {
                         ? new DirectPsClient(local.parameterServers())
                         : transport.ferry()
                                 ? new FerryPsClient(BenchTransport.rpc(2), transport.config(args.bool("flowControl"),
-                                        args.string("bindHost"), args.bool("psTuning")), servers)
+                                        args.string("bindHost"), args.bool("psTuning")), servers,
+                                        dev.ferry.ps.PullFormat.parse(args.has("pullFormat") ? args.string("pullFormat") : "f32"))
                                 : new GrpcPsClient(servers);
                 BenchMetrics.Endpoint metrics = BenchMetrics.serve(args.integer("metricsPort"), client::bindMetrics);
                 try (client) {
@@ -151,6 +155,7 @@ public final class PsBenchWorker {
         line.append(" keys=").append(keys.sum());
         line.append(" errors=").append(errors.sum());
         line.append(" seconds=").append(seconds);
+        line.append(" c.measured_rx_bytes=").append(bytesAtEnd - bytesAtStart);
         for (Map.Entry<String, Long> e : client.counters().entrySet()) {
             line.append(" c.").append(e.getKey()).append('=').append(e.getValue());
         }
@@ -202,12 +207,14 @@ public final class PsBenchWorker {
         operations.reset();
         keys.reset();
         errors.reset();
+        bytesAtStart = client.counters().getOrDefault("client_bytes_received", 0L);
         measureStartNanos = System.nanoTime();
         phase = MEASURE;
     }
 
     private void stopMeasuring() {
         measureEndNanos = System.nanoTime();
+        bytesAtEnd = client.counters().getOrDefault("client_bytes_received", 0L);
         phase = STOP;
     }
 

@@ -26,6 +26,12 @@ import org.HdrHistogram.Histogram;
 record RunResult(String workload, String transport, boolean flowControl, Histogram latency, long operations,
         long keys, long errors, double seconds, long cpuNanos, Histogram steps, Map<String, Long> counters) {
 
+    /** This result under another transport label (a pull format's run: {@code shm-f16}). */
+    RunResult withTransport(String label) {
+        return new RunResult(workload, label, flowControl, latency, operations, keys, errors, seconds, cpuNanos, steps,
+                counters);
+    }
+
     /** The name in tables and plots: the transport, and {@code -nofc} with flow control off. */
     String label() {
         return flowControl ? transport : transport + "-nofc";

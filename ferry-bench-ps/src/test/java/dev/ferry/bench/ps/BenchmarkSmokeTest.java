@@ -56,6 +56,30 @@ class BenchmarkSmokeTest {
     }
 
     @Test
+    void fetchInEveryPullFormatReportsItsBytes(@TempDir Path dir) {
+        FetchOptions o = new FetchOptions();
+        small(o.common, dir);
+        o.common.transports = List.of("netty", "grpc");
+        o.pullFormats = List.of("f32", "f16", "int8");
+        o.batch = 64;
+        // Uniform over 20,000 ids: a batch of 64 repeats an id in one fetch of ten, so nearly every key is a row.
+        o.distribution = "uniform";
+        ByteArrayOutputStream printed = new ByteArrayOutputStream();
+        List<RunResult> results = FetchBenchmark.run(o, new PrintStream(printed, true, StandardCharsets.UTF_8));
+        check(results, "fetch", 4);
+        assertEquals(List.of("netty", "netty-f16", "netty-int8", "grpc"), results.stream().map(RunResult::label).toList());
+        double f32 = PullFormatReport.bytesPerFetch(results.get(0)) / 64;
+        double f16 = PullFormatReport.bytesPerFetch(results.get(1)) / 64;
+        double int8 = PullFormatReport.bytesPerFetch(results.get(2)) / 64;
+        int d = o.common.dimension;
+        // Per distinct key the answer carries a row: 4d, 2d and d + 4 bytes; the headers are the same in every format.
+        assertTrue(f32 - f16 > 2 * d - 2 && f32 - f16 < 2 * d + 2, f32 + " vs " + f16 + " bytes per key");
+        assertTrue(f32 - int8 > 3 * d - 4 - 2 && f32 - int8 < 3 * d - 4 + 2, f32 + " vs " + int8 + " bytes per key");
+        assertTrue(printed.toString(StandardCharsets.UTF_8).contains("grpc-f16: skipped"));
+        PullFormatReport.print(results, new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8));
+    }
+
+    @Test
     void fetchWithTheTransportDefaultsAndHandlerThreads(@TempDir Path dir) {
         FetchOptions o = new FetchOptions();
         small(o.common, dir);

@@ -27,7 +27,7 @@ import dev.ferry.transport.TransportConfig;
  * <pre>
  * ClusterServerMain --cluster zk://host:port/name --id id [--port p] [--bind-host h]
  *                   [--transport shm|tcp|netty] [--checkpoint-dir d] [--session-timeout ms]
- *                   [--replicas r] [--min-in-sync m] [--replication-timeout ms]
+ *                   [--replicas r] [--min-in-sync m] [--replication-timeout ms] [--cut-off-grace ms]
  *                   [--exit-on-stdin-eof] [--no-auth]
  * </pre>
  * The RPC secret comes from {@code FERRY_RPC_SECRET} or {@code FERRY_RPC_SECRET_FILE} unless
@@ -66,7 +66,8 @@ public final class ClusterServerMain {
                     Integer.toString(port), "--bind-host", bindHost, "--transport", transport, "--session-timeout",
                     Integer.toString(cluster.sessionTimeoutMillis()), "--replicas",
                     Integer.toString(cluster.replicationFactor()), "--min-in-sync", Integer.toString(cluster.minInSync()),
-                    "--replication-timeout", Integer.toString(cluster.replicationTimeoutMillis())));
+                    "--replication-timeout", Integer.toString(cluster.replicationTimeoutMillis()), "--cut-off-grace",
+                    Integer.toString(cluster.cutOffGraceMillis())));
             if (checkpointDir != null) {
                 args.add("--checkpoint-dir");
                 args.add(checkpointDir.toString());
@@ -92,6 +93,7 @@ public final class ClusterServerMain {
             int replicas = -1;
             int minInSync = -1;
             int replicationTimeout = -1;
+            int cutOffGrace = -1;
             boolean eof = false;
             boolean noAuth = false;
             for (int i = 0; i < args.length; i++) {
@@ -107,6 +109,7 @@ public final class ClusterServerMain {
                     case "--replicas" -> replicas = Integer.parseInt(value(args, ++i, a));
                     case "--min-in-sync" -> minInSync = Integer.parseInt(value(args, ++i, a));
                     case "--replication-timeout" -> replicationTimeout = Integer.parseInt(value(args, ++i, a));
+                    case "--cut-off-grace" -> cutOffGrace = Integer.parseInt(value(args, ++i, a));
                     case "--exit-on-stdin-eof" -> eof = true;
                     case "--no-auth" -> noAuth = true;
                     default -> throw new IllegalArgumentException("unknown option " + a);
@@ -125,6 +128,9 @@ public final class ClusterServerMain {
             }
             if (replicationTimeout > 0) {
                 config = config.withReplicationTimeoutMillis(replicationTimeout);
+            }
+            if (cutOffGrace >= 0) {
+                config = config.withCutOffGraceMillis(cutOffGrace);
             }
             return new Options(config, id, port, bindHost, transport, dir, eof, noAuth);
         }

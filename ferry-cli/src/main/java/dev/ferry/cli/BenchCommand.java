@@ -10,7 +10,7 @@ import picocli.CommandLine.Spec;
         mixinStandardHelpOptions = true,
         description = "Runs a benchmark; each prints HdrHistogram latencies and can print JSON.",
         subcommands = {PingPongCommand.class, PingPongServerCommand.class, RpcBenchCommand.class, StreamCommand.class,
-            TransportsCommand.class,
+            TransportsCommand.class, ClusterFetchCommand.class,
             dev.ferry.bench.ps.FetchBenchmark.class, dev.ferry.bench.ps.PushBenchmark.class})
 final class BenchCommand implements Runnable {
 

@@ -92,11 +92,8 @@ public final class ServerCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        if (cluster != null && metricsPort != null) {
-            throw new ParameterException(spec.commandLine(), "--metrics-port is not served with --cluster yet");
-        }
+        dev.ferry.cluster.ClusterServerMain.Options member = null;
         if (cluster != null) {
-            dev.ferry.cluster.ClusterServerMain.Options member;
             try {
                 String memberId = id != null ? id : java.net.InetAddress.getLocalHost().getHostName() + "-" + port;
                 member = new dev.ferry.cluster.ClusterServerMain.Options(dev.ferry.cluster.ClusterConfig.parse(cluster)
@@ -105,17 +102,19 @@ public final class ServerCommand implements Callable<Integer> {
             } catch (IllegalArgumentException | java.io.IOException e) {
                 throw new ParameterException(spec.commandLine(), e.getMessage(), e);
             }
-            return dev.ferry.cluster.ClusterServerMain.serve(member, System.out, System.err);
         }
-        PsServerMain.Options options;
-        try {
-            options = new PsServerMain.Options(port, bindHost, transport, checkpointDir, serving, index, servers,
-                    exitOnStdinEof, noAuth);
-        } catch (IllegalArgumentException e) {
-            throw new ParameterException(spec.commandLine(), e.getMessage(), e);
+        PsServerMain.Options options = null;
+        if (member == null) {
+            try {
+                options = new PsServerMain.Options(port, bindHost, transport, checkpointDir, serving, index, servers,
+                        exitOnStdinEof, noAuth);
+            } catch (IllegalArgumentException e) {
+                throw new ParameterException(spec.commandLine(), e.getMessage(), e);
+            }
         }
         if (metricsPort == null) {
-            return PsServerMain.serve(options, System.out, System.err);
+            return member != null ? dev.ferry.cluster.ClusterServerMain.serve(member, System.out, System.err)
+                    : PsServerMain.serve(options, System.out, System.err);
         }
         MetricsEndpoint endpoint;
         try {
@@ -126,7 +125,8 @@ public final class ServerCommand implements Callable<Integer> {
         }
         System.err.println("ferry server: metrics on http://" + endpoint.address() + "/metrics");
         try {
-            return PsServerMain.serve(options, System.out, System.err, endpoint);
+            return member != null ? dev.ferry.cluster.ClusterServerMain.serve(member, System.out, System.err, endpoint)
+                    : PsServerMain.serve(options, System.out, System.err, endpoint);
         } finally {
             endpoint.close();
         }

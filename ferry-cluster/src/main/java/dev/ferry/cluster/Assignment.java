@@ -27,6 +27,7 @@ import dev.ferry.ps.net.RoutingTable;
  *  owners: GROUPS x u16, the index of the owner among the members, 0xFFFF for none
  *  move: present u8, then id i64, from index u16, to index u16, groups i32, groups x u16
  *  restores i32, then per entry: group u16, the dead owner's id (modified UTF-8)
+ *  (layout 3) move copy flag u8, then per group: epoch i64, backups u8, backups x u16
  * </pre>
  * A 1,024-group table with ten members takes about 2.5 KB, far below ZooKeeper's 1 MiB limit.
  *
@@ -40,13 +41,33 @@ import dev.ferry.ps.net.RoutingTable;
  * @param restoreFrom     groups reassigned because their owner died, to that owner's id: the new
  *                        owner restores their rows from the dead owner's last checkpoint before it
  *                        serves them. An entry lasts until the group moves or is reassigned again
+ * @param backups         per group its in-sync backups (the owner is its primary), distinct members
+ *                        other than the owner, each with an address
+ * @param epochs          per group its epoch, bumped whenever its primary changes (in the same
+ *                        write as the generation): backups take rows only from the primary of
+ *                        the epoch they know
  */
 public record Assignment(long generation, long controllerEpoch, long nextMoveId, List<String> owners,
-        Map<String, String> addresses, Move move, Map<Integer, String> restoreFrom) {
+        Map<String, String> addresses, Move move, Map<Integer, String> restoreFrom, List<List<String>> backups,
+        List<Long> epochs) {
 
     private static final int MAGIC = 0x46525941;
-    private static final int LAYOUT = 2;
+    private static final int LAYOUT = 3;
     private static final int NONE = 0xFFFF;
+
+    /** An assignment without replicas: no backups, every epoch 0. */
+    public Assignment(long generation, long controllerEpoch, long nextMoveId, List<String> owners,
+            Map<String, String> addresses, Move move, Map<Integer, String> restoreFrom) {
+        this(generation, controllerEpoch, nextMoveId, owners, addresses, move, restoreFrom, noBackups(), zeroEpochs());
+    }
+
+    static List<List<String>> noBackups() {
+        return Collections.nCopies(RoutingTable.GROUPS, List.of());
+    }
+
+    static List<Long> zeroEpochs() {
+        return Collections.nCopies(RoutingTable.GROUPS, 0L);
+    }
 
     /** Checks the values. */
     public Assignment {
@@ -70,6 +91,60 @@ public record Assignment(long generation, long controllerEpoch, long nextMoveId,
         if (move != null && (!addresses.containsKey(move.from()) || !addresses.containsKey(move.to()))) {
             throw new IllegalArgumentException("a move between unknown members: " + move);
         }
+        if (backups.size() != RoutingTable.GROUPS || epochs.size() != RoutingTable.GROUPS) {
+            throw new IllegalArgumentException("an assignment has backups and epochs for " + RoutingTable.GROUPS
+                    + " groups, not " + backups.size() + " and " + epochs.size());
+        }
+        List<List<String>> b = new ArrayList<>(RoutingTable.GROUPS);
+        for (int g = 0; g < RoutingTable.GROUPS; g++) {
+            List<String> of = List.copyOf(backups.get(g));
+            for (String m : of) {
+                if (!addresses.containsKey(m) || m.equals(owners.get(g)) || of.indexOf(m) != of.lastIndexOf(m)) {
+                    throw new IllegalArgumentException("group " + g + " has backups " + of + " with owner "
+                            + owners.get(g) + ": each must be another known member, once");
+                }
+            }
+            b.add(of);
+        }
+        backups = Collections.unmodifiableList(b);
+        epochs = List.copyOf(epochs);
+    }
+
+    /** The in-sync backups of {@code group}. */
+    public List<String> backupsOf(int group) {
+        return backups.get(group);
+    }
+
+    /** The epoch of {@code group}. */
+    public long epoch(int group) {
+        return epochs.get(group);
+    }
+
+    /** An assignment one generation later with the values given. */
+    Assignment next(long epoch, long nextMoveId, String[] owners, Map<String, String> addresses, Move move,
+            Map<Integer, String> restoreFrom, List<List<String>> backups, long[] epochs) {
+        List<Long> e = new ArrayList<>(epochs.length);
+        for (long x : epochs) {
+            e.add(x);
+        }
+        return new Assignment(generation + 1, epoch, nextMoveId, Arrays.asList(owners), addresses, move, restoreFrom,
+                backups, e);
+    }
+
+    /** The replicas the servers enforce with {@link #routingTable()} (same member order). */
+    public dev.ferry.ps.net.Replicas replicas(int minInSync) {
+        List<String> members = new ArrayList<>(addresses.keySet());
+        long[] e = new long[RoutingTable.GROUPS];
+        int[][] b = new int[RoutingTable.GROUPS][];
+        for (int g = 0; g < RoutingTable.GROUPS; g++) {
+            e[g] = epochs.get(g);
+            List<String> of = backups.get(g);
+            b[g] = new int[of.size()];
+            for (int i = 0; i < of.size(); i++) {
+                b[g][i] = members.indexOf(of.get(i));
+            }
+        }
+        return dev.ferry.ps.net.Replicas.of(generation, e, b, minInSync);
     }
 
     /** The table before any member joined: generation 0, every group unowned. */
@@ -152,6 +227,15 @@ public record Assignment(long generation, long controllerEpoch, long nextMoveId,
                 out.writeShort(e.getKey());
                 out.writeUTF(e.getValue());
             }
+            out.writeBoolean(move != null && move.copy());
+            for (int g = 0; g < RoutingTable.GROUPS; g++) {
+                out.writeLong(epochs.get(g));
+                List<String> of = backups.get(g);
+                out.writeByte(of.size());
+                for (String m : of) {
+                    out.writeShort(members.indexOf(m));
+                }
+            }
         } catch (IOException e) {
             throw new IllegalStateException(e);
         }
@@ -170,8 +254,8 @@ public record Assignment(long generation, long controllerEpoch, long nextMoveId,
                 throw new IllegalArgumentException("not a Ferry assignment (" + data.length + " bytes)");
             }
             int layout = in.readInt();
-            if (layout != LAYOUT && layout != 1) {
-                throw new IllegalArgumentException("assignment layout " + layout + "; this build reads 1 and " + LAYOUT);
+            if (layout < 1 || layout > LAYOUT) {
+                throw new IllegalArgumentException("assignment layout " + layout + "; this build reads 1 to " + LAYOUT);
             }
             long generation = in.readLong();
             long epoch = in.readLong();
@@ -217,7 +301,25 @@ public record Assignment(long generation, long controllerEpoch, long nextMoveId,
             for (int i = 0; i < restores; i++) {
                 restore.put(in.readUnsignedShort(), in.readUTF());
             }
-            return new Assignment(generation, epoch, nextMoveId, Arrays.asList(owners), addresses, move, restore);
+            if (layout < 3) {
+                return new Assignment(generation, epoch, nextMoveId, Arrays.asList(owners), addresses, move, restore);
+            }
+            if (in.readBoolean() && move != null) {
+                move = new Move(move.id(), move.from(), move.to(), move.groups(), true);
+            }
+            List<List<String>> backups = new ArrayList<>(RoutingTable.GROUPS);
+            List<Long> epochs = new ArrayList<>(RoutingTable.GROUPS);
+            for (int g = 0; g < RoutingTable.GROUPS; g++) {
+                epochs.add(in.readLong());
+                int n = in.readUnsignedByte();
+                List<String> of = new ArrayList<>(n);
+                for (int i = 0; i < n; i++) {
+                    of.add(members.get(in.readUnsignedShort()));
+                }
+                backups.add(of);
+            }
+            return new Assignment(generation, epoch, nextMoveId, Arrays.asList(owners), addresses, move, restore,
+                    backups, epochs);
         } catch (IOException | IndexOutOfBoundsException e) {
             throw new IllegalArgumentException("a truncated or corrupt assignment of " + data.length + " bytes", e);
         }

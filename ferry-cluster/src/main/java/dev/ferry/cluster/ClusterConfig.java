@@ -16,9 +16,21 @@ import java.util.Objects;
  * @param maxGroupsPerMove       the largest slot move (in groups of 64 slots); bigger transfers run
  *                               as several moves, one at a time, so that copying never swamps the
  *                               push and pull traffic. Default 64 (a sixteenth of the slots)
+ * @param replicationFactor      copies of each slot group, the primary's included, on distinct
+ *                               members: a push is acknowledged once every in-sync copy applied it.
+ *                               Default 2: one server may die without losing an acknowledged push,
+ *                               for twice the memory. 1: no replication (a dead server's groups
+ *                               restart from its last checkpoint)
+ * @param minInSync              the fewest in-sync copies a push is acknowledged with; below it
+ *                               pushes are refused ({@code NOT_ENOUGH_REPLICAS}). Default 1: keep
+ *                               serving on the primary alone while a lost copy is rebuilt
+ *                               (availability); 2 with r = 2 refuses pushes meanwhile (durability)
+ * @param replicationTimeoutMillis how long a primary waits for a backup's answer before it has the
+ *                               controller drop it from the in-sync set. Default 1 s: far above a
+ *                               replication round trip (sub-millisecond), below a client's deadline
  */
 public record ClusterConfig(String connectString, String name, int sessionTimeoutMillis, int connectionTimeoutMillis,
-        int maxGroupsPerMove) {
+        int maxGroupsPerMove, int replicationFactor, int minInSync, int replicationTimeoutMillis) {
 
     /** Checks the values. */
     public ClusterConfig {
@@ -32,11 +44,16 @@ public record ClusterConfig(String connectString, String name, int sessionTimeou
             throw new IllegalArgumentException("timeouts must be >= 100 ms and moves >= 1 group: "
                     + sessionTimeoutMillis + ", " + connectionTimeoutMillis + ", " + maxGroupsPerMove);
         }
+        if (replicationFactor < 1 || replicationFactor > 8 || minInSync < 1 || minInSync > replicationFactor
+                || replicationTimeoutMillis < 1) {
+            throw new IllegalArgumentException("replication needs 1 <= minInSync <= replicas <= 8 and a timeout >= 1 ms: "
+                    + replicationFactor + " replicas, minInSync " + minInSync + ", " + replicationTimeoutMillis + " ms");
+        }
     }
 
     /** The defaults for a cluster {@code name} on {@code connectString}. */
     public static ClusterConfig of(String connectString, String name) {
-        return new ClusterConfig(connectString, name, 4_000, 10_000, 64);
+        return new ClusterConfig(connectString, name, 4_000, 10_000, 64, 2, 1, 1_000);
     }
 
     /**
@@ -59,12 +76,26 @@ public record ClusterConfig(String connectString, String name, int sessionTimeou
 
     /** This configuration with another session timeout. */
     public ClusterConfig withSessionTimeoutMillis(int millis) {
-        return new ClusterConfig(connectString, name, millis, connectionTimeoutMillis, maxGroupsPerMove);
+        return new ClusterConfig(connectString, name, millis, connectionTimeoutMillis, maxGroupsPerMove,
+                replicationFactor, minInSync, replicationTimeoutMillis);
     }
 
     /** This configuration with another move size. */
     public ClusterConfig withMaxGroupsPerMove(int groups) {
-        return new ClusterConfig(connectString, name, sessionTimeoutMillis, connectionTimeoutMillis, groups);
+        return new ClusterConfig(connectString, name, sessionTimeoutMillis, connectionTimeoutMillis, groups,
+                replicationFactor, minInSync, replicationTimeoutMillis);
+    }
+
+    /** This configuration with {@code replicas} copies per group and {@code minInSync}. */
+    public ClusterConfig withReplication(int replicas, int minInSync) {
+        return new ClusterConfig(connectString, name, sessionTimeoutMillis, connectionTimeoutMillis, maxGroupsPerMove,
+                replicas, minInSync, replicationTimeoutMillis);
+    }
+
+    /** This configuration with another replication timeout. */
+    public ClusterConfig withReplicationTimeoutMillis(int millis) {
+        return new ClusterConfig(connectString, name, sessionTimeoutMillis, connectionTimeoutMillis, maxGroupsPerMove,
+                replicationFactor, minInSync, millis);
     }
 
     /** The {@code zk://} form. */

@@ -86,7 +86,7 @@ public final class ClusterMember implements AutoCloseable {
 
     /** Creates the cluster's znodes that do not exist yet (idempotent). */
     static void ensureLayout(CuratorFramework zk, ClusterPaths paths) throws Exception {
-        for (String p : new String[] {paths.members, paths.moves, paths.drain, paths.tables}) {
+        for (String p : new String[] {paths.members, paths.moves, paths.drain, paths.tables, paths.outOfSync}) {
             try {
                 zk.create().creatingParentsIfNeeded().forPath(p);
             } catch (KeeperException.NodeExistsException exists) {
@@ -142,6 +142,7 @@ public final class ClusterMember implements AutoCloseable {
         }
         ensureLayout(zk, paths);
         server.onTableCreated(this::recordTable);
+        server.replication(config.replicationTimeoutMillis(), this::reportOutOfSync);
         cache = CuratorCache.build(zk, paths.root);
         cache.listenable().addListener(CuratorCacheListener.builder()
                 .forAll((type, before, after) -> poke())
@@ -234,7 +235,7 @@ public final class ClusterMember implements AutoCloseable {
                     assignment = a;
                     if (!a.addresses().isEmpty()) {
                         restoreOrphans(a);
-                        server.install(a.routingTable());
+                        server.install(a.routingTable(), a.replicas(config.minInSync()));
                     }
                     followMoves(a);
                 }
@@ -349,6 +350,24 @@ public final class ClusterMember implements AutoCloseable {
                         + " from " + dir + "; they restart from their initial values", e);
             }
         });
+    }
+
+    /**
+     * Handler thread: a backup of groups this member is the primary of did not answer in time;
+     * the controller takes it out of their in-sync sets (the push waits for that table).
+     */
+    private void reportOutOfSync(String backup, int[] groups, long[] epochs) {
+        StringBuilder text = new StringBuilder(backup);
+        for (int i = 0; i < groups.length; i++) {
+            text.append('\n').append(groups[i]).append(' ').append(epochs[i]);
+        }
+        try {
+            zk.create().withMode(CreateMode.PERSISTENT_SEQUENTIAL).forPath(paths.outOfSync + "/r-",
+                    text.toString().getBytes(StandardCharsets.UTF_8));
+            LOG.info(() -> "member " + info.id() + ": backup " + backup + " lost for " + groups.length + " groups");
+        } catch (Exception e) {
+            LOG.log(Level.WARNING, "member " + info.id() + ": could not report backup " + backup + " out of sync", e);
+        }
     }
 
     /** Handler thread: a client created a table here; record it for members that join later. */

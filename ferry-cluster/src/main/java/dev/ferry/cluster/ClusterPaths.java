@@ -10,6 +10,8 @@ package dev.ferry.cluster;
  *  moves/&lt;id&gt;       persistent  "ready" or "failed: reason"            the move's source member
  *  drain/&lt;id&gt;       persistent  empty: member asked to leave cleanly   an operator (bin/ferry cluster remove)
  *  tables/&lt;name&gt;    persistent  a CREATE_TABLE body                    the member that created the table
+ *  outofsync/r-&lt;n&gt;   persistent  sequential: a backup's id, then "group epoch" lines  a primary that lost it;
+ *                                 the controller removes the backup from those in-sync sets and deletes the node
  * </pre>
  * Every controller write is {@code multi(check(controller/epoch, its version), setData(assignment,
  * version read))}: a deposed controller's write fails on the first check, a stale read on the second.
@@ -24,6 +26,7 @@ final class ClusterPaths {
     final String moves;
     final String drain;
     final String tables;
+    final String outOfSync;
 
     ClusterPaths(ClusterConfig config) {
         root = config.root();
@@ -34,6 +37,7 @@ final class ClusterPaths {
         moves = root + "/moves";
         drain = root + "/drain";
         tables = root + "/tables";
+        outOfSync = root + "/outofsync";
     }
 
     String member(String id) {

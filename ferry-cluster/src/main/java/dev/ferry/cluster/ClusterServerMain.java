@@ -27,6 +27,7 @@ import dev.ferry.transport.TransportConfig;
  * <pre>
  * ClusterServerMain --cluster zk://host:port/name --id id [--port p] [--bind-host h]
  *                   [--transport shm|tcp|netty] [--checkpoint-dir d] [--session-timeout ms]
+ *                   [--replicas r] [--min-in-sync m] [--replication-timeout ms]
  *                   [--exit-on-stdin-eof] [--no-auth]
  * </pre>
  * The RPC secret comes from {@code FERRY_RPC_SECRET} or {@code FERRY_RPC_SECRET_FILE} unless
@@ -63,7 +64,9 @@ public final class ClusterServerMain {
         public List<String> toArgs() {
             List<String> args = new ArrayList<>(List.of("--cluster", cluster.uri(), "--id", id, "--port",
                     Integer.toString(port), "--bind-host", bindHost, "--transport", transport, "--session-timeout",
-                    Integer.toString(cluster.sessionTimeoutMillis())));
+                    Integer.toString(cluster.sessionTimeoutMillis()), "--replicas",
+                    Integer.toString(cluster.replicationFactor()), "--min-in-sync", Integer.toString(cluster.minInSync()),
+                    "--replication-timeout", Integer.toString(cluster.replicationTimeoutMillis())));
             if (checkpointDir != null) {
                 args.add("--checkpoint-dir");
                 args.add(checkpointDir.toString());
@@ -86,6 +89,9 @@ public final class ClusterServerMain {
             String transport = "shm";
             Path dir = null;
             int session = -1;
+            int replicas = -1;
+            int minInSync = -1;
+            int replicationTimeout = -1;
             boolean eof = false;
             boolean noAuth = false;
             for (int i = 0; i < args.length; i++) {
@@ -98,6 +104,9 @@ public final class ClusterServerMain {
                     case "--transport" -> transport = value(args, ++i, a);
                     case "--checkpoint-dir" -> dir = Path.of(value(args, ++i, a));
                     case "--session-timeout" -> session = Integer.parseInt(value(args, ++i, a));
+                    case "--replicas" -> replicas = Integer.parseInt(value(args, ++i, a));
+                    case "--min-in-sync" -> minInSync = Integer.parseInt(value(args, ++i, a));
+                    case "--replication-timeout" -> replicationTimeout = Integer.parseInt(value(args, ++i, a));
                     case "--exit-on-stdin-eof" -> eof = true;
                     case "--no-auth" -> noAuth = true;
                     default -> throw new IllegalArgumentException("unknown option " + a);
@@ -109,6 +118,13 @@ public final class ClusterServerMain {
             ClusterConfig config = ClusterConfig.parse(cluster);
             if (session > 0) {
                 config = config.withSessionTimeoutMillis(session);
+            }
+            if (replicas > 0 || minInSync > 0) {
+                config = config.withReplication(replicas > 0 ? replicas : config.replicationFactor(),
+                        minInSync > 0 ? minInSync : Math.min(config.minInSync(), replicas > 0 ? replicas : 8));
+            }
+            if (replicationTimeout > 0) {
+                config = config.withReplicationTimeoutMillis(replicationTimeout);
             }
             return new Options(config, id, port, bindHost, transport, dir, eof, noAuth);
         }
@@ -135,6 +151,15 @@ public final class ClusterServerMain {
 
     /** Runs a member server until SIGTERM, end of input (with {@code exitOnStdinEof}) or drained. */
     public static int serve(Options options, PrintStream out, PrintStream err) {
+        return serve(options, out, err, new PsServerMain.Listener() {
+        });
+    }
+
+    /**
+     * {@link #serve(Options, PrintStream, PrintStream)}, telling {@code listener} of each step: the
+     * server is made, it serves once it has joined the cluster, it stops.
+     */
+    public static int serve(Options options, PrintStream out, PrintStream err, PsServerMain.Listener listener) {
         ParameterServer ps = ParameterServer.create(PsConfig.defaults());
         RpcConfig rpc = RpcConfig.defaults().withHandlerThreads(Math.max(4, Runtime.getRuntime().availableProcessors()));
         if (options.noAuth()) {
@@ -142,6 +167,7 @@ public final class ClusterServerMain {
         }
         Path own = options.checkpointDir() == null ? null : options.checkpointDir().resolve(options.id());
         PsServer server = PsServer.openMember(ps, options.id(), own, rpc, false);
+        listener.opened(server);
         String address;
         try {
             address = server.listen(PsServerMain.withBindHost(TransportConfig.defaults(options.transport()),
@@ -167,10 +193,12 @@ public final class ClusterServerMain {
         }
         err.printf("ferry server: member %s of %s on %s at %s%n", options.id(), options.cluster().uri(),
                 options.transport(), address);
+        listener.listening(server, address);
         out.println(JOINED + " " + options.id());
         out.flush();
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            listener.stopping();
             member.close();
             server.close();
             ps.close();

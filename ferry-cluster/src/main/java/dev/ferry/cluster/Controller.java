@@ -95,19 +95,25 @@ final class Controller {
                 next = Planner.cancel(current, epoch);
             }
         }
+        List<String> reports = List.of();
         if (next == current) {
-            Planner.Plan plan = Planner.plan(current, live, draining, config.maxGroupsPerMove(), epoch);
+            reports = zk.getChildren().forPath(paths.outOfSync);
+            Map<String, Map<Integer, Long>> outOfSync = outOfSync(reports);
+            Planner.Plan plan = Planner.plan(current, live, draining, config.maxGroupsPerMove(), epoch,
+                    config.replicationFactor(), outOfSync);
             next = plan.next();
             if (next.move() == null && !plan.moves().isEmpty()) {
                 next = Planner.start(next, plan.moves().get(0), epoch);
             }
         }
         if (next == current) {
+            deleteReports(reports);
             return false;
         }
         zk.transaction().forOperations(
                 zk.transactionOp().check().withVersion(epochVersion).forPath(paths.epoch),
                 zk.transactionOp().setData().withVersion(stat.getVersion()).forPath(paths.assignment, next.encode()));
+        deleteReports(reports);
         Assignment written = next;
         LOG.fine(() -> "controller " + self + " wrote generation " + written.generation() + " move " + written.move());
         if (move != null && (next.move() == null || next.move().id() != move.id())) {
@@ -118,6 +124,39 @@ final class Controller {
             }
         }
         return true;
+    }
+
+    /** The backups reported out of sync: member to group to the epoch of the report. */
+    private Map<String, Map<Integer, Long>> outOfSync(List<String> reports) throws Exception {
+        Map<String, Map<Integer, Long>> lost = new TreeMap<>();
+        for (String r : reports) {
+            byte[] data;
+            try {
+                data = zk.getData().forPath(paths.outOfSync + "/" + r);
+            } catch (KeeperException.NoNodeException gone) {
+                continue;
+            }
+            String[] lines = new String(data, StandardCharsets.UTF_8).split("\n");
+            Map<Integer, Long> groups = lost.computeIfAbsent(lines[0], m -> new TreeMap<>());
+            for (int i = 1; i < lines.length; i++) {
+                String[] ge = lines[i].split(" ");
+                if (ge.length == 2) {
+                    groups.put(Integer.parseInt(ge[0]), Long.parseLong(ge[1]));
+                }
+            }
+        }
+        return lost;
+    }
+
+    /** Deletes reports acted on (a report whose epoch is stale needs no action either). */
+    private void deleteReports(List<String> reports) throws Exception {
+        for (String r : reports) {
+            try {
+                zk.delete().forPath(paths.outOfSync + "/" + r);
+            } catch (KeeperException.NoNodeException gone) {
+                // deleted by an earlier controller
+            }
+        }
     }
 
     private Map<String, String> liveMembers() throws Exception {

@@ -12,8 +12,16 @@ import java.util.Objects;
  * @param from   the member that owns the groups now
  * @param to     the member that will own them
  * @param groups the slot groups, ascending, distinct
+ * @param copy   a rebuild of a backup rather than a move: the same snapshot and forwarding, but
+ *               once it is ready {@code to} joins the groups' in-sync backups and {@code from}
+ *               stays their primary
  */
-public record Move(long id, String from, String to, int[] groups) {
+public record Move(long id, String from, String to, int[] groups, boolean copy) {
+
+    /** A move of ownership (not a copy). */
+    public Move(long id, String from, String to, int[] groups) {
+        this(id, from, to, groups, false);
+    }
 
     /** Checks the values. */
     public Move {
@@ -50,7 +58,7 @@ public record Move(long id, String from, String to, int[] groups) {
     @Override
     public boolean equals(Object o) {
         return o instanceof Move m && m.id == id && m.from.equals(from) && m.to.equals(to)
-                && Arrays.equals(m.groups, groups);
+                && Arrays.equals(m.groups, groups) && m.copy == copy;
     }
 
     @Override
@@ -60,6 +68,6 @@ public record Move(long id, String from, String to, int[] groups) {
 
     @Override
     public String toString() {
-        return "Move[" + id + ": " + groups.length + " groups " + from + " -> " + to + "]";
+        return (copy ? "Copy[" : "Move[") + id + ": " + groups.length + " groups " + from + " -> " + to + "]";
     }
 }

@@ -37,7 +37,7 @@ class ClusterKillTest {
             throws Exception {
         try (TestingServer zk = new TestingServer(ClusterTest.spec(), true)) {
             ClusterConfig config = ClusterConfig.of(zk.getConnectString(), "kill")
-                    .withSessionTimeoutMillis(SESSION_MILLIS).withMaxGroupsPerMove(1024);
+                    .withSessionTimeoutMillis(SESSION_MILLIS).withMaxGroupsPerMove(1024).withReplication(1, 1);
             List<ChildJvm> children = new ArrayList<>();
             List<String> addresses = new ArrayList<>();
             try (ClusterAdmin admin = ClusterAdmin.connect(config)) {

@@ -29,8 +29,8 @@ class ClusterTest {
     @Test
     void serversJoinAndLeaveUnderLoad() throws Exception {
         try (TestingServer zk = new TestingServer(spec(), true)) {
-            ClusterConfig config = ClusterConfig.of(zk.getConnectString(), "join-leave").withSessionTimeoutMillis(2_000)
-                    .withMaxGroupsPerMove(256);
+            ClusterConfig config = ClusterConfig.of(zk.getConnectString(), "join-leave").withSessionTimeoutMillis(5_000)
+                    .withMaxGroupsPerMove(256).withReplication(Integer.getInteger("ferry.r", 2), 1);
             try (Members members = new Members(config, "tcp")) {
                 Members.Member a = members.start("a");
                 Members.Member b = members.start("b");

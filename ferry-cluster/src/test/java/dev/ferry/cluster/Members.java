@@ -99,7 +99,16 @@ final class Members implements AutoCloseable {
     }
 
     static void await(BooleanSupplier condition, String what) {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        await(condition, what, 30);
+    }
+
+    /** {@link #await} with a minute to wait (a restarted child JVM under load). */
+    static void await60(BooleanSupplier condition, String what) {
+        await(condition, what, 60);
+    }
+
+    private static void await(BooleanSupplier condition, String what, int seconds) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
         while (!condition.getAsBoolean()) {
             if (System.nanoTime() > deadline) {
                 throw new AssertionError("timed out waiting for " + what);

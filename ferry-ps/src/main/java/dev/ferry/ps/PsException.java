@@ -45,7 +45,12 @@ public class PsException extends RuntimeException {
          */
         WRONG_SERVER(true),
         /** The server or table is closed. */
-        CLOSED(false);
+        CLOSED(false),
+        /**
+         * A replicated slot group has fewer in-sync copies than a push needs (the cluster's
+         * minimum in-sync setting): durability first, the push is refused until a copy is rebuilt.
+         */
+        NOT_ENOUGH_REPLICAS(false);
 
         private final boolean badRequest;
 

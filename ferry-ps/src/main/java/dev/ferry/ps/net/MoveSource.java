@@ -58,6 +58,7 @@ final class MoveSource implements AutoCloseable {
     private final ParameterServer ps;
     private final PsServer server;
     private final RpcConfig config;
+    private final DedupeWindow window;
     /** Read: a push from its ownership check to its forward. Write: a move starting. */
     final ReentrantReadWriteLock barrier = new ReentrantReadWriteLock();
     private volatile Outgoing outgoing;
@@ -93,10 +94,11 @@ final class MoveSource implements AutoCloseable {
         }
     }
 
-    MoveSource(ParameterServer ps, PsServer server, RpcConfig config) {
+    MoveSource(ParameterServer ps, PsServer server, RpcConfig config, DedupeWindow window) {
         this.ps = ps;
         this.server = server;
         this.config = config;
+        this.window = window;
     }
 
     /**
@@ -124,12 +126,16 @@ final class MoveSource implements AutoCloseable {
         try {
             send(target, PsDescriptor.MOVE_BEGIN, beginBody(moveId, groups, tables));
             Outgoing o = new Outgoing(moveId, moving, groups[0], target);
+            byte[] dedupe;
             barrier.writeLock().lock();
             try {
                 outgoing = o;
+                // The dedupe ids of every push applied so far: later ones travel with their forwards.
+                dedupe = dedupeBody(moveId, groups);
             } finally {
                 barrier.writeLock().unlock();
             }
+            send(target, ReplicationDescriptor.MOVE_DEDUPE, dedupe);
             for (SparseTable table : tables) {
                 byte[] name = PsDescriptor.nameBytes(table.name());
                 long rowBytes = RowTransfer.rowBytes(table);
@@ -176,7 +182,7 @@ final class MoveSource implements AutoCloseable {
      * meanwhile changed nothing that this server still owns, and its client may retry all of it.
      */
     boolean pushMoving(String name, int dimension, long[] ids, int count, MemorySegment gradients,
-            long remainingMillis) {
+            long remainingMillis, long dedupe) {
         Outgoing o = outgoing;
         if (o == null) {
             return false;
@@ -210,7 +216,7 @@ final class MoveSource implements AutoCloseable {
             if (hook != null) {
                 hook.run();
             }
-            forward(o, table, order, moving, left);
+            forward(o, table, order, moving, left, dedupe);
         } finally {
             o.forwarding.unlock();
         }
@@ -244,11 +250,14 @@ final class MoveSource implements AutoCloseable {
      * @throws PsException {@code WRONG_SERVER} if the new owner owns them already (the push must
      *                     be retried there); {@code CLOSED} if the call's deadline came first
      */
-    private void forward(Outgoing o, SparseTable table, long[] moved, int m, long remainingMillis) {
+    private void forward(Outgoing o, SparseTable table, long[] moved, int m, long remainingMillis, long dedupe) {
         long rowBytes = RowTransfer.rowBytes(table);
         MemorySegment rows = MemorySegment.ofArray(new long[(int) (m * rowBytes / Long.BYTES)]);
         RowTransfer.copy(table, moved, m, rows);
         byte[] body = rowsBody(o.id(), PsDescriptor.nameBytes(table.name()), table.dimension(), m, rows);
+        // A forward carries its push's dedupe id (in the generation field): the new owner records it
+        // with the rows, so that a client's retry there after a failover is not applied twice.
+        PsDescriptor.stamp(MemorySegment.ofArray(body), dedupe, o.id());
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
         boolean unknown = false; // an earlier attempt may have been merged there
         while (true) {
@@ -334,6 +343,25 @@ final class MoveSource implements AutoCloseable {
             s.set(PsDescriptor.INT, at, create.length);
             MemorySegment.copy(MemorySegment.ofArray(create), 0, s, at + 8, create.length);
             at += 8 + ((create.length + 7) & ~7L);
+        }
+        return body;
+    }
+
+    /** {@code MOVE_DEDUPE}: the dedupe ids recorded here for the moving groups. */
+    private byte[] dedupeBody(long moveId, int[] groups) {
+        List<long[]> entries = new ArrayList<>();
+        for (int g : groups) {
+            for (long d : window.ids(g)) {
+                entries.add(new long[] {g, d});
+            }
+        }
+        int at = PsDescriptor.payloadOffset(0);
+        byte[] body = new byte[at + entries.size() * ReplicationDescriptor.GROUP_ENTRY];
+        MemorySegment s = MemorySegment.ofArray(body);
+        PsDescriptor.writeHeader(s, PsDescriptor.SPARSE, new byte[0], 0, entries.size(), 0);
+        PsDescriptor.stamp(s, 0, moveId);
+        for (int i = 0; i < entries.size(); i++) {
+            ReplicationDescriptor.writeGroup(s, at, i, (int) entries.get(i)[0], entries.get(i)[1]);
         }
         return body;
     }

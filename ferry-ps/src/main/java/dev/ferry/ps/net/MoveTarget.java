@@ -25,6 +25,7 @@ final class MoveTarget {
 
     private final ParameterServer ps;
     private final PsServer server;
+    private final DedupeWindow window;
     /** Read: a merge of moved rows. Write: a new routing table being installed. */
     final ReentrantReadWriteLock fence = new ReentrantReadWriteLock();
     private volatile Incoming incoming;
@@ -33,9 +34,10 @@ final class MoveTarget {
     private record Incoming(long id, boolean[] groups) {
     }
 
-    MoveTarget(ParameterServer ps, PsServer server) {
+    MoveTarget(ParameterServer ps, PsServer server, DedupeWindow window) {
         this.ps = ps;
         this.server = server;
+        this.window = window;
     }
 
     /** Handles {@code MOVE_BEGIN}. */
@@ -98,6 +100,11 @@ final class MoveTarget {
                     RowTransfer.reset(table, id -> groups[RoutingTable.groupOf(id)]);
                 }
             }
+            for (int g = 0; g < RoutingTable.GROUPS; g++) {
+                if (groups[g]) {
+                    window.clear(g);
+                }
+            }
             incoming = new Incoming(moveId, groups);
         } finally {
             fence.writeLock().unlock();
@@ -153,8 +160,37 @@ final class MoveTarget {
                 }
             }
             RowTransfer.merge(table, rows);
+            long dedupe = PsDescriptor.generation(body); // a forward's push; 0 for the snapshot
+            for (long r = 0; dedupe != 0 && r < rows.byteSize(); r += rowBytes) {
+                window.record(RoutingTable.groupOf(RowTransfer.idOf(rows, r)), dedupe);
+            }
         } finally {
             fence.readLock().unlock();
+        }
+    }
+
+    /** Handles {@code MOVE_DEDUPE}: records the source's dedupe ids of the moving groups. */
+    void dedupe(ServerCall call) {
+        MemorySegment body = call.request();
+        PsDescriptor.checkHeader(body);
+        long moveId = PsDescriptor.dedupeId(body);
+        int count = PsDescriptor.count(body);
+        long at = PsDescriptor.payloadOffset(PsDescriptor.nameLength(body));
+        if (count < 0 || body.byteSize() != at + (long) count * ReplicationDescriptor.GROUP_ENTRY) {
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "MOVE_DEDUPE of " + count + " entries in a body of "
+                    + body.byteSize());
+        }
+        Incoming in = incoming;
+        if (in == null || in.id() != moveId) {
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "move " + moveId + " is not being received here");
+        }
+        for (int i = 0; i < count; i++) {
+            int g = ReplicationDescriptor.group(body, at, i);
+            if (!in.groups()[g]) {
+                throw new PsException(PsException.Code.INVALID_ARGUMENT, "a dedupe id of group " + g
+                        + ", which move " + moveId + " does not carry");
+            }
+            window.record(g, ReplicationDescriptor.epoch(body, at, i));
         }
     }
 

@@ -46,13 +46,18 @@ public final class PsServer implements AutoCloseable {
     private final RpcServer rpc;
     private final MoveSource moveSource;
     private final MoveTarget moveTarget;
+    private final Replicator replicator;
+    private final ReplicaApplier replicaApplier;
     private volatile TransportConfig transport;
     private volatile java.util.function.Consumer<dev.ferry.ps.TableConfig> onTableCreated = config -> { };
     /** The routing table enforced and this server's index in it; replaced whole by {@link #install}. */
     private volatile View view;
 
-    /** A routing table and this server's place in it ({@code self} -1: it owns nothing). */
-    private record View(RoutingTable table, int self) {
+    /**
+     * A routing table, this server's place in it ({@code self} -1: it owns nothing), and the
+     * groups' replicas at the same generation (null: no replication).
+     */
+    record View(RoutingTable table, int self, Replicas replicas) {
         long generation() {
             return table == null ? -1 : table.generation();
         }
@@ -62,10 +67,13 @@ public final class PsServer implements AutoCloseable {
             boolean inlinePulls) {
         this.ps = Objects.requireNonNull(ps, "ps");
         this.memberId = Objects.requireNonNull(memberId, "memberId");
-        this.view = new View(null, -1);
+        this.view = new View(null, -1, null);
         this.checkpointDirectory = checkpointDirectory;
-        this.moveSource = new MoveSource(ps, this, config);
-        this.moveTarget = new MoveTarget(ps, this);
+        DedupeWindow window = new DedupeWindow();
+        this.moveSource = new MoveSource(ps, this, config, window);
+        this.moveTarget = new MoveTarget(ps, this, window);
+        this.replicator = new Replicator(ps, this, config, () -> transport, window);
+        this.replicaApplier = new ReplicaApplier(ps, this, moveTarget, window);
         this.rpc = register(RpcServer.open(config), inlinePulls);
     }
 
@@ -85,10 +93,13 @@ public final class PsServer implements AutoCloseable {
             throw new PsException(PsException.Code.INVALID_ARGUMENT, "server index " + index + " is outside [0, "
                     + serverCount + ")");
         }
-        this.view = new View(RoutingTable.fixed(restored), index);
+        this.view = new View(RoutingTable.fixed(restored), index, null);
         this.checkpointDirectory = checkpointDirectory;
-        this.moveSource = new MoveSource(ps, this, config);
-        this.moveTarget = new MoveTarget(ps, this);
+        DedupeWindow window = new DedupeWindow();
+        this.moveSource = new MoveSource(ps, this, config, window);
+        this.moveTarget = new MoveTarget(ps, this, window);
+        this.replicator = new Replicator(ps, this, config, () -> transport, window);
+        this.replicaApplier = new ReplicaApplier(ps, this, moveTarget, window);
         this.rpc = register(RpcServer.open(config), inlinePulls);
     }
 
@@ -104,7 +115,9 @@ public final class PsServer implements AutoCloseable {
                 .register(PsDescriptor.CHECKPOINT, guarded(this::checkpoint))
                 .register(PsDescriptor.ROUTING, guarded(this::routing))
                 .register(PsDescriptor.MOVE_BEGIN, guarded(call -> moveTarget.begin(call)))
-                .register(PsDescriptor.MOVE_ROWS, guarded(call -> moveTarget.rows(call)));
+                .register(PsDescriptor.MOVE_ROWS, guarded(call -> moveTarget.rows(call)))
+                .register(ReplicationDescriptor.REPLICATE.inline(), guarded(replicaApplier::receive))
+                .register(ReplicationDescriptor.MOVE_DEDUPE, guarded(call -> moveTarget.dedupe(call)));
     }
 
     /**
@@ -122,8 +135,24 @@ public final class PsServer implements AutoCloseable {
      *
      * @return whether the table was installed
      */
-    public synchronized boolean install(RoutingTable table) {
+    public boolean install(RoutingTable table) {
+        return install(table, null);
+    }
+
+    /**
+     * {@link #install(RoutingTable)} with the groups' replicas at the same generation (null: no
+     * replication): from then on a push is acknowledged only once every in-sync backup of its
+     * groups applied it ({@link Replicator}), and backups take replicated rows only from the
+     * primary of the epoch named here ({@link ReplicaApplier}).
+     *
+     * @return whether the table was installed
+     */
+    public synchronized boolean install(RoutingTable table, Replicas replicas) {
         Objects.requireNonNull(table, "table");
+        if (replicas != null && replicas.generation() != table.generation()) {
+            throw new IllegalArgumentException("replicas of generation " + replicas.generation() + " for a table of "
+                    + table.generation());
+        }
         if (memberId == null) {
             throw new IllegalStateException("a fixed cluster's server keeps its slot table");
         }
@@ -132,7 +161,7 @@ public final class PsServer implements AutoCloseable {
         }
         moveTarget.fence.writeLock().lock();
         try {
-            view = new View(table, table.indexOf(memberId));
+            view = new View(table, table.indexOf(memberId), replicas);
         } finally {
             moveTarget.fence.writeLock().unlock();
         }
@@ -174,6 +203,20 @@ public final class PsServer implements AutoCloseable {
     /** The routing table enforced now (null for a member before its first table). */
     public RoutingTable routingTable() {
         return view.table();
+    }
+
+    /**
+     * Replication settings: a backup that does not answer a push's rows within
+     * {@code timeoutMillis} is reported to {@code reporter} (the controller then removes it from
+     * the in-sync set, and the push is acknowledged without it).
+     */
+    public void replication(long timeoutMillis, InSyncReporter reporter) {
+        replicator.configure(timeoutMillis, reporter);
+    }
+
+    /** The view enforced now: table, own index, replicas. */
+    View view() {
+        return view;
     }
 
     /** The member id (null in a fixed cluster). */
@@ -239,6 +282,7 @@ public final class PsServer implements AutoCloseable {
     public void close() {
         rpc.close();
         moveSource.close();
+        replicator.close();
     }
 
     // ------------------------------------------------------------------------------------------
@@ -289,13 +333,24 @@ public final class PsServer implements AutoCloseable {
         try {
             v = checkOwned(ids, count, PsDescriptor.generation(body));
             MemorySegment gradients = body.asSlice(PsDescriptor.pullBytes(nameLength, count), rowBytes);
-            if (!moveSource.pushMoving(name, dimension, ids, count, gradients, call.remainingMillis())) {
-                ps.push(name, dimension, ids, 0, count, gradients);
+            long dedupe = PsDescriptor.dedupeId(body);
+            if (v.replicas() == null) {
+                applyPush(name, dimension, ids, count, gradients, call.remainingMillis(), dedupe);
+            } else {
+                replicator.push(v, name, dimension, ids, count, gradients, dedupe, call.remainingMillis(),
+                        (is, n, gs, left) -> applyPush(name, dimension, is, n, gs, left, dedupe));
             }
         } finally {
             moveSource.barrier.readLock().unlock();
         }
         call.reply(PsDescriptor.GENERATION_TRAILER).set(PsDescriptor.LONG, 0, v.generation());
+    }
+
+    private void applyPush(String name, int dimension, long[] ids, int count, MemorySegment gradients, long millis,
+            long dedupe) {
+        if (!moveSource.pushMoving(name, dimension, ids, count, gradients, millis, dedupe)) {
+            ps.push(name, dimension, ids, 0, count, gradients);
+        }
     }
 
     private void densePull(ServerCall call) {

@@ -70,7 +70,8 @@ final class LinkHandler extends ChannelInboundHandlerAdapter {
             sendHello(ch);
         } else {
             InetSocketAddress remote = (InetSocketAddress) ch.remoteAddress();
-            ticket = transport.gate().admit(remote.getAddress(), String.valueOf(remote), ch::close);
+            // The deadline fires on this channel's loop, after the reads of its turn.
+            ticket = transport.gate().admit(remote.getAddress(), String.valueOf(remote), ch::close, ch.eventLoop());
         }
         ctx.fireChannelActive();
     }

@@ -112,6 +112,7 @@ final class NettyTransport implements Transport {
                     .channel(serverClass)
                     .option(ChannelOption.SO_BACKLOG, NettyTuning.BACKLOG)
                     .option(ChannelOption.SO_REUSEADDR, true)
+                    .option(ChannelOption.RECVBUF_ALLOCATOR, NettyTuning.acceptAllocator())
                     .childHandler(initializer(null));
             childOptions(server);
             this.serverChannel = server.bind(config.bindHost(), config.bindPort()).sync().channel();

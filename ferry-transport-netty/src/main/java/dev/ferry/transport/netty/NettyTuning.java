@@ -5,6 +5,7 @@ import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.netty.channel.AdaptiveRecvByteBufAllocator;
 import io.netty.channel.RecvByteBufAllocator;
+import io.netty.channel.ServerChannelRecvByteBufAllocator;
 import io.netty.channel.WriteBufferWaterMark;
 
 /**
@@ -37,6 +38,9 @@ import io.netty.channel.WriteBufferWaterMark;
  *       (several MiB on a fast path). A fixed value is worth setting only on a path whose
  *       bandwidth-delay product is known.</li>
  *   <li><b>SO_BACKLOG</b> {@link #BACKLOG}: many clients may connect at once (incast of connects).</li>
+ *   <li><b>Accepts per loop turn</b> {@link #ACCEPTS_PER_TURN}: Netty's server channels take one
+ *       connection per turn of their event loop ({@link #acceptAllocator}), and that loop also
+ *       serves established links.</li>
  *   <li><b>Event-loop threads</b>: one per core; more only add context switches, and
  *       every link is served by one loop so its order needs no locks.</li>
  * </ul>
@@ -53,6 +57,7 @@ final class NettyTuning {
     static final int READ_INITIAL = 16 * 1024;
     static final int READ_MAX = 256 * 1024;
     static final int BACKLOG = 1024;
+    static final int ACCEPTS_PER_TURN = 64;
 
     private NettyTuning() {
     }
@@ -70,6 +75,20 @@ final class NettyTuning {
 
     static ByteBufAllocator allocator() {
         return ALLOCATOR;
+    }
+
+    /**
+     * The listening socket's "allocator": up to {@link #ACCEPTS_PER_TURN} accepts per turn of its
+     * event loop, until the backlog is empty. Netty's default stops after one: it continues only
+     * while the last read returned what it attempted, and an accept "reads" a descriptor number
+     * against an attempt of 1. The listening socket shares its loop with established links, so one
+     * accept per turn of a loop busy with their data let 64 concurrent connects wait over a second.
+     */
+    static RecvByteBufAllocator acceptAllocator() {
+        ServerChannelRecvByteBufAllocator accepts = new ServerChannelRecvByteBufAllocator();
+        accepts.maxMessagesPerRead(ACCEPTS_PER_TURN);
+        accepts.respectMaybeMoreData(false);
+        return accepts;
     }
 
     static RecvByteBufAllocator receiveAllocator() {

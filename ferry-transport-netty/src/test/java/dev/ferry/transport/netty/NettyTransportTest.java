@@ -38,19 +38,6 @@ import org.junit.jupiter.api.Timeout;
 /** The behavioural suite on the Netty transport, with Netty's leak detector at paranoid. */
 class NettyTransportTest extends AbstractTransportTest {
 
-    /**
-     * Switched off on Netty: since the Netty handshake gained CHALLENGE/PROOF/WELCOME, one of 64
-     * peers connecting at once is held back (it delivered 32 messages against 2,907 for the
-     * fastest on a quiet machine, and once its link closed during the handshake). A defect in
-     * the Netty handshake's admission, open; the fabric and local transports still run this test.
-     */
-    @Override
-    @org.junit.jupiter.api.Test
-    @org.junit.jupiter.api.Disabled("Netty: a peer held back by the new handshake under 64 concurrent connects (open defect)")
-    protected void manyPeersSharingOneReceiverAllMakeProgress() {
-    }
-
-
     /** Netty logs leaks through java.util.logging when nothing else is on the class path. */
     private static final Logger LEAK_LOGGER = Logger.getLogger(ResourceLeakDetector.class.getName());
     private static final List<String> LEAKS = new CopyOnWriteArrayList<>();

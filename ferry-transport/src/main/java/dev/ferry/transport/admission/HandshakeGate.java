@@ -10,6 +10,8 @@ import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.Map;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
@@ -38,7 +40,8 @@ import java.util.concurrent.TimeUnit;
  * </ul>
  *
  * <p>Thread-safe: tickets are admitted by an acceptor thread or event loop and finished by the
- * handshake's own thread; deadlines fire on a shared timer thread.
+ * handshake's own thread; deadlines fire on a shared timer thread, or on the event loop that
+ * reads the connection.
  */
 public final class HandshakeGate {
 
@@ -104,6 +107,18 @@ public final class HandshakeGate {
      * gate, if either is at its bound.
      */
     public Ticket admit(InetAddress source, String remote, Runnable close) {
+        return admit(source, remote, close, null);
+    }
+
+    /**
+     * Admits a connection whose reads are served by {@code timer} (an event loop): its deadline
+     * fires on that executor, so the connection is dropped in a turn of the loop that reads it,
+     * after the reads of that turn. A loop too busy to read a handshake frame that has arrived
+     * then does not blame the peer for the wait: a good client is not closed while its proof
+     * sits unread in the socket. A silent or trickling peer is dropped at the deadline as ever.
+     * With a null {@code timer}, the deadline fires on the gate's shared timer thread.
+     */
+    public Ticket admit(InetAddress source, String remote, Runnable close, ScheduledExecutorService timer) {
         Ticket ticket = new Ticket(source, remote, close);
         Ticket victim = null;
         String why = null;
@@ -127,7 +142,15 @@ public final class HandshakeGate {
         if (victim != null) {
             victim.close("evicted", why);
         }
-        ticket.deadline = Deadlines.schedule(ticket::expire, deadlineNanos);
+        ScheduledFuture<?> deadline = null;
+        if (timer != null) {
+            try {
+                deadline = timer.schedule(ticket::expire, deadlineNanos, TimeUnit.NANOSECONDS);
+            } catch (RejectedExecutionException e) {
+                // the loop is shutting down: the shared timer still closes the connection
+            }
+        }
+        ticket.deadline = deadline != null ? deadline : Deadlines.schedule(ticket::expire, deadlineNanos);
         return ticket;
     }
 

@@ -13,8 +13,8 @@ import java.net.Socket;
  *
  * <pre>
  *  HEARTBEAT    (1)
- *  OPEN_LINK    (2)  int route | int requester's link id | int credits granted to the other side
- *  LINK_OPENED  (3)  int requester's link id | int answerer's link id | int credits granted to the requester
+ *  OPEN_LINK    (2)  int route | int requester's link id | int requester's token | int credits granted to the other side
+ *  LINK_OPENED  (3)  int requester's link id | int answerer's link id | int answerer's token | int credits granted to the requester
  *  LINK_REFUSED (4)  int requester's link id | UTF reason
  * </pre>
  *
@@ -52,18 +52,20 @@ final class ControlChannel {
         flush();
     }
 
-    synchronized void openLink(int route, int linkId, int grant) throws IOException {
+    synchronized void openLink(int route, int linkId, int token, int grant) throws IOException {
         out.writeByte(OPEN_LINK);
         out.writeInt(route);
         out.writeInt(linkId);
+        out.writeInt(token);
         out.writeInt(grant);
         flush();
     }
 
-    synchronized void linkOpened(int requesterId, int linkId, int grant) throws IOException {
+    synchronized void linkOpened(int requesterId, int linkId, int token, int grant) throws IOException {
         out.writeByte(LINK_OPENED);
         out.writeInt(requesterId);
         out.writeInt(linkId);
+        out.writeInt(token);
         out.writeInt(grant);
         flush();
     }

@@ -109,9 +109,9 @@ final class ControlPlane implements AutoCloseable {
         return gate.pending();
     }
 
-    /** Dialers refused for want of the shared secret. */
+    /** Connections refused at the challenge, and frames dropped for a wrong link token. */
     long authenticationFailures() {
-        return authenticationFailures.sum();
+        return authenticationFailures.sum() + transport.counters.forgedFrames.sum();
     }
 
     /** Fault injection: stops (or resumes) this side's heartbeats, as a hung process would. */
@@ -148,7 +148,7 @@ final class ControlPlane implements AutoCloseable {
             applyAbilities(answer, p);
             peers.put(address, peer);
             proxy.call(() -> {
-                transport.links.completeConnector(p, answer.fabricAddress(), answer.linkIds(), answer.grants());
+                transport.links.completeConnector(p, answer.fabricAddress(), answer.linkIds(), answer.tokens(), answer.grants());
                 return null;
             });
             awaitReady(peer);
@@ -332,12 +332,14 @@ final class ControlPlane implements AutoCloseable {
     /** This side's half of a hello: its fabric address, the links just made and its abilities. */
     private Hello hello(String address, Link[] created) {
         int[] ids = new int[created.length];
+        int[] tokens = new int[created.length];
         int[] grants = new int[created.length];
         for (int i = 0; i < created.length; i++) {
             ids[i] = created[i].id;
+            tokens[i] = created[i].token;
             grants[i] = created[i].firstGrant;
         }
-        return new Hello(address, fabricAddress, ids, grants, config.eagerThreshold(), doorbellPath);
+        return new Hello(address, fabricAddress, ids, tokens, grants, config.eagerThreshold(), doorbellPath);
     }
 
     /**
@@ -388,12 +390,13 @@ final class ControlPlane implements AutoCloseable {
                         return;
                     }
                     case ControlChannel.HEARTBEAT -> { }
-                    case ControlChannel.OPEN_LINK -> onOpenLink(peer, in.readInt(), in.readInt(), in.readInt());
+                    case ControlChannel.OPEN_LINK -> onOpenLink(peer, in.readInt(), in.readInt(), in.readInt(), in.readInt());
                     case ControlChannel.LINK_OPENED -> {
                         int id = in.readInt();
                         int remoteId = in.readInt();
+                        int remoteToken = in.readInt();
                         int grant = in.readInt();
-                        proxy.run(() -> transport.links.onLinkOpened(peer, id, remoteId, grant));
+                        proxy.run(() -> transport.links.onLinkOpened(peer, id, remoteId, remoteToken, grant));
                     }
                     case ControlChannel.LINK_REFUSED -> {
                         int id = in.readInt();
@@ -414,28 +417,28 @@ final class ControlPlane implements AutoCloseable {
     }
 
     /** The peer asks for a link of {@code route}: control reader thread. */
-    private void onOpenLink(FabricPeer peer, int route, int remoteId, int grant) throws IOException {
+    private void onOpenLink(FabricPeer peer, int route, int remoteId, int remoteToken, int grant) throws IOException {
         Link made;
         try {
             if (route < 0 || route >= routes) {
                 throw new TransportException(Reason.BAD_INPUT, "no route " + route);
             }
-            made = proxy.call(() -> transport.links.openRequested(peer, route, remoteId, grant));
+            made = proxy.call(() -> transport.links.openRequested(peer, route, remoteId, remoteToken, grant));
         } catch (TransportException e) {
             peer.control.linkRefused(remoteId, e.getMessage());
             return;
         }
-        peer.control.linkOpened(remoteId, made.id, made.firstGrant);
+        peer.control.linkOpened(remoteId, made.id, made.token, made.firstGrant);
     }
 
     /**
      * Asks the peer to open its end of this side's new link {@code id} on {@code route}: any
      * thread (the progress thread, which must not block on a socket, among them).
      */
-    void requestLink(FabricPeer peer, int route, int id, int grant) {
+    void requestLink(FabricPeer peer, int route, int id, int token, int grant) {
         Thread.ofVirtual().name("ferry-open-link").start(() -> {
             try {
-                peer.control.openLink(route, id, grant);
+                peer.control.openLink(route, id, token, grant);
             } catch (IOException e) {
                 peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " broke: "
                         + e.getMessage(), e));

@@ -24,4 +24,6 @@ final class FabricCounters {
     final LongAdder linkFailures = new LongAdder();
     final LongAdder creditsGranted = new LongAdder();
     final LongAdder creditsReclaimed = new LongAdder();
+    /** Frames dropped because their token was not their link's (see {@link FrameDescriptor}). */
+    final LongAdder forgedFrames = new LongAdder();
 }

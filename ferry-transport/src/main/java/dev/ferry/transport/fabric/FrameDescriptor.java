@@ -11,13 +11,18 @@ import java.nio.ByteOrder;
  * <pre>
  *  0      1      2             4            8            12           16                        24                        32
  *  +------+------+-------------+------------+------------+------------+-------------------------+-------------------------+
- *  | type | ver  | credits u16 | reserved   | link id    | stream     | length (i64)            | cookie (i64)            |
+ *  | type | ver  | credits u16 | token      | link id    | stream     | length (i64)            | cookie (i64)            |
  *  +------+------+-------------+------------+------------+------------+-------------------------+-------------------------+
  *  RNDV_REQ only:                                          32 remote address (i64)   40 remote key (i64)     (48 bytes)
  * </pre>
  *
  * <ul>
  *   <li>{@code credits}: receive credits the sender of the frame returns (piggybacked);</li>
+ *   <li>{@code token}: the receiver's secret of the link (32 random bits, told only to the
+ *       link's peer over the authenticated control channel). A frame whose token is not its
+ *       link's is dropped and counted, never delivered and never held against the link: on a
+ *       shared endpoint (shm's is named {@code fi_shm://<pid>:0:0}) any process of the host can
+ *       send a frame naming a live link's id, but not its token;</li>
  *   <li>{@code link id}: the receiver's (random) id of the link, which names the sender where
  *       links share a receive queue (reliable-datagram endpoints, shared receive contexts);</li>
  *   <li>{@code length}: payload bytes that follow (EAGER) or the size to pull (RNDV_REQ);</li>
@@ -49,6 +54,7 @@ final class FrameDescriptor {
     static final int TYPE = 0;
     static final int VER = 1;
     static final int CREDITS = 2;
+    static final int TOKEN = 4;
     static final int LINK = 8;
     static final int STREAM = 12;
     static final int LENGTH = 16;
@@ -63,17 +69,18 @@ final class FrameDescriptor {
     private FrameDescriptor() {
     }
 
-    static void header(MemorySegment frame, byte type, int credits, int link, int stream, long length, long cookie) {
-        header(frame, 0, type, credits, link, stream, length, cookie);
+    static void header(MemorySegment frame, byte type, int credits, int link, int token, int stream, long length,
+            long cookie) {
+        header(frame, 0, type, credits, link, token, stream, length, cookie);
     }
 
     /** Writes a header at offset {@code at} of {@code frame}: no slice, so nothing is allocated per frame. */
-    static void header(MemorySegment frame, long at, byte type, int credits, int link, int stream, long length, long cookie) {
+    static void header(MemorySegment frame, long at, byte type, int credits, int link, int token, int stream, long length,
+            long cookie) {
         frame.set(ValueLayout.JAVA_BYTE, at + TYPE, type);
         frame.set(ValueLayout.JAVA_BYTE, at + VER, VERSION);
         frame.set(U16, at + CREDITS, (short) credits);
-        frame.set(U16, at + 4, (short) 0);
-        frame.set(U16, at + 6, (short) 0);
+        frame.set(I32, at + TOKEN, token);
         frame.set(I32, at + LINK, link);
         frame.set(I32, at + STREAM, stream);
         frame.set(I64, at + LENGTH, length);
@@ -95,6 +102,10 @@ final class FrameDescriptor {
 
     static int credits(MemorySegment frame) {
         return Short.toUnsignedInt(frame.get(U16, CREDITS));
+    }
+
+    static int token(MemorySegment frame) {
+        return frame.get(I32, TOKEN);
     }
 
     static int link(MemorySegment frame) {

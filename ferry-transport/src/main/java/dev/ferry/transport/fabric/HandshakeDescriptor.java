@@ -24,11 +24,12 @@ import dev.ferry.transport.TransportException.Reason;
  *    | proof bytes                                         |
  *    |---------------------------------------------------->|   refused: MAGIC | 1 | UTF reason
  *    | hello: UTF listen address | fabric address bytes    |
- *    |        int n | n x (int link id | int grant)        |
+ *    |        int n | n x (int link id | int token |       |
+ *    |                     int grant)                      |
  *    |        int eager threshold | UTF doorbell path      |
  *    |---------------------------------------------------->|
  *    |  MAGIC int | status 0 | fabric address bytes        |
- *    |  int n | n x (int link id | int grant)              |   or MAGIC | status 1 | UTF reason
+ *    |  int n | n x (int link id | int token | int grant)  |   or MAGIC | status 1 | UTF reason
  *    |  int eager threshold | UTF doorbell path            |   ("already connected")
  *    |<----------------------------------------------------|
  *    |          control channel: see ControlChannel        |
@@ -37,7 +38,9 @@ import dev.ferry.transport.TransportException.Reason;
  * A proof is {@link SharedSecret#proof} over both nonces, labelled {@code ferry-server} for the
  * acceptor's and {@code ferry-client} for the dialer's, so neither can be replayed as the other.
  * The dialer says nothing about its fabric before the acceptor has proved the secret; the
- * acceptor says nothing before the dialer has. An empty doorbell path means none.
+ * acceptor says nothing before the dialer has. An empty doorbell path means none. A link's token
+ * is the secret its receiver wants in every frame (see {@link FrameDescriptor}); it travels only
+ * here and in the control channel's link messages, after both proofs.
  */
 final class HandshakeDescriptor {
 
@@ -53,10 +56,10 @@ final class HandshakeDescriptor {
 
     /**
      * The hello (dialer, with {@code address}) or its answer (acceptor, {@code address} null):
-     * the sender's fabric address, its links (its id of each and the credits it grants on it),
-     * its eager threshold and its doorbell path ("" for none).
+     * the sender's fabric address, its links (its id and token of each and the credits it grants
+     * on it), its eager threshold and its doorbell path ("" for none).
      */
-    record Hello(String address, byte[] fabricAddress, int[] linkIds, int[] grants, int eagerThreshold,
+    record Hello(String address, byte[] fabricAddress, int[] linkIds, int[] tokens, int[] grants, int eagerThreshold,
             String doorbellPath) {
 
         int links() {
@@ -108,6 +111,7 @@ final class HandshakeDescriptor {
         out.writeInt(hello.links());
         for (int i = 0; i < hello.links(); i++) {
             out.writeInt(hello.linkIds()[i]);
+            out.writeInt(hello.tokens()[i]);
             out.writeInt(hello.grants()[i]);
         }
         out.writeInt(hello.eagerThreshold());
@@ -162,16 +166,18 @@ final class HandshakeDescriptor {
             throw new IOException("bad link count " + n);
         }
         int[] ids = new int[n];
+        int[] tokens = new int[n];
         int[] grants = new int[n];
         for (int i = 0; i < n; i++) {
             ids[i] = in.readInt();
+            tokens[i] = in.readInt();
             grants[i] = in.readInt();
         }
         int eager = in.readInt();
         if (eager < 0) {
             throw new IOException("bad eager threshold " + eager);
         }
-        return new Hello(address, fabricAddress, ids, grants, eager, in.readUTF());
+        return new Hello(address, fabricAddress, ids, tokens, grants, eager, in.readUTF());
     }
 
     /**

@@ -20,8 +20,15 @@ final class Link {
      * only to the link's peer, so that on a shared receive queue it also shows whose a frame is.
      */
     final int id;
+    /**
+     * This side's secret of the link: the peer puts it in every frame it sends on it, and a frame
+     * without it is dropped. Random, and told only to the link's peer on the control channel.
+     */
+    final int token;
     /** The peer's id of the link, put in every frame this side sends. */
     int remoteId = -1;
+    /** The peer's secret of the link, put in every frame this side sends. */
+    int remoteToken;
     Endpoint endpoint;
     long address;
     boolean ready;
@@ -64,9 +71,10 @@ final class Link {
     /** Per stream, inbound messages held back behind an unfinished rendezvous of that stream. */
     final Map<Integer, ArrayDeque<InboundFrame>> heldBack = new HashMap<>();
 
-    Link(FabricPeer peer, int id, ReceiveCredits credits) {
+    Link(FabricPeer peer, int id, int token, ReceiveCredits credits) {
         this.peer = peer;
         this.id = id;
+        this.token = token;
         this.credits = credits;
     }
 

@@ -42,6 +42,13 @@ final class LinkTable {
      * the listener delays the data path by 64 reads at most.
      */
     private static final int MAX_ACCEPTS = 64;
+    /**
+     * The same while this side waits for a peer's connection request ({@link #connecting}): the
+     * provider accepts in the kernel's order, so a flood of connect-and-drop ahead of a known
+     * link's request is drained at once rather than 64 per pass. Bounded, and only until the
+     * expected links are up: a flood with no link expected still costs the data path 64 reads.
+     */
+    private static final int MAX_ACCEPTS_EXPECTING = 1024;
 
     private final FabricTransport transport;
     private final TransportConfig config;
@@ -156,7 +163,7 @@ final class LinkTable {
             do {
                 id = IDS.nextInt() & Integer.MAX_VALUE;
             } while (byId.containsKey(id));
-            Link link = new Link(peer, id, new ReceiveCredits(grant, 0));
+            Link link = new Link(peer, id, IDS.nextInt(), new ReceiveCredits(grant, 0));
             byId.put(id, link);
             link.granted = grant;
             link.firstGrant = grant;
@@ -202,13 +209,14 @@ final class LinkTable {
     }
 
     /** The dialer's links, once the acceptor answered with its ids and grants. */
-    void completeConnector(FabricPeer peer, byte[] fabricAddress, int[] remoteIds, int[] grants) {
+    void completeConnector(FabricPeer peer, byte[] fabricAddress, int[] remoteIds, int[] remoteTokens, int[] grants) {
         assert transport.inProgressThread();
         Link[] made = peer.links;
         peer.remoteFabricAddress = fabricAddress;
         for (int i = 0; i < made.length; i++) {
             Link link = made[i];
             link.remoteId = remoteIds[i];
+            link.remoteToken = remoteTokens[i];
             link.route = i;
             peer.routes.set(i, link);
             link.credits.returned(grants[i]);
@@ -230,6 +238,7 @@ final class LinkTable {
         Link[] made = create(peer, n);
         for (int i = 0; i < n; i++) {
             made[i].remoteId = hello.linkIds()[i];
+            made[i].remoteToken = hello.tokens()[i];
             made[i].route = i;
             peer.routes.set(i, made[i]);
             made[i].credits.returned(hello.grants()[i]);
@@ -298,19 +307,20 @@ final class LinkTable {
             }
             made.route = route;
             peer.routes.set(route, made);
-            transport.control.requestLink(peer, route, made.id, made.granted);
+            transport.control.requestLink(peer, route, made.id, made.token, made.granted);
             return made;
         });
     }
 
     /** The peer asks for a link of {@code route} (checked by the caller). */
-    Link openRequested(FabricPeer peer, int route, int remoteId, int grant) {
+    Link openRequested(FabricPeer peer, int route, int remoteId, int remoteToken, int grant) {
         assert transport.inProgressThread();
         if (peer.failure() != null) {
             throw new TransportException(Reason.PEER_FAILED, "no route " + route);
         }
         Link link = create(peer, 1)[0];
         link.remoteId = remoteId;
+        link.remoteToken = remoteToken;
         link.route = route;
         link.credits.returned(grant);
         // A route this side has not opened itself sends on the peer's link.
@@ -320,7 +330,7 @@ final class LinkTable {
     }
 
     /** The peer accepted a link this side asked for. */
-    void onLinkOpened(FabricPeer peer, int id, int remoteId, int grant) {
+    void onLinkOpened(FabricPeer peer, int id, int remoteId, int remoteToken, int grant) {
         assert transport.inProgressThread();
         Link link = byId.get(id);
         if (link == null || link.peer != peer || link.endpoint != null || link.retiredTo != null) {
@@ -331,6 +341,7 @@ final class LinkTable {
             return;
         }
         link.remoteId = remoteId;
+        link.remoteToken = remoteToken;
         link.credits.returned(grant);
         connectLink(link, peer.remoteFabricAddress);
     }
@@ -378,7 +389,7 @@ final class LinkTable {
         while (true) {
             if ((event = session.pollEvent(0)) == null) {
                 // Each read accepts one connection of the provider's backlog: read while one waits.
-                if (++idleReads > MAX_ACCEPTS || !session.listenerBacklogged()) {
+                if (++idleReads > (connecting > 0 ? MAX_ACCEPTS_EXPECTING : MAX_ACCEPTS) || !session.listenerBacklogged()) {
                     return;
                 }
                 continue;

@@ -10,6 +10,7 @@ import dev.ferry.fabric.SharedReceiveContext;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.admission.DropLog;
 import dev.ferry.transport.events.TransportEvents;
 
 /**
@@ -45,6 +46,8 @@ final class ReceiveDispatcher {
     private final InboundFrame[] eagerFrames = new InboundFrame[EAGER_FRAMES];
     /** The progress thread's clock, read once per batch of completions. */
     private long batchNanos;
+    /** Frames dropped for a token that is not their link's: rate-limited lines with the reason. */
+    private final DropLog forged;
 
     ReceiveDispatcher(FabricTransport transport) {
         this.transport = transport;
@@ -56,6 +59,7 @@ final class ReceiveDispatcher {
         this.sharedQueue = transport.sharedQueue;
         this.type = transport.type;
         this.receiveBytes = transport.receiveBytes;
+        this.forged = new DropLog(LOG, config.provider() + " endpoint");
     }
 
     /** A new batch of completions: its receives are stamped with this time. */
@@ -123,8 +127,22 @@ final class ReceiveDispatcher {
             problem = "frame names link " + id;
         }
         if (link == null) {
-            LOG.log(System.Logger.Level.WARNING, "dropped a frame for no link: " + problem);
+            forged.drop("no link", "a frame for no link: " + problem);
             postShared(buffer);
+            return;
+        }
+        if (received >= FrameDescriptor.HEADER && FrameDescriptor.token(frame) != link.token) {
+            // Not from the link's peer (it alone was told the token): never delivered, and never
+            // held against the link, whose peer did nothing wrong.
+            counters.forgedFrames.increment();
+            forged.drop("token", "a frame naming " + link + " without its token");
+            if (sharedQueue) {
+                postShared(buffer);
+            } else if (link.peer.failure() == null) {
+                postReceive(buffer, link);
+            } else {
+                buffer.release();
+            }
             return;
         }
         if (link.peer.failure() != null) {

@@ -175,15 +175,15 @@ final class SendPump {
         boolean ok;
         if (eager) {
             FrameDescriptor.header(whole, FrameDescriptor.EAGER_OFFSET, FrameDescriptor.EAGER, credits, link.remoteId,
-                    frame.stream, frame.length, 0);
+                    link.remoteToken, frame.stream, frame.length, 0);
             ok = link.endpoint.send(whole.address() + FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER + frame.length,
                     frame.buffer.descriptor(), link.address, ops.context(slot));
         } else {
             if (frame.cookie == 0) {
                 frame.cookie = nextCookie++; // once: a send retried after EAGAIN keeps its key
             }
-            FrameDescriptor.header(whole, FrameDescriptor.RNDV_REQ, credits, link.remoteId, frame.stream, frame.length,
-                    frame.cookie);
+            FrameDescriptor.header(whole, FrameDescriptor.RNDV_REQ, credits, link.remoteId, link.remoteToken, frame.stream,
+                    frame.length, frame.cookie);
             try {
                 rendezvousKeys.advertise(frame.cookie, whole, frame.length);
             } catch (FabricException e) {
@@ -218,7 +218,7 @@ final class SendPump {
         }
         int credits = link.credits.toReturn();
         MemorySegment header = buffer.segment();
-        FrameDescriptor.header(header, frameType, credits, link.remoteId, 0, 0, cookie);
+        FrameDescriptor.header(header, frameType, credits, link.remoteId, link.remoteToken, 0, 0, cookie);
         if (!link.endpoint.send(header.address(), FrameDescriptor.HEADER, buffer.descriptor(), link.address,
                 ops.context(slot))) {
             ops.release(slot);

@@ -67,7 +67,8 @@ class BadFrameTest {
             Peer badPeer = bad.connect(server.localAddress());
             Peer goodPeer = good.connect(server.localAddress());
             int link = ((FabricPeer) badPeer).links[0].remoteId;
-            ((FabricTransport) bad).injectFrame(badPeer, frame(fault, link, config));
+            int token = ((FabricPeer) badPeer).links[0].remoteToken;
+            ((FabricTransport) bad).injectFrame(badPeer, frame(fault, link, token, config));
 
             boolean unattributable = (fault.equals("truncated-header") || fault.equals("wrong-link"))
                     && !((FabricTransport) server).knowsSenders();
@@ -100,16 +101,56 @@ class BadFrameTest {
         }
     }
 
-    private static byte[] frame(String fault, int link, TransportConfig config) {
+    /**
+     * A frame that names the link but not its token is dropped and counted: not delivered, and
+     * not held against the link (a stranger on a shared endpoint must not be able to close it).
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"shm", "tcp"})
+    void aFrameWithoutItsLinksTokenIsDroppedAndTheLinkLives(String provider) throws Exception {
+        TransportConfig config = TransportConfig.defaults(provider).withPools(16L << 20, 16L << 20, 64L << 20);
+        java.util.List<Byte> delivered = new java.util.concurrent.CopyOnWriteArrayList<>();
+        try (Transport server = Transports.open(config, (from, message) -> {
+                delivered.add(message.segment().get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0));
+                message.release();
+            });
+             Transport sender = Transports.open(config, (from, message) -> message.release())) {
+            Peer peer = sender.connect(server.localAddress());
+            Link link = ((FabricPeer) peer).links[0];
+            for (int wrong : new int[] {0, link.remoteToken ^ 1, link.remoteToken ^ 0x8000_0000}) {
+                if (wrong == link.remoteToken) {
+                    continue;
+                }
+                byte[] bytes = new byte[FrameDescriptor.HEADER + 1];
+                MemorySegment f = MemorySegment.ofArray(bytes);
+                FrameDescriptor.header(f, FrameDescriptor.EAGER, 0, link.remoteId, wrong, 1, 1, 0);
+                bytes[FrameDescriptor.HEADER] = 13;
+                ((FabricTransport) sender).injectFrame(peer, bytes);
+            }
+            assertTrue(FabricTransportFixture.waitFor(() -> server.counters().authenticationFailures() >= 2, 10_000),
+                    "the forged frames were not counted: " + server.counters());
+            OutboundMessage message = peer.allocate(1);
+            message.segment().fill((byte) 42);
+            peer.send(1, message).get(10, TimeUnit.SECONDS);
+            assertTrue(FabricTransportFixture.waitFor(() -> delivered.size() >= 1, 10_000));
+            Thread.sleep(100);
+            assertEquals(java.util.List.of((byte) 42), delivered, "only the real message");
+            assertTrue(peer.isOpen());
+            assertEquals(0, server.counters().linkFailures());
+            assertEquals(0, server.counters().receiveBuffersHeld());
+        }
+    }
+
+    private static byte[] frame(String fault, int link, int token, TransportConfig config) {
         byte[] bytes = new byte[FrameDescriptor.RNDV_REQ_BYTES];
         MemorySegment f = MemorySegment.ofArray(bytes);
         Function<Byte, byte[]> header = type -> {
-            FrameDescriptor.header(f, type, 0, link, 1, 0, 0);
+            FrameDescriptor.header(f, type, 0, link, token, 1, 0, 0);
             return bytes;
         };
         switch (fault) {
             case "unknown-type" -> {
-                FrameDescriptor.header(f, (byte) 99, 0, link, 1, 0, 0);
+                FrameDescriptor.header(f, (byte) 99, 0, link, token, 1, 0, 0);
                 return java.util.Arrays.copyOf(bytes, FrameDescriptor.HEADER);
             }
             case "truncated-header" -> {
@@ -117,26 +158,26 @@ class BadFrameTest {
                 return java.util.Arrays.copyOf(bytes, 10);
             }
             case "eager-length-beyond-limit" -> {
-                FrameDescriptor.header(f, FrameDescriptor.EAGER, 0, link, 1, config.eagerThreshold() + 1L, 0);
+                FrameDescriptor.header(f, FrameDescriptor.EAGER, 0, link, token, 1, config.eagerThreshold() + 1L, 0);
                 return java.util.Arrays.copyOf(bytes, FrameDescriptor.HEADER);
             }
             case "rendezvous-beyond-max-message" -> {
-                FrameDescriptor.header(f, FrameDescriptor.RNDV_REQ, 0, link, 1, config.maxMessageSize() + 1L, 7);
+                FrameDescriptor.header(f, FrameDescriptor.RNDV_REQ, 0, link, token, 1, config.maxMessageSize() + 1L, 7);
                 FrameDescriptor.rendezvous(f, 4096, 1);
                 return bytes;
             }
             case "wrong-link" -> {
-                FrameDescriptor.header(f, FrameDescriptor.EAGER, 0, link + 1000, 1, 0, 0);
+                FrameDescriptor.header(f, FrameDescriptor.EAGER, 0, link + 1000, token, 1, 0, 0);
                 return java.util.Arrays.copyOf(bytes, FrameDescriptor.HEADER);
             }
             case "rendezvous-with-a-bad-key" -> {
-                FrameDescriptor.header(f, FrameDescriptor.RNDV_REQ, 0, link, 1, 1 << 20, 7);
+                FrameDescriptor.header(f, FrameDescriptor.RNDV_REQ, 0, link, token, 1, 1 << 20, 7);
                 FrameDescriptor.rendezvous(f, 0, 0xdead_beefL);
                 return bytes;
             }
             case "yield-unasked" -> {
                 // Credits given back that the receiver never asked for: a peer lying about its grant.
-                FrameDescriptor.header(f, FrameDescriptor.YIELD, 0, link, 0, 0, 3);
+                FrameDescriptor.header(f, FrameDescriptor.YIELD, 0, link, token, 0, 0, 3);
                 return java.util.Arrays.copyOf(bytes, FrameDescriptor.HEADER);
             }
             default -> throw new IllegalArgumentException(fault);

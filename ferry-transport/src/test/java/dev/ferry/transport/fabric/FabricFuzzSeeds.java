@@ -25,21 +25,21 @@ public final class FabricFuzzSeeds {
         Files.createDirectories(frames);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment eager = arena.allocate(FrameDescriptor.HEADER + 100);
-            FrameDescriptor.header(eager, FrameDescriptor.EAGER, 7, 0x1234, 3, 100, 0);
+            FrameDescriptor.header(eager, FrameDescriptor.EAGER, 7, 0x1234, 0x5eed1234, 3, 100, 0);
             eager.asSlice(FrameDescriptor.HEADER).fill((byte) 'x');
             write(frames.resolve("eager-100"), eager);
             MemorySegment empty = arena.allocate(FrameDescriptor.HEADER);
-            FrameDescriptor.header(empty, FrameDescriptor.EAGER, 0, 1, 0, 0, 0);
+            FrameDescriptor.header(empty, FrameDescriptor.EAGER, 0, 1, 0x5eed0001, 0, 0, 0);
             write(frames.resolve("eager-empty"), empty);
             MemorySegment rndv = arena.allocate(FrameDescriptor.RNDV_REQ_BYTES);
-            FrameDescriptor.header(rndv, FrameDescriptor.RNDV_REQ, 2, 9, 1, 1 << 20, 0x55aa);
+            FrameDescriptor.header(rndv, FrameDescriptor.RNDV_REQ, 2, 9, 0x5eed0009, 1, 1 << 20, 0x55aa);
             FrameDescriptor.rendezvous(rndv, 0x7f0000001000L, 0xabcdefL);
             write(frames.resolve("rendezvous-request"), rndv);
             byte[] controls = {FrameDescriptor.RNDV_DONE, FrameDescriptor.CREDIT, FrameDescriptor.RECLAIM,
                     FrameDescriptor.YIELD};
             for (byte type : controls) {
                 MemorySegment control = arena.allocate(FrameDescriptor.HEADER);
-                FrameDescriptor.header(control, type, 16, 9, 0, 0, type == FrameDescriptor.RNDV_DONE ? 0x55aa : 12);
+                FrameDescriptor.header(control, type, 16, 9, 0x5eed0009, 0, 0, type == FrameDescriptor.RNDV_DONE ? 0x55aa : 12);
                 write(frames.resolve("control-" + type), control);
             }
         }
@@ -63,7 +63,8 @@ public final class FabricFuzzSeeds {
         HandshakeDescriptor.writeGreeting(out, secret, new byte[16]);
         HandshakeDescriptor.writeBytes(out, new byte[secret ? 32 : 0]);
         HandshakeDescriptor.writeHello(out, new HandshakeDescriptor.Hello("127.0.0.1:40123", FABRIC_ADDRESS,
-                new int[] {0x11111111, 0x22222222}, new int[] {64, 64}, 8192, "/dev/shm/ferry-doorbell-1234-1"));
+                new int[] {0x11111111, 0x22222222}, new int[] {0x7a7a7a7a, 0x7b7b7b7b}, new int[] {64, 64}, 8192,
+                "/dev/shm/ferry-doorbell-1234-1"));
         return bytes.toByteArray();
     }
 
@@ -78,7 +79,7 @@ public final class FabricFuzzSeeds {
         }
         HandshakeDescriptor.writeChallenge(out, new byte[16], new byte[32]);
         HandshakeDescriptor.writeAnswer(out, new HandshakeDescriptor.Hello(null, FABRIC_ADDRESS,
-                new int[] {0x33333333}, new int[] {64}, 4096, ""));
+                new int[] {0x33333333}, new int[] {0x7c7c7c7c}, new int[] {64}, 4096, ""));
         return bytes.toByteArray();
     }
 

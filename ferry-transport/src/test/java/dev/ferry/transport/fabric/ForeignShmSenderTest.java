@@ -13,7 +13,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -23,19 +22,17 @@ import dev.ferry.transport.TransportConfig;
 
 /**
  * shm's one shared endpoint takes frames from any process on the host that knows its name
- * ({@code fi_shm://<pid>:0:0}, guessable). A frame should count only if it comes from a peer
- * that authenticated on the control channel, even when it names a live link's id (the link id
- * is a 32-bit token, not a proof).
+ * ({@code fi_shm://<pid>:0:0}, guessable). A frame counts only if it comes from a peer that
+ * authenticated on the control channel, even when it names a live link's id: the link id is
+ * not a proof, the link's token is (see {@link FrameDescriptor}).
  *
- * <p>Known open: on libfabric 1.17's shm this fails. The stranger's frames are delivered as the
- * link's: the provider's source address for them does not tell them from the peer's (so the
- * check against the sender in {@code ReceiveDispatcher} passes), and the link id is the only
- * thing left. A stranger in the same process as the transport even crashed it (SIGSEGV in
- * {@code fi_cq_readfrom}). Closing it needs a per-link secret in every frame (or the provider's
- * peer identity), a change of the frame format: see docs/hostile-input.md.
+ * <p>On libfabric 1.17's shm the provider's source address for the stranger's frames does not
+ * tell them from the peer's (so the check against the sender in {@code ReceiveDispatcher}
+ * passes): before frames carried their link's token, the stranger's three frames were
+ * delivered as the link's messages. (A stranger in the same process as the transport even
+ * crashed it, SIGSEGV in {@code fi_cq_readfrom}; this test keeps it in its own process.)
  */
 @Timeout(60)
-@Disabled("known open on libfabric 1.17 shm: a stranger naming a live link id is delivered; see docs/hostile-input.md")
 class ForeignShmSenderTest extends FabricTransportFixture {
 
     @Test
@@ -73,6 +70,8 @@ class ForeignShmSenderTest extends FabricTransportFixture {
         Thread.sleep(100);
         assertEquals(List.of("before", "after"), delivered);
         assertTrue(peer.isOpen(), "a stranger's frame failed the peer's link");
+        assertEquals(3, server.counters().authenticationFailures(), "the stranger's frames, dropped and counted");
+        assertEquals(0, server.counters().linkFailures());
     }
 
     private static void send(Peer peer, String text) throws Exception {

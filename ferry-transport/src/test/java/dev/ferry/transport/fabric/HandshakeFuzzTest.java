@@ -62,6 +62,7 @@ class HandshakeFuzzTest {
 
     private static void check(HandshakeDescriptor.Hello hello) {
         assertEquals(hello.links(), hello.grants().length);
+        assertEquals(hello.links(), hello.tokens().length);
         assertTrue(hello.eagerThreshold() >= 0);
         assertTrue(hello.fabricAddress().length <= 0xffff);
         // The peer names a file to map: only an existing doorbell of this host may come of it.

@@ -95,8 +95,8 @@ class RendezvousKeyTest extends FabricTransportFixture {
         InboundFrame first = pulled.get(0);
         byte[] replay = new byte[FrameDescriptor.RNDV_REQ_BYTES];
         MemorySegment frame = MemorySegment.ofArray(replay);
-        FrameDescriptor.header(frame, FrameDescriptor.RNDV_REQ, 0, ((FabricPeer) peer).links[0].remoteId, 2,
-                first.length, 1L << 40);
+        FrameDescriptor.header(frame, FrameDescriptor.RNDV_REQ, 0, ((FabricPeer) peer).links[0].remoteId,
+                ((FabricPeer) peer).links[0].remoteToken, 2, first.length, 1L << 40);
         FrameDescriptor.rendezvous(frame, first.remoteAddress, first.remoteKey);
         ((FabricTransport) sender).injectFrame(peer, replay);
 
@@ -154,8 +154,8 @@ class RendezvousKeyTest extends FabricTransportFixture {
         // The sender asks for 4 KiB more than it advertised, under the open transfer's key.
         byte[] beyond = new byte[FrameDescriptor.RNDV_REQ_BYTES];
         MemorySegment frame = MemorySegment.ofArray(beyond);
-        FrameDescriptor.header(frame, FrameDescriptor.RNDV_REQ, 0, ((FabricPeer) peer).links[0].remoteId, 2,
-                size + 4096, 1L << 40);
+        FrameDescriptor.header(frame, FrameDescriptor.RNDV_REQ, 0, ((FabricPeer) peer).links[0].remoteId,
+                ((FabricPeer) peer).links[0].remoteToken, 2, size + 4096, 1L << 40);
         FrameDescriptor.rendezvous(frame, FrameDescriptor.remoteAddress(advertised), FrameDescriptor.remoteKey(advertised));
         ((FabricTransport) sender).injectFrame(peer, beyond);
         peer.send(3, filled(peer, 4, 64));

@@ -36,7 +36,7 @@ class SendWindowTest {
             FabricPeer peer = new FabricPeer(null, name, client, links);
             Link[] made = new Link[links];
             for (int i = 0; i < links; i++) {
-                made[i] = new Link(peer, i, new ReceiveCredits(8, 8));
+                made[i] = new Link(peer, i, 0, new ReceiveCredits(8, 8));
             }
             peer.links = made;
             return peer;

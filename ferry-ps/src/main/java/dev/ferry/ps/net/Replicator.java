@@ -1,0 +1,436 @@
+package dev.ferry.ps.net;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Supplier;
+
+import dev.ferry.ps.ParameterServer;
+import dev.ferry.ps.PsException;
+import dev.ferry.ps.RowTransfer;
+import dev.ferry.ps.SparseTable;
+import dev.ferry.rpc.RpcChannel;
+import dev.ferry.rpc.RpcClient;
+import dev.ferry.rpc.RpcConfig;
+import dev.ferry.rpc.RpcResponse;
+import dev.ferry.transport.TransportConfig;
+
+/**
+ * The primary's end of push replication: applies a push, sends the updated whole rows (weights,
+ * optimizer state, step count) with the push's dedupe id to every in-sync backup of their groups
+ * ({@code REPLICATE}, {@link ReplicationDescriptor}), and returns only when every one of them
+ * applied them, or was removed from the in-sync set by the controller first.
+ *
+ * <p>One push at a time per slot group, from the apply to the last backup's answer (a lock per
+ * group, taken in ascending order). Whole rows are cumulative: without it, push B could copy a
+ * row already holding push A and reach a backup before A's own rows; if the primary then died,
+ * the client's retry of A at that backup would find A in the row but not in the dedupe window,
+ * and apply it twice. With it, a backup holds a push's effect exactly when it recorded its id.
+ * Pushes on distinct groups overlap.
+ *
+ * <p>Dedupe: a push whose id is in a group's {@link DedupeWindow} was applied to that group
+ * already (here, or on the primary that replicated it here before a failover): its ids of that
+ * group are not applied again, but their current rows are replicated again, so the backups
+ * have it too before it is acknowledged.
+ *
+ * <p>A backup that does not answer within the replication timeout, or answers that it is not in
+ * sync, is reported ({@link InSyncReporter}); the push waits until the routing table installed
+ * here no longer lists it, then goes on without it. Below {@link Replicas#minInSync()} copies a
+ * push is refused before it is applied ({@code NOT_ENOUGH_REPLICAS}). A backup that knows a newer
+ * epoch fences this server out: the push fails with {@code WRONG_SERVER}, is not acknowledged, and
+ * its client retries it at the new primary.
+ */
+final class Replicator implements AutoCloseable {
+
+    /** Applies (part of) a push locally: the move-aware apply of {@link PsServer}. */
+    @FunctionalInterface
+    interface Apply {
+        void apply(long[] ids, int count, MemorySegment gradients, long remainingMillis);
+    }
+
+    private static final long PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+
+    private final ParameterServer ps;
+    private final PsServer server;
+    private final RpcConfig config;
+    private final Supplier<TransportConfig> transport;
+    private final DedupeWindow window;
+    private final ReentrantLock[] locks = new ReentrantLock[RoutingTable.GROUPS];
+    private final java.util.concurrent.atomic.LongAdder deduped = new java.util.concurrent.atomic.LongAdder();
+    private volatile long timeoutMillis = 1_000;
+    private volatile InSyncReporter reporter = (backup, groups, epochs) -> { };
+    private RpcClient peers;
+
+    Replicator(ParameterServer ps, PsServer server, RpcConfig config, Supplier<TransportConfig> transport,
+            DedupeWindow window) {
+        this.ps = ps;
+        this.server = server;
+        this.config = config;
+        this.transport = transport;
+        this.window = window;
+        for (int g = 0; g < locks.length; g++) {
+            locks[g] = new ReentrantLock();
+        }
+    }
+
+    /** Sets the replication timeout and where lost backups are reported. */
+    void configure(long timeoutMillis, InSyncReporter reporter) {
+        if (timeoutMillis < 1) {
+            throw new IllegalArgumentException("replication timeout must be >= 1 ms: " + timeoutMillis);
+        }
+        this.timeoutMillis = timeoutMillis;
+        this.reporter = Objects.requireNonNull(reporter, "reporter");
+    }
+
+    /** Pushes some of whose ids were applied already (a client's retry after a failover or a lost answer). */
+    long deduped() {
+        return deduped.sum();
+    }
+
+    /** Per-thread scratch of a push: its groups, marks, filtered ids and gradients. */
+    private static final class Scratch {
+        final boolean[] marked = new boolean[RoutingTable.GROUPS];
+        int[] groups = new int[64];
+        long[] ids = new long[1024];
+        float[] grads = new float[1024];
+    }
+
+    private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
+    /**
+     * Applies a push checked against view {@code v} and replicates it; returns when it may be
+     * acknowledged.
+     *
+     * @throws PsException {@code NOT_ENOUGH_REPLICAS} (before applying) below the minimum in-sync
+     *                     copies; {@code WRONG_SERVER} if a backup fenced this server out (not
+     *                     acknowledged; retried by the client at the new primary);
+     *                     {@code CLOSED} if the groups' locks or the in-sync change did not come in time
+     */
+    void push(PsServer.View v, String name, int dimension, long[] ids, int count, MemorySegment gradients, long dedupe,
+            long remainingMillis, Apply apply) {
+        long start = System.nanoTime();
+        long deadline = start + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
+        Replicas replicas = v.replicas();
+        Scratch s = SCRATCH.get();
+        int groups = groupsOf(ids, count, s);
+        int locked = 0;
+        try {
+            for (; locked < groups; locked++) {
+                lock(locks[s.groups[locked]], deadline);
+            }
+            for (int i = 0; i < groups; i++) {
+                int g = s.groups[i];
+                if (1 + replicas.backupCount(g) < replicas.minInSync()) {
+                    throw new PsException(PsException.Code.NOT_ENOUGH_REPLICAS, "group " + g + " has "
+                            + (1 + replicas.backupCount(g)) + " in-sync copies, fewer than the " + replicas.minInSync()
+                            + " a push needs; the push was not applied");
+                }
+            }
+            applyNew(name, dimension, ids, count, gradients, dedupe, deadline, apply, s);
+            for (int i = 0; i < groups; i++) {
+                window.record(s.groups[i], dedupe);
+            }
+            replicate(v, name, ids, count, dedupe, deadline, s, groups);
+        } finally {
+            for (int i = 0; i < locked; i++) {
+                locks[s.groups[i]].unlock();
+            }
+        }
+    }
+
+    /** Applies the ids whose group has not seen push {@code dedupe} yet. */
+    private void applyNew(String name, int dimension, long[] ids, int count, MemorySegment gradients, long dedupe,
+            long deadline, Apply apply, Scratch s) {
+        int fresh = 0;
+        for (int i = 0; i < count; i++) {
+            if (!window.contains(RoutingTable.groupOf(ids[i]), dedupe)) {
+                fresh++;
+            }
+        }
+        long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()) + 100;
+        if (fresh == count) {
+            apply.apply(ids, count, gradients, left);
+            return;
+        }
+        deduped.increment();
+        if (fresh == 0) {
+            return;
+        }
+        if (s.ids.length < fresh) {
+            s.ids = new long[fresh * 2];
+        }
+        if (s.grads.length < fresh * dimension) {
+            s.grads = new float[fresh * dimension * 2];
+        }
+        MemorySegment grads = MemorySegment.ofArray(s.grads);
+        long rowBytes = (long) dimension * Float.BYTES;
+        int k = 0;
+        for (int i = 0; i < count; i++) {
+            if (!window.contains(RoutingTable.groupOf(ids[i]), dedupe)) {
+                s.ids[k] = ids[i];
+                MemorySegment.copy(gradients, i * rowBytes, grads, k * rowBytes, rowBytes);
+                k++;
+            }
+        }
+        apply.apply(s.ids, fresh, grads.asSlice(0, fresh * rowBytes), left);
+    }
+
+    /** One backup's share of a push: its server index, its ids, the request, the call in flight. */
+    private static final class Share {
+        final int backup;
+        final String member;
+        final String address;
+        final int[] groups;
+        final long[] epochs;
+        final byte[] body;
+        CompletableFuture<RpcResponse> call;
+
+        Share(int backup, String member, String address, int[] groups, long[] epochs, byte[] body) {
+            this.backup = backup;
+            this.member = member;
+            this.address = address;
+            this.groups = groups;
+            this.epochs = epochs;
+            this.body = body;
+        }
+    }
+
+    private void replicate(PsServer.View v, String name, long[] ids, int count, long dedupe, long deadline, Scratch s,
+            int groups) {
+        Replicas replicas = v.replicas();
+        List<Share> shares = null;
+        for (int i = 0; i < groups; i++) {
+            int g = s.groups[i];
+            for (int b = 0; b < replicas.backupCount(g); b++) {
+                int backup = replicas.backup(g, b);
+                boolean seen = false;
+                if (shares != null) {
+                    for (Share sh : shares) {
+                        seen |= sh.backup == backup;
+                    }
+                }
+                if (!seen) {
+                    if (shares == null) {
+                        shares = new ArrayList<>(2);
+                    }
+                    shares.add(share(v, name, ids, count, dedupe, backup, s, groups));
+                }
+            }
+        }
+        if (shares == null) {
+            return;
+        }
+        for (Share sh : shares) {
+            send(sh, deadline);
+        }
+        List<Share> lost = null;
+        long until = Math.min(deadline, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis));
+        for (Share sh : shares) {
+            if (!await(sh, v, until)) {
+                if (lost == null) {
+                    lost = new ArrayList<>(1);
+                }
+                lost.add(sh);
+            }
+        }
+        if (lost != null) {
+            for (Share sh : lost) {
+                reporter.outOfSync(sh.member, sh.groups, sh.epochs);
+            }
+            awaitRemoved(v, lost, deadline);
+        }
+    }
+
+    /** The request for {@code backup}: every id of the push whose group it backs up. */
+    private Share share(PsServer.View v, String name, long[] ids, int count, long dedupe, int backup, Scratch s,
+            int groups) {
+        Replicas replicas = v.replicas();
+        int n = 0;
+        for (int i = 0; i < count; i++) {
+            if (replicas.isBackup(RoutingTable.groupOf(ids[i]), backup)) {
+                n++;
+            }
+        }
+        long[] mine = new long[n];
+        n = 0;
+        for (int i = 0; i < count; i++) {
+            if (replicas.isBackup(RoutingTable.groupOf(ids[i]), backup)) {
+                mine[n++] = ids[i];
+            }
+        }
+        int m = 0;
+        for (int i = 0; i < groups; i++) {
+            m += replicas.isBackup(s.groups[i], backup) ? 1 : 0;
+        }
+        int[] its = new int[m];
+        long[] epochs = new long[m];
+        m = 0;
+        for (int i = 0; i < groups; i++) {
+            if (replicas.isBackup(s.groups[i], backup)) {
+                its[m] = s.groups[i];
+                epochs[m++] = replicas.epoch(s.groups[i]);
+            }
+        }
+        SparseTable table = ps.table(name);
+        long rowBytes = RowTransfer.rowBytes(table);
+        byte[] nameBytes = PsDescriptor.nameBytes(name);
+        byte[] body = new byte[Math.toIntExact(ReplicationDescriptor.requestBytes(nameBytes.length, m, n, rowBytes))];
+        MemorySegment seg = MemorySegment.ofArray(body);
+        PsDescriptor.writeHeader(seg, PsDescriptor.SPARSE, nameBytes, table.dimension(), n, m);
+        PsDescriptor.stamp(seg, v.generation(), dedupe);
+        long groupsAt = ReplicationDescriptor.groupsAt(seg);
+        for (int i = 0; i < m; i++) {
+            ReplicationDescriptor.writeGroup(seg, groupsAt, i, its[i], epochs[i]);
+        }
+        long rowsAt = groupsAt + (long) m * ReplicationDescriptor.GROUP_ENTRY;
+        RowTransfer.copy(table, mine, n, seg.asSlice(rowsAt, n * rowBytes));
+        return new Share(backup, v.table().members().get(backup), v.table().addresses().get(backup), its, epochs, body);
+    }
+
+    private void send(Share sh, long deadline) {
+        long millis = Math.max(1, Math.min(timeoutMillis, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
+        byte[] body = sh.body;
+        sh.call = channel(sh.address).call(ReplicationDescriptor.REPLICATE, body.length,
+                segment -> MemorySegment.copy(MemorySegment.ofArray(body), 0, segment, 0, body.length), millis);
+    }
+
+    /**
+     * Waits for one backup within the replication timeout, trying again while it is behind.
+     *
+     * @return true if it applied the rows, false if it is lost (no answer in time, unreachable, or
+     *         not in sync)
+     * @throws PsException {@code WRONG_SERVER} if it fenced this server out
+     */
+    private boolean await(Share sh, PsServer.View v, long until) {
+        while (true) {
+            int status;
+            try {
+                long wait = Math.max(1, TimeUnit.NANOSECONDS.toMillis(until - System.nanoTime()));
+                RpcResponse response = sh.call.get(wait, TimeUnit.MILLISECONDS);
+                try {
+                    status = ReplicationDescriptor.status(response.segment());
+                } finally {
+                    response.release();
+                }
+            } catch (TimeoutException | ExecutionException e) {
+                sh.call.cancel(false);
+                return false;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new PsException(PsException.Code.CLOSED, "interrupted while replicating a push");
+            }
+            switch (status) {
+                case ReplicationDescriptor.APPLIED:
+                    return true;
+                case ReplicationDescriptor.FENCED:
+                    throw PsDescriptor.wrongServer(v.generation(), "backup " + sh.member + " knows a newer epoch of "
+                            + "these groups: this server is no longer their primary; the push was not acknowledged");
+                case ReplicationDescriptor.NOT_IN_SYNC:
+                    return false;
+                default:
+                    if (System.nanoTime() + PAUSE_NANOS > until) {
+                        return false;
+                    }
+                    java.util.concurrent.locks.LockSupport.parkNanos(PAUSE_NANOS);
+                    send(sh, until);
+            }
+        }
+    }
+
+    /**
+     * Waits until the table installed here no longer lists the lost backups for their groups.
+     *
+     * @throws PsException {@code WRONG_SERVER} if a group changed primary meanwhile, {@code CLOSED}
+     *                     if the controller did not act in time, {@code NOT_ENOUGH_REPLICAS} if
+     *                     too few copies remain (the push was applied, not acknowledged)
+     */
+    private void awaitRemoved(PsServer.View before, List<Share> lost, long deadline) {
+        while (true) {
+            PsServer.View now = server.view();
+            Replicas r = now.replicas();
+            boolean removed = r != null;
+            for (Share sh : lost) {
+                for (int i = 0; removed && i < sh.groups.length; i++) {
+                    int g = sh.groups[i];
+                    if (r.epoch(g) != sh.epochs[i] || now.table().ownerOfGroup(g) != now.self()) {
+                        throw PsDescriptor.wrongServer(now.generation(), "group " + g + " changed primary while its "
+                                + "backup " + sh.member + " was lost; the push was not acknowledged");
+                    }
+                    int index = now.table().indexOf(sh.member);
+                    removed = index < 0 || !r.isBackup(g, index);
+                    if (removed && 1 + r.backupCount(g) < r.minInSync()) {
+                        throw new PsException(PsException.Code.NOT_ENOUGH_REPLICAS, "group " + g + " is down to "
+                                + (1 + r.backupCount(g)) + " in-sync copies after losing " + sh.member
+                                + "; the push was applied here but not acknowledged");
+                    }
+                }
+            }
+            if (removed) {
+                return;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new PsException(PsException.Code.CLOSED, "backup " + lost.get(0).member + " did not answer and "
+                        + "the controller did not take it out of the in-sync set in time; the push was applied here "
+                        + "but not acknowledged");
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(PAUSE_NANOS);
+        }
+    }
+
+    /** The sorted distinct groups of {@code ids} into {@code s.groups}; returns how many. */
+    private static int groupsOf(long[] ids, int count, Scratch s) {
+        int n = 0;
+        for (int i = 0; i < count; i++) {
+            int g = RoutingTable.groupOf(ids[i]);
+            if (!s.marked[g]) {
+                s.marked[g] = true;
+                if (n == s.groups.length) {
+                    s.groups = java.util.Arrays.copyOf(s.groups, n * 2);
+                }
+                s.groups[n++] = g;
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            s.marked[s.groups[i]] = false;
+        }
+        java.util.Arrays.sort(s.groups, 0, n);
+        return n;
+    }
+
+    private static void lock(ReentrantLock lock, long deadline) {
+        try {
+            if (!lock.tryLock(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
+                throw new PsException(PsException.Code.CLOSED, "the push was not applied: the pushes replicated "
+                        + "ahead of it on the same slot groups took its whole deadline");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new PsException(PsException.Code.CLOSED, "the push was not applied: interrupted");
+        }
+    }
+
+    private synchronized RpcChannel channel(String address) {
+        if (peers == null) {
+            TransportConfig t = transport.get();
+            if (t == null) {
+                throw new IllegalStateException("the server listens on no transport");
+            }
+            peers = RpcClient.open(config, t);
+        }
+        return peers.channel(address);
+    }
+
+    @Override
+    public synchronized void close() {
+        if (peers != null) {
+            peers.close();
+            peers = null;
+        }
+    }
+}

@@ -144,15 +144,7 @@ public final class ClusterServerMain {
     }
 
     public static void main(String[] args) {
-        Options options;
-        try {
-            options = Options.parse(args);
-        } catch (IllegalArgumentException e) {
-            System.err.println("ferry server: " + e.getMessage());
-            System.exit(2);
-            return;
-        }
-        System.exit(serve(options, System.out, System.err));
+        PsServerMain.run(args, Options::parse, options -> serve(options, System.out, System.err));
     }
 
     /** Runs a member server until SIGTERM, end of input (with {@code exitOnStdinEof}) or drained. */
@@ -231,24 +223,9 @@ public final class ClusterServerMain {
         drainWatch.setDaemon(true);
         drainWatch.start();
         if (options.exitOnStdinEof()) {
-            Thread watcher = new Thread(() -> {
-                try {
-                    while (System.in.read() >= 0) {
-                        // the parent holds the pipe open while it wants this server
-                    }
-                } catch (IOException e) {
-                    // parent gone
-                }
-                System.exit(0);
-            }, "ferry-server-stdin");
-            watcher.setDaemon(true);
-            watcher.start();
+            PsServerMain.exitOnStdinEof();
         }
-        try {
-            stopped.await();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+        PsServerMain.await(stopped);
         return 0;
     }
 

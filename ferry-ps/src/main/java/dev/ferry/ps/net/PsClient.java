@@ -42,7 +42,13 @@ import dev.ferry.transport.TransportConfig;
  *
  * <p>Zero-copy where the API allows: ids and summed gradients are encoded straight into the
  * registered send buffer; pulled rows are copied once, from the receive buffer into the
- * caller's array, or not at all with {@link #pullView}.
+ * caller's array, or not at all with {@link #pullView}. Rows may travel compressed
+ * ({@link PullFormat}: f16, bf16, int8), by the table's default or per call, decoded into the
+ * caller's array within the format's documented error.
+ *
+ * <p>The roles behind this API: {@code RoutingFollower} (the route and its refreshes),
+ * {@code RetryPolicy}, {@code BatchParts} (the per-server parts of a batch), {@code TableDirectory}
+ * (table metadata) and {@code ClientCalls} (channels and errors).
  *
  * <p>Errors: a request the servers refuse fails with a {@link PsException} carrying the server's
  * {@link PsException.Code} and naming the server; a server that cannot be reached in time fails

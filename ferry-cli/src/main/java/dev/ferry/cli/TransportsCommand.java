@@ -25,6 +25,9 @@ import picocli.CommandLine.Spec;
                 + "machine are reported as skipped, with the reason."})
 final class TransportsCommand implements Callable<Integer> {
 
+    /** Whether standard error is a terminal (progress rewrites one line) or a pipe (plain lines). */
+    private static final boolean TERMINAL = System.console() != null && System.console().isTerminal();
+
     /** The transports of the demo, libfabric ones as provider and endpoint type. */
     private static final String[][] TRANSPORTS = {{"shm", "rdm"}, {"tcp", "msg"}, {"tcp", "rdm"}, {"netty", null}};
     private static final int[] SIZES = {64, 4096};
@@ -70,7 +73,9 @@ final class TransportsCommand implements Callable<Integer> {
         for (int i = 0; i < cases.size(); i++) {
             PingPongSpec c = cases.get(i);
             String transport = c.provider() + " " + c.endpointName();
-            err.printf(Locale.ROOT, "\rferry bench transports: [%d/%d] %-24s", i + 1, cases.size(), c.label());
+            // A terminal gets one line rewritten in place; a pipe or a file gets plain lines.
+            err.printf(Locale.ROOT, TERMINAL ? "\rferry bench transports: [%d/%d] %-24s" : "ferry bench transports: [%d/%d] %s%n",
+                    i + 1, cases.size(), c.label());
             err.flush();
             if (transport.equals(skippedTransport)) {
                 rows.add(new Row(c, null, skippedReason));
@@ -85,8 +90,8 @@ final class TransportsCommand implements Callable<Integer> {
                 rows.add(new Row(c, null, skippedReason));
             }
         }
-        err.printf(Locale.ROOT, "\rferry bench transports: %d cases in %.1f s%-20s%n", cases.size(),
-                (System.nanoTime() - started) / 1e9, "");
+        err.printf(Locale.ROOT, (TERMINAL ? "\r" : "") + "ferry bench transports: %d cases in %.1f s%-20s%n",
+                cases.size(), (System.nanoTime() - started) / 1e9, "");
         err.flush();
         print(rows);
         return 0;

@@ -28,9 +28,18 @@ import java.util.Objects;
  * @param replicationTimeoutMillis how long a primary waits for a backup's answer before it has the
  *                               controller drop it from the in-sync set. Default 1 s: far above a
  *                               replication round trip (sub-millisecond), below a client's deadline
+ * @param cutOffGraceMillis      0 (default): a member keeps serving while its ZooKeeper connection
+ *                               is suspended (servers outlive a lost quorum). Above 0: it stops
+ *                               acknowledging pushes as soon as the connection is suspended and
+ *                               stops serving pulls this long after (keep it below a third of the
+ *                               session: suspension is seen about two thirds into it), so that a
+ *                               member cut off from a working ZooKeeper serves nothing stale once
+ *                               its groups can have been promoted elsewhere; but then a lost quorum
+ *                               stops every server too
  */
 public record ClusterConfig(String connectString, String name, int sessionTimeoutMillis, int connectionTimeoutMillis,
-        int maxGroupsPerMove, int replicationFactor, int minInSync, int replicationTimeoutMillis) {
+        int maxGroupsPerMove, int replicationFactor, int minInSync, int replicationTimeoutMillis,
+        int cutOffGraceMillis) {
 
     /** Checks the values. */
     public ClusterConfig {
@@ -45,7 +54,7 @@ public record ClusterConfig(String connectString, String name, int sessionTimeou
                     + sessionTimeoutMillis + ", " + connectionTimeoutMillis + ", " + maxGroupsPerMove);
         }
         if (replicationFactor < 1 || replicationFactor > 8 || minInSync < 1 || minInSync > replicationFactor
-                || replicationTimeoutMillis < 1) {
+                || replicationTimeoutMillis < 1 || cutOffGraceMillis < 0) {
             throw new IllegalArgumentException("replication needs 1 <= minInSync <= replicas <= 8 and a timeout >= 1 ms: "
                     + replicationFactor + " replicas, minInSync " + minInSync + ", " + replicationTimeoutMillis + " ms");
         }
@@ -53,7 +62,7 @@ public record ClusterConfig(String connectString, String name, int sessionTimeou
 
     /** The defaults for a cluster {@code name} on {@code connectString}. */
     public static ClusterConfig of(String connectString, String name) {
-        return new ClusterConfig(connectString, name, 4_000, 10_000, 64, 2, 1, 1_000);
+        return new ClusterConfig(connectString, name, 4_000, 10_000, 64, 2, 1, 1_000, 0);
     }
 
     /**
@@ -77,25 +86,31 @@ public record ClusterConfig(String connectString, String name, int sessionTimeou
     /** This configuration with another session timeout. */
     public ClusterConfig withSessionTimeoutMillis(int millis) {
         return new ClusterConfig(connectString, name, millis, connectionTimeoutMillis, maxGroupsPerMove,
-                replicationFactor, minInSync, replicationTimeoutMillis);
+                replicationFactor, minInSync, replicationTimeoutMillis, cutOffGraceMillis);
     }
 
     /** This configuration with another move size. */
     public ClusterConfig withMaxGroupsPerMove(int groups) {
         return new ClusterConfig(connectString, name, sessionTimeoutMillis, connectionTimeoutMillis, groups,
-                replicationFactor, minInSync, replicationTimeoutMillis);
+                replicationFactor, minInSync, replicationTimeoutMillis, cutOffGraceMillis);
     }
 
     /** This configuration with {@code replicas} copies per group and {@code minInSync}. */
     public ClusterConfig withReplication(int replicas, int minInSync) {
         return new ClusterConfig(connectString, name, sessionTimeoutMillis, connectionTimeoutMillis, maxGroupsPerMove,
-                replicas, minInSync, replicationTimeoutMillis);
+                replicas, minInSync, replicationTimeoutMillis, cutOffGraceMillis);
     }
 
     /** This configuration with another replication timeout. */
     public ClusterConfig withReplicationTimeoutMillis(int millis) {
         return new ClusterConfig(connectString, name, sessionTimeoutMillis, connectionTimeoutMillis, maxGroupsPerMove,
-                replicationFactor, minInSync, millis);
+                replicationFactor, minInSync, millis, cutOffGraceMillis);
+    }
+
+    /** This configuration with a cut-off grace period (0: off). */
+    public ClusterConfig withCutOffGraceMillis(int millis) {
+        return new ClusterConfig(connectString, name, sessionTimeoutMillis, connectionTimeoutMillis, maxGroupsPerMove,
+                replicationFactor, minInSync, replicationTimeoutMillis, millis);
     }
 
     /** The {@code zk://} form. */

@@ -205,6 +205,12 @@ public final class ClusterLauncher implements AutoCloseable {
                 return false;
             }
         }
+        // Replicated: every group has as many copies as the others (no copy still to come).
+        for (int g = 1; g < dev.ferry.ps.net.RoutingTable.GROUPS; g++) {
+            if (a.backupsOf(g).size() != a.backupsOf(0).size()) {
+                return false;
+            }
+        }
         return true;
     }
 

@@ -52,6 +52,8 @@ public final class ClusterMember implements AutoCloseable {
     private final ScheduledExecutorService events;
     private final ExecutorService mover;
     private final AtomicBoolean pending = new AtomicBoolean();
+    /** Bumped by each connection change: a pending read cut-off of an earlier suspension is void. */
+    private final java.util.concurrent.atomic.AtomicLong cuts = new java.util.concurrent.atomic.AtomicLong();
     private final CompletableFuture<Void> drained = new CompletableFuture<>();
     private final Controller controller;
     private PersistentNode node;
@@ -143,6 +145,9 @@ public final class ClusterMember implements AutoCloseable {
         ensureLayout(zk, paths);
         server.onTableCreated(this::recordTable);
         server.replication(config.replicationTimeoutMillis(), this::reportOutOfSync);
+        if (config.cutOffGraceMillis() > 0) {
+            zk.getConnectionStateListenable().addListener((client, state) -> cutOff(state));
+        }
         cache = CuratorCache.build(zk, paths.root);
         cache.listenable().addListener(CuratorCacheListener.builder()
                 .forAll((type, before, after) -> poke())
@@ -175,6 +180,36 @@ public final class ClusterMember implements AutoCloseable {
         latch.start();
         // A safety net for missed or failed passes (a lost CAS race is retried here too).
         events.scheduleWithFixedDelay(this::poke, 250, 250, TimeUnit.MILLISECONDS);
+    }
+
+    /** Curator's thread: suspended or lost closes the server's gate (reads after the grace); back opens it. */
+    private void cutOff(org.apache.curator.framework.state.ConnectionState state) {
+        dev.ferry.ps.net.ServingGate gate = server.gate();
+        long cut = cuts.incrementAndGet();
+        switch (state) {
+            case SUSPENDED, LOST -> {
+                gate.stopPushes();
+                LOG.warning(() -> "member " + info.id() + ": ZooKeeper connection " + state + "; pushes refused, pulls"
+                        + " refused in " + config.cutOffGraceMillis() + " ms");
+                try {
+                    events.schedule(() -> {
+                        if (cuts.get() == cut) {
+                            gate.stopReads();
+                            LOG.warning(() -> "member " + info.id() + ": still cut off; pulls refused");
+                        }
+                    }, config.cutOffGraceMillis(), TimeUnit.MILLISECONDS);
+                } catch (java.util.concurrent.RejectedExecutionException closed) {
+                    gate.stopReads();
+                }
+            }
+            case CONNECTED, RECONNECTED -> {
+                gate.open();
+                LOG.info(() -> "member " + info.id() + ": ZooKeeper connection " + state + "; serving again");
+            }
+            default -> {
+                // READ_ONLY: not used
+            }
+        }
     }
 
     /** Its member id. */

@@ -27,7 +27,7 @@ import dev.ferry.transport.TransportConfig;
  * <pre>
  * ClusterServerMain --cluster zk://host:port/name --id id [--port p] [--bind-host h]
  *                   [--transport shm|tcp|netty] [--checkpoint-dir d] [--session-timeout ms]
- *                   [--replicas r] [--min-in-sync m] [--replication-timeout ms]
+ *                   [--replicas r] [--min-in-sync m] [--replication-timeout ms] [--cut-off-grace ms]
  *                   [--exit-on-stdin-eof] [--no-auth]
  * </pre>
  * The RPC secret comes from {@code FERRY_RPC_SECRET} or {@code FERRY_RPC_SECRET_FILE} unless
@@ -66,7 +66,8 @@ public final class ClusterServerMain {
                     Integer.toString(port), "--bind-host", bindHost, "--transport", transport, "--session-timeout",
                     Integer.toString(cluster.sessionTimeoutMillis()), "--replicas",
                     Integer.toString(cluster.replicationFactor()), "--min-in-sync", Integer.toString(cluster.minInSync()),
-                    "--replication-timeout", Integer.toString(cluster.replicationTimeoutMillis())));
+                    "--replication-timeout", Integer.toString(cluster.replicationTimeoutMillis()), "--cut-off-grace",
+                    Integer.toString(cluster.cutOffGraceMillis())));
             if (checkpointDir != null) {
                 args.add("--checkpoint-dir");
                 args.add(checkpointDir.toString());
@@ -92,6 +93,7 @@ public final class ClusterServerMain {
             int replicas = -1;
             int minInSync = -1;
             int replicationTimeout = -1;
+            int cutOffGrace = -1;
             boolean eof = false;
             boolean noAuth = false;
             for (int i = 0; i < args.length; i++) {
@@ -107,6 +109,7 @@ public final class ClusterServerMain {
                     case "--replicas" -> replicas = Integer.parseInt(value(args, ++i, a));
                     case "--min-in-sync" -> minInSync = Integer.parseInt(value(args, ++i, a));
                     case "--replication-timeout" -> replicationTimeout = Integer.parseInt(value(args, ++i, a));
+                    case "--cut-off-grace" -> cutOffGrace = Integer.parseInt(value(args, ++i, a));
                     case "--exit-on-stdin-eof" -> eof = true;
                     case "--no-auth" -> noAuth = true;
                     default -> throw new IllegalArgumentException("unknown option " + a);
@@ -126,6 +129,9 @@ public final class ClusterServerMain {
             if (replicationTimeout > 0) {
                 config = config.withReplicationTimeoutMillis(replicationTimeout);
             }
+            if (cutOffGrace >= 0) {
+                config = config.withCutOffGraceMillis(cutOffGrace);
+            }
             return new Options(config, id, port, bindHost, transport, dir, eof, noAuth);
         }
 
@@ -138,15 +144,7 @@ public final class ClusterServerMain {
     }
 
     public static void main(String[] args) {
-        Options options;
-        try {
-            options = Options.parse(args);
-        } catch (IllegalArgumentException e) {
-            System.err.println("ferry server: " + e.getMessage());
-            System.exit(2);
-            return;
-        }
-        System.exit(serve(options, System.out, System.err));
+        PsServerMain.run(args, Options::parse, options -> serve(options, System.out, System.err));
     }
 
     /** Runs a member server until SIGTERM, end of input (with {@code exitOnStdinEof}) or drained. */
@@ -225,24 +223,9 @@ public final class ClusterServerMain {
         drainWatch.setDaemon(true);
         drainWatch.start();
         if (options.exitOnStdinEof()) {
-            Thread watcher = new Thread(() -> {
-                try {
-                    while (System.in.read() >= 0) {
-                        // the parent holds the pipe open while it wants this server
-                    }
-                } catch (IOException e) {
-                    // parent gone
-                }
-                System.exit(0);
-            }, "ferry-server-stdin");
-            watcher.setDaemon(true);
-            watcher.start();
+            PsServerMain.exitOnStdinEof();
         }
-        try {
-            stopped.await();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+        PsServerMain.await(stopped);
         return 0;
     }
 

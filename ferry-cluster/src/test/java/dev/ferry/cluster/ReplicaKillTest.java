@@ -40,7 +40,7 @@ import dev.ferry.transport.TransportConfig;
  */
 class ReplicaKillTest {
 
-    private static final int SESSION_MILLIS = 1_500;
+    private static final int SESSION_MILLIS = 3_000;
     private static final int KEYS = 2048;
     private static final int BATCH = 8;
     private static final int SERVERS = 3;

@@ -27,6 +27,9 @@ import org.HdrHistogram.Recorder;
  */
 public final class PsDemo {
 
+    /** Whether standard error is a terminal (progress rewrites one line) or a pipe (plain lines). */
+    private static final boolean TERMINAL = System.console() != null && System.console().isTerminal();
+
     /**
      * What the demo runs.
      *
@@ -166,7 +169,9 @@ public final class PsDemo {
                 }
                 if (System.nanoTime() - nextReport >= 0) {
                     total.add(recorder.getIntervalHistogram());
-                    err.printf(Locale.ROOT, "\rferry demo: %-10s %-8s %5.1f s  ops %,9d  keys %,12d  p99 %,9.0f us   ",
+                    // A terminal gets one line rewritten in place; a pipe or a file gets plain lines.
+                    err.printf(Locale.ROOT, (TERMINAL ? "\r" : "")
+                            + "ferry demo: %-10s %-8s %5.1f s  ops %,9d  keys %,12d  p99 %,9.0f us" + (TERMINAL ? "   " : "%n"),
                             label, phase, (System.nanoTime() - start) / 1e9, ops.sum(), keys.sum(),
                             total.getValueAtPercentile(99) / 1e3);
                     err.flush();
@@ -175,7 +180,9 @@ public final class PsDemo {
             }
         }
         total.add(recorder.getIntervalHistogram());
-        err.println();
+        if (TERMINAL) {
+            err.println();
+        }
         if (failure.get() != null) {
             throw new IllegalStateException(phase + " failed: " + failure.get().getMessage(), failure.get());
         }

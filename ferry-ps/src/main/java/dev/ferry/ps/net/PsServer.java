@@ -48,6 +48,7 @@ public final class PsServer implements AutoCloseable {
     private final MoveTarget moveTarget;
     private final Replicator replicator;
     private final ReplicaApplier replicaApplier;
+    private final ServingGate gate = new ServingGate();
     private volatile TransportConfig transport;
     private volatile java.util.function.Consumer<dev.ferry.ps.TableConfig> onTableCreated = config -> { };
     /** The routing table enforced and this server's index in it; replaced whole by {@link #install}. */
@@ -214,6 +215,11 @@ public final class PsServer implements AutoCloseable {
         replicator.configure(timeoutMillis, reporter);
     }
 
+    /** Whether this server serves (closed by its cluster membership when cut off from coordination). */
+    public ServingGate gate() {
+        return gate;
+    }
+
     /** The view enforced now: table, own index, replicas. */
     View view() {
         return view;
@@ -332,6 +338,7 @@ public final class PsServer implements AutoCloseable {
         View v;
         try {
             v = checkOwned(ids, count, PsDescriptor.generation(body));
+            gate.checkPushes(v.generation());
             MemorySegment gradients = body.asSlice(PsDescriptor.pullBytes(nameLength, count), rowBytes);
             long dedupe = PsDescriptor.dedupeId(body);
             if (v.replicas() == null) {
@@ -551,6 +558,7 @@ public final class PsServer implements AutoCloseable {
             throw PsDescriptor.wrongServer(v.generation(), "the client routes by generation " + clientGeneration
                     + "; this server knows " + v.generation() + " and catches up");
         }
+        gate.checkReads(v.generation());
         SlotTable slots = v.table().slots();
         for (int i = 0; i < count; i++) {
             int owner = slots.serverOfSlot(Slots.slotOf(ids[i]));

@@ -130,15 +130,49 @@ public final class PsServerMain {
     }
 
     public static void main(String[] args) {
-        Options options;
+        PsServerMain.run(args, Options::parse, options -> serve(options, System.out, System.err));
+    }
+
+    /**
+     * A server process's {@code main}: parses {@code args} (status 2 and the reason on standard
+     * error if they are bad), then exits with what {@code serve} returns.
+     */
+    public static <O> void run(String[] args, java.util.function.Function<String[], O> parse,
+            java.util.function.ToIntFunction<O> serve) {
+        O options;
         try {
-            options = Options.parse(args);
+            options = parse.apply(args);
         } catch (IllegalArgumentException e) {
             System.err.println("ferry server: " + e.getMessage());
             System.exit(2);
             return;
         }
-        System.exit(serve(options, System.out, System.err));
+        System.exit(serve.applyAsInt(options));
+    }
+
+    /** Exits the process when standard input closes: the launcher that holds the pipe is gone or done. */
+    public static void exitOnStdinEof() {
+        Thread watcher = new Thread(() -> {
+            try {
+                while (System.in.read() >= 0) {
+                    // the parent holds the pipe open while it wants this server
+                }
+            } catch (IOException e) {
+                // parent gone
+            }
+            System.exit(0);
+        }, "ferry-server-stdin");
+        watcher.setDaemon(true);
+        watcher.start();
+    }
+
+    /** Waits until {@code stopped} counts down (the shutdown hook ran). */
+    public static void await(CountDownLatch stopped) {
+        try {
+            stopped.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     /**
@@ -215,24 +249,9 @@ public final class PsServerMain {
         out.println(LISTENING + " " + address);
         out.flush();
         if (options.exitOnStdinEof()) {
-            Thread watcher = new Thread(() -> {
-                try {
-                    while (System.in.read() >= 0) {
-                        // the parent holds the pipe open while it wants this server
-                    }
-                } catch (IOException e) {
-                    // parent gone
-                }
-                System.exit(0);
-            }, "ferry-server-stdin");
-            watcher.setDaemon(true);
-            watcher.start();
+            PsServerMain.exitOnStdinEof();
         }
-        try {
-            stopped.await();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+        PsServerMain.await(stopped);
         return 0;
     }
 

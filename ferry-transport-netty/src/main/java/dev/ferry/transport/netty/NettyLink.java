@@ -1,6 +1,7 @@
 package dev.ferry.transport.netty;
 
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.flow.ByteWindow;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.EventLoop;

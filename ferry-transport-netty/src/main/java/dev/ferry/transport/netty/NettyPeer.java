@@ -3,6 +3,7 @@ package dev.ferry.transport.netty;
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
 import dev.ferry.transport.TransportException;
+import dev.ferry.transport.flow.ByteWindow;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;

@@ -10,6 +10,7 @@ import dev.ferry.transport.TransportException;
 import dev.ferry.transport.UnauthenticatedException;
 import dev.ferry.transport.admission.DropLog;
 import dev.ferry.transport.admission.HandshakeGate;
+import dev.ferry.transport.flow.ByteWindow;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;

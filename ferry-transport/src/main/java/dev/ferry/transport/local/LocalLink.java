@@ -1,7 +1,8 @@
 package dev.ferry.transport.local;
 
-import dev.ferry.transport.TransportException;
 import dev.ferry.transport.TransportException.Reason;
+import dev.ferry.transport.TransportException;
+import dev.ferry.transport.flow.ByteWindow;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -24,7 +25,7 @@ final class LocalLink {
     final LocalPeer sender;
     final LocalPeer receiver;
     final int index;
-    private final ByteBudget window;
+    private final ByteWindow window;
     final AtomicBoolean stalled = new AtomicBoolean();
 
     // Guarded by this.
@@ -37,7 +38,7 @@ final class LocalLink {
         this.sender = sender;
         this.receiver = receiver;
         this.index = index;
-        this.window = new ByteBudget(sender.transport.config().sendWindowBytesPerLink());
+        this.window = new ByteWindow(sender.transport.config().sendWindowBytesPerLink());
         this.credits = sender.transport.config().receiveBuffersPerLink();
     }
 

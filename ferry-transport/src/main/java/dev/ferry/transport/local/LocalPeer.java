@@ -2,8 +2,9 @@ package dev.ferry.transport.local;
 
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
-import dev.ferry.transport.TransportException;
 import dev.ferry.transport.TransportException.Reason;
+import dev.ferry.transport.TransportException;
+import dev.ferry.transport.flow.ByteWindow;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
@@ -14,7 +15,7 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 final class LocalPeer implements Peer {
 
     final LocalTransport transport;
-    final ByteBudget window;
+    final ByteWindow window;
     private final String address;
     private final AtomicReferenceArray<LocalLink> links;
     /** Set once, right after construction, before the peer is published. */
@@ -24,7 +25,7 @@ final class LocalPeer implements Peer {
     LocalPeer(LocalTransport transport, String address) {
         this.transport = transport;
         this.address = address;
-        this.window = new ByteBudget(transport.config().sendWindowBytesPerPeer());
+        this.window = new ByteWindow(transport.config().sendWindowBytesPerPeer());
         this.links = new AtomicReferenceArray<>(transport.config().linksPerPeer());
     }
 

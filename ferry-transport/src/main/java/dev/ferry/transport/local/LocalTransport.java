@@ -13,9 +13,10 @@ import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
-import dev.ferry.transport.TransportException;
 import dev.ferry.transport.TransportException.Reason;
+import dev.ferry.transport.TransportException;
 import dev.ferry.transport.UnauthenticatedException;
+import dev.ferry.transport.flow.ByteWindow;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -62,7 +63,7 @@ final class LocalTransport implements Transport {
     private final AtomicInteger links = new AtomicInteger();
     private final ConcurrentLinkedQueue<LocalLink> stalledLinks = new ConcurrentLinkedQueue<>();
 
-    final ByteBudget window;
+    final ByteWindow window;
     final AtomicInteger linksOpen = new AtomicInteger();
     final LongAdder windowStalls = new LongAdder();
     final LongAdder creditStalls = new LongAdder();
@@ -79,7 +80,7 @@ final class LocalTransport implements Transport {
     LocalTransport(TransportConfig config, MessageHandler handler) {
         this.config = config;
         this.handler = handler;
-        this.window = new ByteBudget(config.sendWindowBytesPerProcess());
+        this.window = new ByteWindow(config.sendWindowBytesPerProcess());
         // A short spin, then park: with one dispatch thread per transport and several transports in
         // a process, spinning for the whole idlePollMicros burns the cores the handlers need.
         this.spinNanos = Math.min(config.idlePollMicros(), SPIN_MICROS) * 1_000L;

@@ -74,7 +74,9 @@ class PsRequestFuzzTest {
         }
         MemorySegment request = MemorySegment.ofArray(body);
         if (method.equals(PsDescriptor.PULL)) {
-            assertEquals(PsDescriptor.rowsBytes(PsDescriptor.count(request), PsDescriptor.dimension(request))
+            // The rows come in the format the request names (its offset field: a PullFormat code).
+            dev.ferry.ps.PullFormat format = dev.ferry.ps.PullFormat.ofCode(PsDescriptor.offset(request));
+            assertEquals(format.rowsBytes(PsDescriptor.count(request), PsDescriptor.dimension(request))
                     + PsDescriptor.GENERATION_TRAILER, reply.length);
         } else if (method.equals(PsDescriptor.PUSH)) {
             assertEquals(PsDescriptor.GENERATION_TRAILER, reply.length);

@@ -108,6 +108,13 @@ final class ClusterFetchCommand implements Callable<Integer> {
                     System.arraycopy(ps.pull("fetch", some), 0, rows, from * dimension, n * dimension);
                 }
                 System.err.printf("fetch-move: %d servers on %s, %d rows created%n", servers, transport, ids);
+                long settle = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                while (admin.status().assignment().move() != null) {
+                    if (System.nanoTime() - settle > 0) {
+                        throw new IllegalStateException("a move of the starting cluster did not finish within 60 s");
+                    }
+                    Thread.sleep(20);
+                }
                 report = run(ps, admin, directory, rows);
             }
         } finally {
@@ -183,7 +190,8 @@ final class ClusterFetchCommand implements Callable<Integer> {
                     }
                 });
             }
-            var move = admin.status().assignment().move();
+            // Only the moves the extra server brings count: one still settling from the start is waited out first.
+            var move = adder != null ? admin.status().assignment().move() : null;
             if (move != null) {
                 if (phase.get() == Phase.BEFORE) {
                     moveStart = now;

@@ -100,6 +100,20 @@ public enum PullFormat {
     }
 
     /**
+     * Encodes {@code count} rows of {@code dimension} floats at the start of {@code rows} into
+     * {@code dst[dstAt]}, back to back; the same bytes as {@link #encode(MemorySegment, long, int, int,
+     * MemorySegment, long)}, without copying the rows into a scratch array first.
+     */
+    public void encode(float[] rows, int count, int dimension, MemorySegment dst, long dstAt) {
+        PullCodec.encode(this, rows, count, dimension, dst, dstAt);
+    }
+
+    /** Decodes one row at {@code src[srcAt]} into {@code dst[dstIndex, dstIndex + dimension)}. */
+    public void decodeRow(MemorySegment src, long srcAt, int dimension, float[] dst, int dstIndex) {
+        PullCodec.decodeRow(this, src, srcAt, dimension, dst, dstIndex);
+    }
+
+    /**
      * Decodes one row of {@code dimension} weights at {@code src[srcAt]} into little-endian f32 at
      * {@code dst[dstAt]}.
      */

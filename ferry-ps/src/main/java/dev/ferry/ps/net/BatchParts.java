@@ -57,13 +57,12 @@ final class BatchParts {
             return;
         }
         int n = plan.partSize(part);
-        MemorySegment decoded = MemorySegment.ofArray(new float[Math.multiplyExact(n, dimension)]);
+        float[] decoded = new float[Math.multiplyExact(n, dimension)];
         long encodedRow = rows.format().rowBytes(dimension);
-        long rowBytes = (long) dimension * Float.BYTES;
         for (int k = 0; k < n; k++) {
-            rows.format().decodeRow(rows.segment(), k * encodedRow, dimension, decoded, k * rowBytes);
+            rows.format().decodeRow(rows.segment(), k * encodedRow, dimension, decoded, k * dimension);
         }
-        plan.scatterRows(part, decoded, dimension, out);
+        plan.scatterRows(part, MemorySegment.ofArray(decoded), dimension, out);
     }
 
     /** Releases the rows of the parts that completed (after another part failed). */

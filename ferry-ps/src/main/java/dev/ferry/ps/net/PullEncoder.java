@@ -16,8 +16,7 @@ final class PullEncoder {
     /** Floats of the per-thread f32 block (64 KiB). */
     static final int BLOCK_FLOATS = 1 << 14;
 
-    private static final ThreadLocal<MemorySegment[]> BLOCK = ThreadLocal.withInitial(
-            () -> new MemorySegment[] {MemorySegment.ofArray(new float[BLOCK_FLOATS])});
+    private static final ThreadLocal<float[][]> BLOCK = ThreadLocal.withInitial(() -> new float[][] {new float[BLOCK_FLOATS]});
 
     private PullEncoder() {
     }
@@ -29,19 +28,18 @@ final class PullEncoder {
             ps.pull(table, dimension, ids, 0, count, out);
             return;
         }
-        MemorySegment[] holder = BLOCK.get();
-        long rowF32 = (long) Math.max(dimension, 1) * Float.BYTES;
-        if (holder[0].byteSize() < rowF32) {
-            holder[0] = MemorySegment.ofArray(new float[Math.max(dimension, 1)]);
+        float[][] holder = BLOCK.get();
+        if (holder[0].length < dimension) {
+            holder[0] = new float[dimension];
         }
-        MemorySegment block = holder[0];
-        int rowsPerBlock = (int) Math.max(1, block.byteSize() / rowF32);
+        float[] block = holder[0];
+        MemorySegment blockSegment = MemorySegment.ofArray(block);
+        int rowsPerBlock = Math.max(1, block.length / Math.max(dimension, 1));
         long encodedRow = format.rowBytes(dimension);
         for (int from = 0; from < count; from += rowsPerBlock) {
             int n = Math.min(rowsPerBlock, count - from);
-            MemorySegment rows = block.asSlice(0, n * rowF32);
-            ps.pull(table, dimension, ids, from, n, rows);
-            format.encode(rows, 0, n, dimension, out, from * encodedRow);
+            ps.pull(table, dimension, ids, from, n, blockSegment.asSlice(0, (long) n * dimension * Float.BYTES));
+            format.encode(block, n, dimension, out, from * encodedRow);
         }
     }
 }

@@ -41,6 +41,11 @@ final class CheckpointDescriptor {
 
     static final long MAGIC = 0x315350595252_4546L; // "FERRYPS1" read as little-endian bytes
     static final int VERSION = 1;
+    /**
+     * The manifest's content version ({@code Checkpoints}): 2 adds each table's pull format,
+     * admission rule and eviction; version 1 is still read. The block files keep {@link #VERSION}.
+     */
+    static final int MANIFEST_VERSION = 2;
     static final int KIND_MANIFEST = 1;
     static final int KIND_ROWS = 2;
     static final int KIND_DENSE = 3;

@@ -31,11 +31,17 @@ import java.util.stream.Stream;
  *  version i32, sequence i64,
  *  servers i32 (0: no slot table), then 65,536 x server i32,
  *  tables i32, then per table:   name, dimension i32, optimizer, initializer, maxRows i64, shards i32,
+ *                                [version 2: pull format, admission, eviction]
  *                                per shard: file name, rows i64, bytes i64, crc32c i32
  *  tensors i32, then per tensor: name, length i32, optimizer, initializer, file name, bytes i64, crc32c i32
  *  optimizer:   kind u8 (0 SGD, 1 Adagrad, 2 Adam, 3 FTRL), its hyper-parameters as f64
  *  initializer: kind u8 (0 zeros, 1 uniform, 2 normal), two f64 and the seed i64
+ *  pull format: its wire code u8 ({@link PullFormat#code()})
+ *  admission:   kind u8 (0 always, 1 after a count, 2 probability), count i32, filter cells i32, p f64
+ *  eviction:    ttl ns i64 (0 none), capacity i64 (0 none), policy u8 ({@link EvictionPolicy}), margin f64
  * </pre>
+ * Version 1 (written before tables had a pull format, an admission rule and eviction) is read as
+ * f32, {@link Admission#always()} and {@link Eviction#none()}.
  */
 final class Checkpoints {
 
@@ -72,7 +78,7 @@ final class Checkpoints {
             try {
                 ByteArrayOutputStream bytes = new ByteArrayOutputStream();
                 DataOutputStream manifest = new DataOutputStream(bytes);
-                manifest.writeInt(CheckpointDescriptor.VERSION);
+                manifest.writeInt(CheckpointDescriptor.MANIFEST_VERSION);
                 manifest.writeLong(sequence);
                 if (slots == null) {
                     manifest.writeInt(0);
@@ -92,6 +98,7 @@ final class Checkpoints {
                     writeInitializer(manifest, config.initializer());
                     manifest.writeLong(config.maxRows());
                     manifest.writeInt(config.shards());
+                    writeTableRules(manifest, config);
                     for (int s = 0; s < table.shardCount(); s++) {
                         String file = "t" + t + "-s" + s + ".rows";
                         try (Arena arena = Arena.ofConfined()) {
@@ -171,8 +178,9 @@ final class Checkpoints {
             DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(content.toArray(ValueLayout.JAVA_BYTE)));
             try {
                 int version = in.readInt();
-                if (version != CheckpointDescriptor.VERSION) {
-                    throw SparseTable.corrupt(where, "manifest version " + version);
+                if (version != 1 && version != CheckpointDescriptor.MANIFEST_VERSION) {
+                    throw SparseTable.corrupt(where, "manifest version " + version + ", this code reads 1 to "
+                            + CheckpointDescriptor.MANIFEST_VERSION);
                 }
                 long sequence = in.readLong();
                 int servers = in.readInt();
@@ -188,6 +196,9 @@ final class Checkpoints {
                 for (int t = 0; t < tableCount; t++) {
                     TableConfig config = new TableConfig(in.readUTF(), in.readInt(), readOptimizer(in),
                             readInitializer(in), in.readLong(), in.readInt());
+                    if (version >= 2) {
+                        config = readTableRules(in, config);
+                    }
                     SparseTable table = new SparseTable(config, limits, readOnly);
                     if (tables.putIfAbsent(config.name(), table) != null) {
                         table.close();
@@ -327,6 +338,53 @@ final class Checkpoints {
         } catch (IOException e) {
             // Some file systems cannot sync a directory; the files themselves are forced.
         }
+    }
+
+    /** A table's pull format, admission rule and eviction settings (manifest version 2). */
+    private static void writeTableRules(DataOutputStream out, TableConfig config) throws IOException {
+        out.writeByte(config.pullFormat().code());
+        switch (config.admission()) {
+            case Admission.Always a -> {
+                out.writeByte(0);
+                out.writeInt(0);
+                out.writeInt(0);
+                out.writeDouble(0);
+            }
+            case Admission.After a -> {
+                out.writeByte(1);
+                out.writeInt(a.count());
+                out.writeInt(a.filterCells());
+                out.writeDouble(0);
+            }
+            case Admission.Probability p -> {
+                out.writeByte(2);
+                out.writeInt(0);
+                out.writeInt(0);
+                out.writeDouble(p.p());
+            }
+        }
+        Eviction e = config.eviction();
+        out.writeLong(e.ttlNanos());
+        out.writeLong(e.capacity());
+        out.writeByte(e.policy().code());
+        out.writeDouble(e.margin());
+    }
+
+    private static TableConfig readTableRules(DataInputStream in, TableConfig config) throws IOException {
+        PullFormat format = PullFormat.ofCode(in.readUnsignedByte());
+        int kind = in.readUnsignedByte();
+        int count = in.readInt();
+        int cells = in.readInt();
+        double p = in.readDouble();
+        Admission admission = switch (kind) {
+            case 0 -> Admission.always();
+            case 1 -> Admission.after(count, cells);
+            case 2 -> Admission.probability(p);
+            default -> throw TableConfig.invalid("unknown admission kind " + kind);
+        };
+        Eviction eviction = new Eviction(in.readLong(), in.readLong(), EvictionPolicy.ofCode(in.readUnsignedByte()),
+                in.readDouble());
+        return config.withPullFormat(format).withAdmission(admission).withEviction(eviction);
     }
 
     private static void writeOptimizer(DataOutputStream out, Optimizer optimizer) throws IOException {

@@ -37,6 +37,8 @@ public final class ParameterServer implements AutoCloseable {
     private final List<String> rejected;
     private volatile SlotTable slots;
     private volatile boolean closed;
+    /** The evictor thread, started with the first table that evicts (training servers only); guarded by {@code tables}. */
+    private Evictors evictors;
 
     private ParameterServer(PsConfig config, boolean readOnly, Checkpoints.Loaded loaded, Path restoredFrom,
             List<String> rejected) {
@@ -48,6 +50,17 @@ public final class ParameterServer implements AutoCloseable {
             tables.putAll(loaded.tables());
             tensors.putAll(loaded.tensors());
             slots = loaded.slots();
+            loaded.tables().values().forEach(this::startEvictorsFor);
+        }
+    }
+
+    /** Starts the evictor thread if {@code table} deletes rows and it is not running yet. */
+    private void startEvictorsFor(SparseTable table) {
+        synchronized (tables) {
+            if (table.evictor() != null && evictors == null && !closed) {
+                evictors = new Evictors(tables::values);
+                evictors.start();
+            }
         }
     }
 
@@ -168,6 +181,7 @@ public final class ParameterServer implements AutoCloseable {
             checkCreate(table.name());
             SparseTable created = new SparseTable(table, config, readOnly);
             tables.put(table.name(), created);
+            startEvictorsFor(created);
             return created;
         }
     }
@@ -315,6 +329,9 @@ public final class ParameterServer implements AutoCloseable {
                 return;
             }
             closed = true;
+            if (evictors != null) {
+                evictors.close();
+            }
             tables.values().forEach(SparseTable::close);
             tensors.values().forEach(DenseTensor::close);
         }

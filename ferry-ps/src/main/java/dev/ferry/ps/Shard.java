@@ -18,9 +18,13 @@ import java.util.concurrent.locks.ReentrantLock;
  *  | id  i64   | row + 1 i64 |  row + 1 == 0: empty entry  ------->   chunk 1: row c | ...
  *  +-----------+-------------+
  * </pre>
- * Rows are never deleted, so a row number stays valid for the life of the shard and growing the
- * index rehashes only the 16-byte entries (the ids are read back from the rows). Rows of a
- * chunk are contiguous, so a snapshot is one copy per chunk. Chunks double from about 256 KiB
+ * Row slots never move, so growing the index rehashes only the 16-byte entries (the ids are read
+ * back from the rows). A deleted row ({@link #remove}, by the evictor) leaves the index by
+ * backward-shift deletion (no tombstones: probes stay as short as before) and its slot goes on a
+ * free list that {@link #append} takes from before it grows; a free slot holds step count
+ * {@link #FREE_STEPS} and is skipped by snapshots, so the row memory is bounded by the most rows
+ * the shard ever held at once. Beside each slot, an on-heap {@link #stamp} keeps the time of the
+ * row's last update (creation or optimizer step), for eviction. Chunks double from about 256 KiB
  * (small tables stay small) up to the first size of at least 2 MiB, then stay there; those, and
  * indexes of 2 MiB or more, are mapped for transparent huge pages ({@link RowMemory}):
  * <pre>
@@ -40,7 +44,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * reads fail the same way or find no chunk.
  *
  * <p>The row chunks and each generation of the index come from shared arenas that this shard
- * owns and closes.
+ * owns and closes. The stamps and the free list are on-heap arrays guarded by {@link #lock}
+ * (asserted), read and written by no one without it.
  */
 final class Shard {
 
@@ -59,6 +64,9 @@ final class Shard {
     /** Rows per chunk are chosen so that a chunk is at most 256 KiB: small tables stay small. */
     private static final long CHUNK_TARGET_BYTES = 256 << 10;
 
+    /** The step count that marks a free slot (a real row counts steps from 0). */
+    static final long FREE_STEPS = -1;
+
     final ReentrantLock lock = new ReentrantLock();
     private final long rowBytes;
     /** Rows of chunk 0: {@code 1 << baseShift}. */
@@ -71,6 +79,11 @@ final class Shard {
     private MemorySegment[] chunks = new MemorySegment[4];
     private int chunkCount;
     private int rows;
+    /** Per slot: the last update's time (the table's clock). Guarded by {@link #lock}. */
+    private long[] stamps = new long[64];
+    /** Free slots, a stack. Guarded by {@link #lock}. */
+    private int[] free = new int[16];
+    private int freeCount;
     private Arena indexArena;
     private MemorySegment index;
     private boolean closed;
@@ -99,7 +112,10 @@ final class Shard {
     int find(long id, long hash) {
         MemorySegment entries = index;
         long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
-        for (long i = hash & mask;; i = (i + 1) & mask) {
+        // Bounded: without a racing writer an empty entry comes first (at most 5/8 full); with
+        // one, entries shifted by removals could keep ahead of the probe, and the validation fails.
+        long i = hash & mask;
+        for (long probes = 0; probes <= mask; probes++, i = (i + 1) & mask) {
             long at = i * INDEX_ENTRY_BYTES;
             long ref = entries.get(ValueLayout.JAVA_LONG, at + 8);
             if (ref == 0) {
@@ -109,6 +125,7 @@ final class Shard {
                 return (int) (ref - 1);
             }
         }
+        return -1;
     }
 
     /** A version to validate an optimistic read with; odd while a write is under way. */
@@ -153,8 +170,18 @@ final class Shard {
         }
     }
 
-    /** Adds a zeroed row for {@code id}, which must be absent, and returns its number (inside a write). */
+    /**
+     * Adds a zeroed row for {@code id}, which must be absent, and returns its number (inside a
+     * write): a free slot if there is one, else a new one.
+     */
     int append(long id, long hash) {
+        assert lock.isHeldByCurrentThread();
+        if (freeCount > 0) {
+            int row = free[--freeCount];
+            chunk(row).asSlice(offset(row), rowBytes).fill((byte) 0);
+            insert(id, hash, row);
+            return row;
+        }
         long entries = index.byteSize() / INDEX_ENTRY_BYTES;
         if ((rows + 1L) * 8 > entries * 5) {
             rehash(entries * 2);
@@ -168,9 +195,75 @@ final class Shard {
             chunks[chunkCount] = RowMemory.allocate(rowArena, chunkRows(chunkCount) * rowBytes);
             chunkCount++;
         }
+        if (row == stamps.length) {
+            stamps = Arrays.copyOf(stamps, stamps.length * 2);
+        }
         rows++;
         insert(id, hash, row);
         return row;
+    }
+
+    /**
+     * Deletes row {@code row}, which must be live (inside a write): its index entry goes by
+     * backward-shift deletion, its slot is marked free ({@link #FREE_STEPS}) and kept for reuse.
+     */
+    void remove(int row) {
+        assert lock.isHeldByCurrentThread();
+        assert live(row) : "row " + row + " is free";
+        MemorySegment chunk = chunk(row);
+        long at = offset(row);
+        long id = chunk.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
+        MemorySegment entries = index;
+        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
+        long i = Slots.mix(id) & mask;
+        while (entries.get(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8) != row + 1L) {
+            i = (i + 1) & mask;
+        }
+        // Move later entries of the probe run back into the hole while their home allows it.
+        for (long j = (i + 1) & mask;; j = (j + 1) & mask) {
+            long ref = entries.get(ValueLayout.JAVA_LONG, j * INDEX_ENTRY_BYTES + 8);
+            if (ref == 0) {
+                break;
+            }
+            long movedId = entries.get(ValueLayout.JAVA_LONG, j * INDEX_ENTRY_BYTES);
+            long home = Slots.mix(movedId) & mask;
+            boolean stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+            if (!stays) {
+                entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, movedId);
+                entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, ref);
+                i = j;
+            }
+        }
+        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, 0L);
+        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, 0L);
+        chunk.set(RowLayout.LONG, at + RowLayout.ID_OFFSET, 0L);
+        chunk.set(RowLayout.LONG, at + RowLayout.STEPS_OFFSET, FREE_STEPS);
+        if (freeCount == free.length) {
+            free = Arrays.copyOf(free, free.length * 2);
+        }
+        free[freeCount++] = row;
+    }
+
+    /** Whether slot {@code row} (below {@link #rows()}) holds a row, not a free slot. */
+    boolean live(int row) {
+        return chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.STEPS_OFFSET) != FREE_STEPS;
+    }
+
+    /** The time of the last update of {@code row}. */
+    long stamp(int row) {
+        assert lock.isHeldByCurrentThread();
+        return stamps[row];
+    }
+
+    /** Records an update of {@code row} at {@code now}. */
+    void touch(int row, long now) {
+        assert lock.isHeldByCurrentThread();
+        stamps[row] = now;
+    }
+
+    /** Rows stored: slots minus free ones. */
+    int liveRows() {
+        return rows - freeCount;
     }
 
     /** The chunk that holds {@code row}. */
@@ -204,6 +297,7 @@ final class Shard {
         return firstFixedRow + ((chunk - growth) << (baseShift + growth));
     }
 
+    /** Slots in use or free: the row numbers are {@code [0, rows())}. */
     int rows() {
         return rows;
     }
@@ -216,13 +310,34 @@ final class Shard {
         return closed ? 0 : bytes;
     }
 
-    /** A copy of all rows, in row order, allocated from {@code arena}. */
+    /** A copy of all live rows, in row order (free slots left out), allocated from {@code arena}. */
     MemorySegment snapshot(Arena arena) {
-        MemorySegment copy = arena.allocate(Math.max(1, rows * rowBytes), Long.BYTES).asSlice(0, rows * rowBytes);
-        for (int c = 0; c < chunkCount; c++) {
-            long first = firstRow(c);
-            long n = Math.min(chunkRows(c), rows - first);
-            MemorySegment.copy(chunks[c], 0, copy, first * rowBytes, n * rowBytes);
+        long bytes = (long) liveRows() * rowBytes;
+        MemorySegment copy = arena.allocate(Math.max(1, bytes), Long.BYTES).asSlice(0, bytes);
+        if (freeCount == 0) {
+            for (int c = 0; c < chunkCount; c++) {
+                long first = firstRow(c);
+                long n = Math.min(chunkRows(c), rows - first);
+                MemorySegment.copy(chunks[c], 0, copy, first * rowBytes, n * rowBytes);
+            }
+            return copy;
+        }
+        long to = 0;
+        for (int row = 0; row < rows; ) {
+            if (!live(row)) {
+                row++;
+                continue;
+            }
+            // A run of live rows within one chunk: one copy.
+            int end = row + 1;
+            int c = chunkIndex(row);
+            while (end < rows && chunkIndex(end) == c && live(end)) {
+                end++;
+            }
+            long n = (long) (end - row) * rowBytes;
+            MemorySegment.copy(chunk(row), offset(row), copy, to, n);
+            to += n;
+            row = end;
         }
         return copy;
     }
@@ -264,8 +379,10 @@ final class Shard {
         Arena fresh = Arena.ofShared();
         MemorySegment next = RowMemory.allocate(fresh, entries * INDEX_ENTRY_BYTES);
         for (int row = 0; row < rows; row++) {
-            long id = chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.ID_OFFSET);
-            insert(next, id, Slots.mix(id), row);
+            if (live(row)) {
+                long id = chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.ID_OFFSET);
+                insert(next, id, Slots.mix(id), row);
+            }
         }
         Arena old = indexArena;
         indexArena = fresh;

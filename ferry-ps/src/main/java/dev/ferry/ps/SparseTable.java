@@ -7,6 +7,7 @@ import java.util.Arrays;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.LongSupplier;
 
 /**
  * A sparse embedding table on this server: int64 id to {@code dimension} f32 weights with the
@@ -28,6 +29,11 @@ import java.util.concurrent.atomic.LongAdder;
  * concurrent with an apply may see some rows of that apply updated and others not yet. Updates
  * to one row are serialised, so concurrent pushes give the state of some serial order of their
  * per-row steps (for SGD, the same sums in any order, to rounding).
+ *
+ * <p>Eviction ({@link Eviction}): rows are deleted in the background by the table's
+ * {@link TableEvictor}, in small steps under the same shard locks, as writes for the optimistic
+ * readers; a deleted id is again like a never-seen one. Each row's last update (creation or
+ * step) is stamped with the table's clock, read once per push batch.
  */
 public final class SparseTable {
 
@@ -43,9 +49,23 @@ public final class SparseTable {
     private final AdmissionGate[] gates;
     private final LongAdder admitted = new LongAdder();
     private final LongAdder rejected = new LongAdder();
+    private final LongAdder refusedFull = new LongAdder();
+    private final LongAdder evictedTtl = new LongAdder();
+    private final LongAdder evictedCapacity = new LongAdder();
+    /** Rows stored beyond which new ids are refused: the eviction capacity, or none. */
+    private final long storeLimit;
+    private final LongSupplier clock;
+    /** Deletes rows per {@link TableConfig#eviction()}; null when there is none, or the table is read-only. */
+    private final TableEvictor evictor;
     private volatile boolean closed;
 
     SparseTable(TableConfig config, PsConfig limits, boolean readOnly) {
+        this(config, limits, readOnly, System::nanoTime);
+    }
+
+    /** With {@code clock} (nanoseconds) for the last-update stamps and the TTL: tests inject one. */
+    SparseTable(TableConfig config, PsConfig limits, boolean readOnly, LongSupplier clock) {
+        this.clock = Objects.requireNonNull(clock, "clock");
         this.config = config;
         this.limits = limits;
         this.readOnly = readOnly;
@@ -59,6 +79,35 @@ public final class SparseTable {
             shards[s] = new Shard(rowBytes);
             gates[s] = AdmissionGate.of(config.admission(), s, shards.length, seed, shards[s].lock);
         }
+        Eviction eviction = config.eviction();
+        this.storeLimit = eviction.hasCapacity() ? eviction.capacity() : Long.MAX_VALUE;
+        this.evictor = eviction.enabled() && !readOnly ? new TableEvictor(this) : null;
+    }
+
+    /** Its evictor (run by the server's evictor thread, or by a test), or null if it deletes no rows. */
+    TableEvictor evictor() {
+        return evictor;
+    }
+
+    /** The table's clock, in nanoseconds. */
+    long now() {
+        return clock.getAsLong();
+    }
+
+    /** Shard {@code s}; the evictor works on it under its lock. */
+    Shard shard(int s) {
+        return shards[s];
+    }
+
+    /** Accounts for {@code n} rows the evictor deleted, for their TTL or for the capacity. */
+    void evicted(int n, boolean ttl) {
+        rowCount.addAndGet(-n);
+        (ttl ? evictedTtl : evictedCapacity).add(n);
+    }
+
+    /** The shard's lock must be held; throws {@code CLOSED} if the table was closed. */
+    void checkOpenLocked(Shard shard) {
+        checkOpen(shard);
     }
 
     /**
@@ -122,7 +171,8 @@ public final class SparseTable {
             }
         }
         return new TableStats(name(), dimension(), config.optimizer(), rowCount.get(), config.maxRows(),
-                rowBytes, reserved);
+                rowBytes, reserved, admitted.sum(), rejected.sum(), refusedFull.sum(), evictedTtl.sum(),
+                evictedCapacity.sum());
     }
 
     /**
@@ -229,11 +279,11 @@ public final class SparseTable {
             checkOpen(shard);
             int row = shard.find(id, hash);
             if (row < 0) {
-                if (readOnly || !admit(shard, id, hash)) {
+                row = readOnly ? ABSENT : admitAndCreate(shard, id, hash, clock.getAsLong());
+                if (row < 0) {
                     kernel.initWeights(id, dimension(), out, at);
                     return;
                 }
-                row = create(shard, id, hash);
             }
             MemorySegment.copy(shard.chunk(row), shard.offset(row) + RowLayout.WEIGHTS_OFFSET, out, at, payloadBytes);
         } finally {
@@ -288,6 +338,7 @@ public final class SparseTable {
         int[] order = scratch.order;
         long[] hash = scratch.hash;
         int[] rowOf = scratch.row;
+        long now = clock.getAsLong();
         // Phase 1: find or create every row, so that a full table fails before any step.
         for (int s = 0; s < shards.length; s++) {
             if (start[s] == start[s + 1]) {
@@ -301,7 +352,7 @@ public final class SparseTable {
                     int pos = order[k];
                     long id = ids[offset + pos];
                     int row = shard.find(id, hash[pos]);
-                    rowOf[pos] = row >= 0 ? row : admit(shard, id, hash[pos]) ? create(shard, id, hash[pos]) : ABSENT;
+                    rowOf[pos] = row >= 0 ? row : admitAndCreate(shard, id, hash[pos], now);
                 }
             } finally {
                 shard.lock.unlock();
@@ -327,6 +378,7 @@ public final class SparseTable {
                     shard.beginWrite();
                     try {
                         kernel.step(shard.chunk(row), shard.offset(row), dimension, gradients, pos * payloadBytes);
+                        shard.touch(row, now);
                     } finally {
                         shard.endWrite();
                     }
@@ -383,6 +435,7 @@ public final class SparseTable {
             throw corrupt(source, data.byteSize() + " bytes of rows is not a multiple of the row size " + rowBytes);
         }
         Shard shard = shards[s];
+        long now = clock.getAsLong();
         shard.lock.lock();
         shard.beginWrite();
         try {
@@ -399,8 +452,12 @@ public final class SparseTable {
                 if (rowCount.incrementAndGet() > config.maxRows()) {
                     throw corrupt(source, "more rows than the table's capacity " + config.maxRows());
                 }
+                if (data.get(RowLayout.LONG, at + RowLayout.STEPS_OFFSET) < 0) {
+                    throw corrupt(source, "row " + at / rowBytes + " (id " + id + ") has a negative step count");
+                }
                 int row = shard.append(id, hash);
                 MemorySegment.copy(data, at, shard.chunk(row), shard.offset(row), rowBytes);
+                shard.touch(row, now);
             }
         } finally {
             shard.endWrite();
@@ -435,6 +492,7 @@ public final class SparseTable {
                 shard.beginWrite();
                 try {
                     MemorySegment.copy(rows, at, shard.chunk(row), shard.offset(row), rowBytes);
+                    shard.touch(row, clock.getAsLong());
                 } finally {
                     shard.endWrite();
                 }
@@ -454,6 +512,9 @@ public final class SparseTable {
             try {
                 checkOpen(shard);
                 for (int row = 0; row < shard.rows(); row++) {
+                    if (!shard.live(row)) {
+                        continue;
+                    }
                     MemorySegment chunk = shard.chunk(row);
                     long at = shard.offset(row);
                     long id = chunk.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
@@ -486,6 +547,7 @@ public final class SparseTable {
                 int row = shard.find(ids[i], hash);
                 if (row < 0) {
                     row = create(shard, ids[i], hash);
+                    shard.touch(row, clock.getAsLong());
                 }
                 MemorySegment.copy(shard.chunk(row), shard.offset(row), out, i * rowBytes, rowBytes);
             } finally {
@@ -512,24 +574,67 @@ public final class SparseTable {
         return new PsException(PsException.Code.CHECKPOINT_CORRUPT, "corrupt checkpoint: " + source + ": " + message);
     }
 
-    /** Under the shard's lock: a sighting of an id it does not store; whether to create its row now. */
-    private boolean admit(Shard shard, long id, long hash) {
-        if (gates[Slots.shardOfHash(hash, shards.length)].admit(id)) {
+    /**
+     * Under the shard's lock: a sighting of an id it does not store. Creates its row (stamped
+     * {@code now}) if the table is below its eviction capacity and the admission rule admits
+     * it; else returns {@link #ABSENT}. At the capacity the rule does not see the sighting.
+     */
+    private int admitAndCreate(Shard shard, long id, long hash, long now) {
+        if (storeLimit == Long.MAX_VALUE) {
+            if (!gates[Slots.shardOfHash(hash, shards.length)].admit(id)) {
+                rejected.increment();
+                return ABSENT;
+            }
             admitted.increment();
-            return true;
+            int row = create(shard, id, hash);
+            shard.touch(row, now);
+            return row;
         }
-        rejected.increment();
-        return false;
+        // The row is counted first, so that concurrent creates in other shards cannot pass the capacity.
+        if (!reserve(id, storeLimit)) {
+            rejected.increment();
+            refusedFull.increment();
+            return ABSENT;
+        }
+        if (!gates[Slots.shardOfHash(hash, shards.length)].admit(id)) {
+            rowCount.decrementAndGet();
+            rejected.increment();
+            return ABSENT;
+        }
+        admitted.increment();
+        int row = createReserved(shard, id, hash);
+        shard.touch(row, now);
+        return row;
     }
 
+    /** A row for an id moved in or copied out: bounded by {@code maxRows} only. */
     private int create(Shard shard, long id, long hash) {
+        reserve(id, Long.MAX_VALUE);
+        return createReserved(shard, id, hash);
+    }
+
+    /**
+     * Counts one more row if that keeps the table within {@code limit} (false if not);
+     * throws {@link TableFullException} past {@code maxRows}.
+     */
+    private boolean reserve(long id, long limit) {
         long n;
         do {
             n = rowCount.get();
             if (n >= config.maxRows()) {
-                throw new TableFullException(name(), config.maxRows(), id);
+                if (limit > config.maxRows()) {
+                    throw new TableFullException(name(), config.maxRows(), id);
+                }
+                return false;
+            }
+            if (n >= limit) {
+                return false;
             }
         } while (!rowCount.compareAndSet(n, n + 1));
+        return true;
+    }
+
+    private int createReserved(Shard shard, long id, long hash) {
         shard.beginWrite();
         try {
             int row = shard.append(id, hash);

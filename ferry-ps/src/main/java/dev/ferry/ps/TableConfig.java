@@ -19,9 +19,11 @@ import java.util.Objects;
  * @param pullFormat  how pulls that name no format move this table's rows on the wire. Default
  *                    {@link PullFormat#F32} (exact)
  * @param admission   when an id not yet stored gets a row. Default {@link Admission#always()}
+ * @param eviction    when stored rows are deleted (a TTL, a capacity with a policy). Default
+ *                    {@link Eviction#none()}; its capacity is at most {@code maxRows}
  */
 public record TableConfig(String name, int dimension, Optimizer optimizer, Initializer initializer, long maxRows,
-        int shards, PullFormat pullFormat, Admission admission) {
+        int shards, PullFormat pullFormat, Admission admission, Eviction eviction) {
 
     /** Default {@link #maxRows()}. */
     public static final long DEFAULT_MAX_ROWS = 1L << 20;
@@ -37,6 +39,7 @@ public record TableConfig(String name, int dimension, Optimizer optimizer, Initi
         Objects.requireNonNull(initializer, "initializer");
         Objects.requireNonNull(pullFormat, "pullFormat");
         Objects.requireNonNull(admission, "admission");
+        Objects.requireNonNull(eviction, "eviction");
         checkName(name);
         if (dimension < 1 || dimension > MAX_DIMENSION) {
             throw invalid("dimension must be in [1, " + MAX_DIMENSION + "]: " + dimension);
@@ -47,6 +50,15 @@ public record TableConfig(String name, int dimension, Optimizer optimizer, Initi
         if (shards < 1 || shards > 256 || Integer.bitCount(shards) != 1) {
             throw invalid("shards must be a power of two in [1, 256]: " + shards);
         }
+        if (eviction.capacity() > maxRows) {
+            throw invalid("the eviction capacity " + eviction.capacity() + " exceeds maxRows " + maxRows);
+        }
+    }
+
+    /** A table that never deletes rows. */
+    public TableConfig(String name, int dimension, Optimizer optimizer, Initializer initializer, long maxRows,
+            int shards, PullFormat pullFormat, Admission admission) {
+        this(name, dimension, optimizer, initializer, maxRows, shards, pullFormat, admission, Eviction.none());
     }
 
     /** A table pulled in f32 that stores every id. */
@@ -62,27 +74,48 @@ public record TableConfig(String name, int dimension, Optimizer optimizer, Initi
 
     /** This table with another initializer. */
     public TableConfig withInitializer(Initializer value) {
-        return new TableConfig(name, dimension, optimizer, value, maxRows, shards, pullFormat, admission);
+        return new TableConfig(name, dimension, optimizer, value, maxRows, shards, pullFormat, admission, eviction);
     }
 
     /** This table with another capacity. */
     public TableConfig withMaxRows(long value) {
-        return new TableConfig(name, dimension, optimizer, initializer, value, shards, pullFormat, admission);
+        return new TableConfig(name, dimension, optimizer, initializer, value, shards, pullFormat, admission, eviction);
     }
 
     /** This table with another number of shards. */
     public TableConfig withShards(int value) {
-        return new TableConfig(name, dimension, optimizer, initializer, maxRows, value, pullFormat, admission);
+        return new TableConfig(name, dimension, optimizer, initializer, maxRows, value, pullFormat, admission, eviction);
     }
 
     /** This table with another default pull format. */
     public TableConfig withPullFormat(PullFormat value) {
-        return new TableConfig(name, dimension, optimizer, initializer, maxRows, shards, value, admission);
+        return new TableConfig(name, dimension, optimizer, initializer, maxRows, shards, value, admission, eviction);
     }
 
     /** This table with another admission rule. */
     public TableConfig withAdmission(Admission value) {
-        return new TableConfig(name, dimension, optimizer, initializer, maxRows, shards, pullFormat, value);
+        return new TableConfig(name, dimension, optimizer, initializer, maxRows, shards, pullFormat, value, eviction);
+    }
+
+    /** This table with other eviction settings. */
+    public TableConfig withEviction(Eviction value) {
+        return new TableConfig(name, dimension, optimizer, initializer, maxRows, shards, pullFormat, admission, value);
+    }
+
+    /** This table deleting rows not updated for {@code ttl} (keeping its capacity setting, if any). */
+    public TableConfig evictAfter(java.time.Duration ttl) {
+        return withEviction(eviction.withTtl(ttl));
+    }
+
+    /**
+     * This table holding at most {@code rows} rows, trimmed in the background to
+     * {@code rows x (1 - margin)} by {@code policy} (keeping its TTL, if any). Raises
+     * {@link #maxRows()} to {@code rows} if it is lower.
+     */
+    public TableConfig capacity(long rows, EvictionPolicy policy, double margin) {
+        Eviction e = eviction.withCapacity(rows, policy, margin);
+        return new TableConfig(name, dimension, optimizer, initializer, Math.max(maxRows, rows), shards, pullFormat,
+                admission, e);
     }
 
     /** This table storing an id at its {@code count}-th sighting ({@link Admission#after(int)}). */

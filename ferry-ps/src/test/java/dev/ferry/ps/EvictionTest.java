@@ -47,6 +47,10 @@ class EvictionTest {
         return java.util.stream.LongStream.range(from, to).toArray();
     }
 
+    static long[] range(long from, long to, long step) {
+        return java.util.stream.LongStream.iterate(from, i -> i < to, i -> i + step).toArray();
+    }
+
     static long steps(SparseTable t, long id) {
         byte[] row = t.rawRow(id);
         return row == null ? -1 : MemorySegment.ofArray(row).get(RowLayout.LONG, RowLayout.STEPS_OFFSET);

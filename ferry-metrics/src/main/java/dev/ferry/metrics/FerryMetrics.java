@@ -259,6 +259,12 @@ public final class FerryMetrics {
                 .register(registry);
         Gauge.builder("ferry.ps.table.admission.filter", this, m -> m.admission(table, SparseTable.AdmissionStats::filterBytes))
                 .tags(tags).baseUnit("bytes").description("Memory of the table's admission filter").register(registry);
+        FunctionCounter.builder("ferry.ps.table.refused.full", tableStats, s -> value(s.get().get(table), TableStats::refusedFull))
+                .tags(tags).description("New ids not stored because the table was at its eviction capacity").register(registry);
+        FunctionCounter.builder("ferry.ps.table.evicted", tableStats, s -> value(s.get().get(table), TableStats::evictedTtl))
+                .tags(tags.and("reason", "ttl")).description("Rows deleted by eviction").register(registry);
+        FunctionCounter.builder("ferry.ps.table.evicted", tableStats, s -> value(s.get().get(table), TableStats::evictedCapacity))
+                .tags(tags.and("reason", "capacity")).description("Rows deleted by eviction").register(registry);
     }
 
     /** An admission figure of a table summed over the bound servers. */
@@ -283,9 +289,7 @@ public final class FerryMetrics {
         for (ParameterServer ps : parameterServers) {
             try {
                 for (TableStats t : ps.stats()) {
-                    all.merge(t.name(), t, (a, b) -> new TableStats(a.name(), a.dimension(), a.optimizer(),
-                            a.rows() + b.rows(), a.capacityRows() + b.capacityRows(), a.bytesPerRow(),
-                            a.reservedBytes() + b.reservedBytes()));
+                    all.merge(t.name(), t, TableStats::plus);
                 }
             } catch (RuntimeException e) {
                 // closed: its tables are gone

@@ -38,6 +38,40 @@ class FerryMetricsTest {
                 .withConnectTimeoutMillis(5_000);
     }
 
+    @Test
+    void evictionCountersAreExported() {
+        FerryMetrics metrics = FerryMetrics.prometheus();
+        try (ParameterServer ps = ParameterServer.create(PsConfig.defaults())) {
+            metrics.bind(ps);
+            dev.ferry.ps.SparseTable t = ps.createTable(TableConfig.of("ev", 2, Optimizer.sgd(0.1))
+                    .capacity(1_000, dev.ferry.ps.EvictionPolicy.LEAST_RECENTLY_UPDATED, 0.5));
+            long[] ids = java.util.stream.LongStream.range(0, 1_500).toArray();
+            t.gather(ids, 0, ids.length, java.lang.foreign.MemorySegment.ofArray(new float[2 * ids.length]));
+            long deadline = System.nanoTime() + 30_000_000_000L;
+            while (t.rows() > 500 && System.nanoTime() < deadline) {
+                Thread.onSpinWait(); // the server's evictor thread trims to 500 rows
+            }
+            dev.ferry.ps.TableStats stats = t.stats(); // nothing changes from here on
+            metrics.refresh();
+            String table = "table=\"ev\"";
+            Map<String, Double> s = Exposition.parse(metrics.scrape());
+            while (Exposition.value(s, "ferry_ps_table_evicted_total", table, "reason=\"capacity\"")
+                    != stats.evictedCapacity() && System.nanoTime() < deadline) {
+                Thread.onSpinWait(); // the table snapshot is cached for 100 ms
+                s = Exposition.parse(metrics.scrape());
+            }
+            assertTrue(stats.evictedCapacity() >= 500, stats.toString());
+            assertEquals(stats.admitted() - stats.evictedCapacity(), stats.rows());
+            assertEquals(1_500, stats.admitted() + stats.rejected());
+            assertEquals(stats.evictedCapacity(),
+                    Exposition.value(s, "ferry_ps_table_evicted_total", table, "reason=\"capacity\""));
+            assertEquals(0, Exposition.value(s, "ferry_ps_table_evicted_total", table, "reason=\"ttl\""));
+            assertEquals(stats.refusedFull(), Exposition.value(s, "ferry_ps_table_refused_full_total", table));
+            assertEquals(stats.admitted(), Exposition.value(s, "ferry_ps_table_admitted_total", table));
+            assertEquals(stats.rejected(), Exposition.value(s, "ferry_ps_table_rejected_total", table));
+        }
+    }
+
     @ParameterizedTest
     @ValueSource(strings = {"shm", "netty"})
     void scrapeShowsEveryLayerWithExactCounts(String provider) throws Exception {

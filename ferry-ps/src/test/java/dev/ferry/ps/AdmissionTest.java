@@ -186,7 +186,8 @@ class AdmissionTest {
             byte[] body = new byte[PsDescriptor.createBytes(name.length)];
             PsDescriptor.writeCreate(MemorySegment.ofArray(body), name, c);
             assertEquals(c, PsDescriptor.readTable(MemorySegment.ofArray(body)));
-            byte[] old = java.util.Arrays.copyOf(body, body.length - PsDescriptor.CREATE_EXTENSION);
+            byte[] old = java.util.Arrays.copyOf(body, body.length - PsDescriptor.CREATE_EXTENSION
+                    - PsDescriptor.EVICTION_EXTENSION);
             TableConfig read = PsDescriptor.readTable(MemorySegment.ofArray(old));
             assertEquals(Admission.always(), read.admission());
             assertEquals(PullFormat.F32, read.pullFormat());

@@ -314,6 +314,34 @@ class EvictionTest {
         }
     }
 
+    @Test
+    void evictionTravelsInCreateTableAndAnOlderBodyMeansNone() {
+        TableConfig[] configs = {TableConfig.of("a", D, Optimizer.sgd(1)),
+            TableConfig.of("b", D, Optimizer.sgd(1)).evictAfter(Duration.ofMinutes(90)).admitAfter(4),
+            TableConfig.of("c", D, Optimizer.adam(0.1)).capacity(123_456, EvictionPolicy.LEAST_FREQUENTLY_USED, 0.25)
+                    .withPullFormat(PullFormat.INT8),
+            TableConfig.of("d", D, Optimizer.sgd(1)).capacity(7, EvictionPolicy.LEAST_RECENTLY_UPDATED, 0)
+                    .evictAfter(Duration.ofNanos(3))};
+        for (TableConfig c : configs) {
+            byte[] name = dev.ferry.ps.net.PsDescriptor.nameBytes(c.name());
+            byte[] body = new byte[dev.ferry.ps.net.PsDescriptor.createBytes(name.length)];
+            dev.ferry.ps.net.PsDescriptor.writeCreate(MemorySegment.ofArray(body), name, c);
+            assertEquals(c, dev.ferry.ps.net.PsDescriptor.readTable(MemorySegment.ofArray(body)));
+            byte[] older = java.util.Arrays.copyOf(body, body.length - dev.ferry.ps.net.PsDescriptor.EVICTION_EXTENSION);
+            TableConfig read = dev.ferry.ps.net.PsDescriptor.readTable(MemorySegment.ofArray(older));
+            assertEquals(c.withEviction(Eviction.none()), read, "an older client's body: no eviction");
+            if (c.eviction().enabled()) {
+                PsException e = assertThrows(PsException.class,
+                        () -> dev.ferry.ps.net.PsDescriptor.writeCreate(MemorySegment.ofArray(older), name, c));
+                assertEquals(PsException.Code.INVALID_ARGUMENT, e.code());
+            }
+            body[body.length - 16] = 2; // the policy: unknown
+            PsException e = assertThrows(PsException.class,
+                    () -> dev.ferry.ps.net.PsDescriptor.readTable(MemorySegment.ofArray(body)));
+            assertTrue(e.getMessage().contains("unknown eviction policy"), e.getMessage());
+        }
+    }
+
     /** The ids a table stores among {@code universe}, sorted. */
     static List<Long> stored(SparseTable t, Set<Long> universe) {
         List<Long> ids = new ArrayList<>();

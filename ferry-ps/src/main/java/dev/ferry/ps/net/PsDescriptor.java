@@ -81,10 +81,15 @@ import dev.ferry.rpc.RpcMethod;
  *  64              68              72              80
  *   | pull format   | admission kind| admission parameter f64       |
  *   +---------------+---------------+-------------------------------+
+ *  80              88              96             100             104             112
+ *   | eviction TTL ns i64 (0 none)  | capacity i64 (0 none)         | policy i32    | 4 reserved    | margin f64    |
+ *   +-------------------------------+-------------------------------+---------------+---------------+---------------+
  * </pre>
- * The last {@value #CREATE_EXTENSION} bytes (a sparse table's default {@link PullFormat} code and
- * its {@link Admission}: kind 0 always, 1 after a count (the parameter: count + cells x 2^8), 2
- * with a probability) may be absent: a 64-byte body stands for f32 and admit-always.
+ * The last {@value #CREATE_EXTENSION} + {@value #EVICTION_EXTENSION} bytes (a sparse table's default
+ * {@link PullFormat} code and its {@link Admission}: kind 0 always, 1 after a count (the parameter:
+ * count + cells x 2^8), 2 with a probability; then its eviction, policy 0 least recently updated,
+ * 1 least frequently used) may be absent, from older clients: a 64-byte body stands for f32 and
+ * admit-always, and a body without the last 32 bytes for no eviction.
  *
  * <p>{@code PULL}'s {@code offset} field is the {@link PullFormat} code of the answer's rows
  * (0 f32: {@code count x dimension x 4} bytes; 1 f16 and 2 bf16: 2 bytes per weight; 3 int8: per
@@ -156,6 +161,8 @@ public final class PsDescriptor {
     public static final int CREATE_BODY = 64;
     /** Bytes after {@link #CREATE_BODY} that carry a sparse table's pull format and admission. */
     public static final int CREATE_EXTENSION = 16;
+    /** Bytes after {@link #CREATE_EXTENSION} that carry a sparse table's {@link dev.ferry.ps.Eviction}. */
+    public static final int EVICTION_EXTENSION = 32;
     /** Bytes of the server info at the start of a {@code DESCRIBE} response. */
     public static final int SERVER_INFO = 24;
     /** Bytes of one table's figures in a {@code DESCRIBE} response, after its header and name. */
@@ -313,7 +320,7 @@ public final class PsDescriptor {
 
     /** Bytes of a {@code CREATE_TABLE} body for a name of {@code nameLength} UTF-8 bytes. */
     public static int createBytes(int nameLength) {
-        return payloadOffset(nameLength) + CREATE_BODY + CREATE_EXTENSION;
+        return payloadOffset(nameLength) + CREATE_BODY + CREATE_EXTENSION + EVICTION_EXTENSION;
     }
 
     /** Encodes a sparse table's configuration. */
@@ -322,6 +329,12 @@ public final class PsDescriptor {
         writeOptimizer(body, at, table.optimizer());
         writeInitializer(body, at, table.initializer());
         TableExtension.write(body, at + CREATE_BODY, table);
+        if (body.byteSize() >= at + CREATE_BODY + CREATE_EXTENSION + EVICTION_EXTENSION) {
+            TableExtension.writeEviction(body, at + CREATE_BODY + CREATE_EXTENSION, table.eviction());
+        } else if (table.eviction().enabled()) {
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "table '" + table.name()
+                    + "': a CREATE_TABLE body without its eviction extension cannot carry eviction settings");
+        }
     }
 
     /** Encodes a dense tensor's configuration. */
@@ -329,8 +342,8 @@ public final class PsDescriptor {
         int at = writeHeader(body, DENSE, name, tensor.length(), 1, 0);
         writeOptimizer(body, at, tensor.optimizer());
         writeInitializer(body, at, tensor.initializer());
-        if (body.byteSize() >= at + CREATE_BODY + CREATE_EXTENSION) {
-            body.asSlice(at + CREATE_BODY, CREATE_EXTENSION).fill((byte) 0);
+        if (body.byteSize() > at + CREATE_BODY) {
+            body.asSlice(at + CREATE_BODY).fill((byte) 0);
         }
     }
 
@@ -339,7 +352,14 @@ public final class PsDescriptor {
         int at = createPayload(body);
         TableConfig table = new TableConfig(name(body), dimension(body), readOptimizer(body, at),
                 readInitializer(body, at), count(body), offset(body));
-        return body.byteSize() == at + CREATE_BODY ? table : TableExtension.read(body, at + CREATE_BODY, table);
+        if (body.byteSize() == at + CREATE_BODY) {
+            return table;
+        }
+        table = TableExtension.read(body, at + CREATE_BODY, table);
+        if (body.byteSize() == at + CREATE_BODY + CREATE_EXTENSION) {
+            return table;
+        }
+        return table.withEviction(TableExtension.readEviction(body, at + CREATE_BODY + CREATE_EXTENSION));
     }
 
     /** Decodes a dense tensor's configuration. */
@@ -350,10 +370,13 @@ public final class PsDescriptor {
 
     private static int createPayload(MemorySegment body) {
         int at = payloadOffset(nameLength(body));
-        if (body.byteSize() != at + CREATE_BODY && body.byteSize() != at + CREATE_BODY + CREATE_EXTENSION) {
+        long size = body.byteSize();
+        if (size != at + CREATE_BODY && size != at + CREATE_BODY + CREATE_EXTENSION
+                && size != at + CREATE_BODY + CREATE_EXTENSION + EVICTION_EXTENSION) {
             throw new PsException(PsException.Code.LENGTH_MISMATCH, "a CREATE_TABLE request with a "
-                    + nameLength(body) + "-byte name has " + (at + CREATE_BODY + CREATE_EXTENSION) + " bytes, not "
-                    + body.byteSize());
+                    + nameLength(body) + "-byte name has " + (at + CREATE_BODY + CREATE_EXTENSION + EVICTION_EXTENSION)
+                    + " bytes (or " + (at + CREATE_BODY) + " or " + (at + CREATE_BODY + CREATE_EXTENSION)
+                    + " from older clients), not " + size);
         }
         return at;
     }

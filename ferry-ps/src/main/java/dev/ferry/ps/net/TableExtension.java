@@ -3,6 +3,8 @@ package dev.ferry.ps.net;
 import java.lang.foreign.MemorySegment;
 
 import dev.ferry.ps.Admission;
+import dev.ferry.ps.Eviction;
+import dev.ferry.ps.EvictionPolicy;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.PullFormat;
 import dev.ferry.ps.TableConfig;
@@ -67,5 +69,29 @@ final class TableExtension {
             default -> throw new PsException(PsException.Code.INVALID_ARGUMENT, "unknown admission kind " + kind);
         };
         return table.withPullFormat(format).withAdmission(admission);
+    }
+
+    /** Writes {@code eviction} in the {@link PsDescriptor#EVICTION_EXTENSION} bytes at {@code at}. */
+    static void writeEviction(MemorySegment body, long at, Eviction eviction) {
+        body.set(PsDescriptor.LONG, at, eviction.ttlNanos());
+        body.set(PsDescriptor.LONG, at + 8, eviction.capacity());
+        body.set(PsDescriptor.INT, at + 16, eviction.policy().ordinal());
+        body.set(PsDescriptor.INT, at + 20, 0);
+        body.set(PsDescriptor.DOUBLE, at + 24, eviction.margin());
+    }
+
+    /**
+     * The eviction settings at {@code at}.
+     *
+     * @throws PsException {@code INVALID_ARGUMENT} for an unknown policy or values out of range
+     */
+    static Eviction readEviction(MemorySegment body, long at) {
+        int policy = body.get(PsDescriptor.INT, at + 16);
+        EvictionPolicy[] all = EvictionPolicy.values();
+        if (policy < 0 || policy >= all.length) {
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "unknown eviction policy " + policy);
+        }
+        return new Eviction(body.get(PsDescriptor.LONG, at), body.get(PsDescriptor.LONG, at + 8), all[policy],
+                body.get(PsDescriptor.DOUBLE, at + 24));
     }
 }

@@ -11,8 +11,10 @@ import java.util.Objects;
  *   <li>{@code ttl}: a row not updated (pushed to, or created) for longer than this is deleted.
  *       Zero: never.</li>
  *   <li>{@code capacity}: the table never stores more than this many rows. When the evictor finds
- *       more than {@code capacity x (1 - margin)} rows, it deletes the first rows of
- *       {@code policy}'s order down to that many; the margin absorbs new rows between its runs.
+ *       more than {@code capacity x (1 - margin / 2)} rows ({@link #trigger()}), it deletes the
+ *       first rows of {@code policy}'s order down to {@code capacity x (1 - margin)}
+ *       ({@link #target()}): each pass deletes at least half the margin, so its cost (a look at
+ *       every row) is spread over many rows, and the other half absorbs new rows between runs.
  *       A new id that finds the table at its capacity is not stored: its pull answers the
  *       initializer's values and its push is dropped, as for an id not admitted. Zero: no
  *       bound but {@link TableConfig#maxRows()}.</li>
@@ -22,7 +24,7 @@ import java.util.Objects;
  *
  * @param ttlNanos  time since the last update after which a row is deleted, in nanoseconds; 0: never
  * @param capacity  the most rows the table stores, 0 for no bound; at most {@link TableConfig#maxRows()}
- * @param policy    which rows go first when over {@code capacity x (1 - margin)}
+ * @param policy    which rows go first when the evictor trims the table
  * @param margin    the share of {@code capacity} kept free for new rows between evictor runs, in [0, 0.5]
  */
 public record Eviction(long ttlNanos, long capacity, EvictionPolicy policy, double margin) {
@@ -101,5 +103,10 @@ public record Eviction(long ttlNanos, long capacity, EvictionPolicy policy, doub
     /** The rows the evictor trims the table down to: {@code floor(capacity x (1 - margin))}, at least 1. */
     public long target() {
         return Math.max(1, (long) Math.floor(capacity * (1 - margin)));
+    }
+
+    /** Above this many rows the evictor trims: {@code floor(capacity x (1 - margin / 2))}, at least {@link #target()}. */
+    public long trigger() {
+        return Math.max(target(), (long) Math.floor(capacity * (1 - margin / 2)));
     }
 }

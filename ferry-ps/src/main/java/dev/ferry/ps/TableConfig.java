@@ -109,7 +109,8 @@ public record TableConfig(String name, int dimension, Optimizer optimizer, Initi
 
     /**
      * This table holding at most {@code rows} rows, trimmed in the background to
-     * {@code rows x (1 - margin)} by {@code policy} (keeping its TTL, if any). Raises
+     * {@code rows x (1 - margin)} by {@code policy} when over {@code rows x (1 - margin / 2)}
+     * ({@link Eviction}; keeping its TTL, if any). Raises
      * {@link #maxRows()} to {@code rows} if it is lower.
      */
     public TableConfig capacity(long rows, EvictionPolicy policy, double margin) {

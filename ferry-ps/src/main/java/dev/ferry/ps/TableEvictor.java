@@ -5,7 +5,8 @@ import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * Deletes a table's rows per its {@link Eviction}: those not updated within the TTL, and, over
- * {@code capacity x (1 - margin)} rows, the first ones in the policy's order down to that many.
+ * {@link Eviction#trigger()} rows, the first ones in the policy's order down to
+ * {@link Eviction#target()}.
  *
  * <p>Threads: one thread owns an evictor and all of its fields (the server's evictor thread,
  * {@link Evictors}, or a test's): the first to call {@link #runOnce} becomes its owner, and every
@@ -73,7 +74,7 @@ final class TableEvictor {
                 deleted += expire(now);
             }
         }
-        if (eviction.hasCapacity() && table.rows() > eviction.target()) {
+        if (eviction.hasCapacity() && table.rows() > eviction.trigger()) {
             deleted += trim();
         }
         return deleted;

@@ -20,7 +20,8 @@ import org.junit.jupiter.params.provider.EnumSource;
  * and pushes (skewed ids, duplicates, a clock that stands still over two batches so that last
  * updates tie): after every batch and evictor round, the table stores exactly the model's ids,
  * each with the model's step count. The model: a map id to (last update, steps); over the
- * target it drops the first rows by (last update, id) for LRU and (steps, last update, id) for LFU.
+ * trigger (900 of a capacity of 1,000 with margin 0.2) it drops the first rows by (last update, id)
+ * for LRU and (steps, last update, id) for LFU down to the target (800).
  */
 class EvictionPolicyTest {
 
@@ -28,7 +29,7 @@ class EvictionPolicyTest {
     private static final int UNIVERSE = 3_000;
     private static final int CAPACITY = 1_000;
     private static final double MARGIN = 0.2;
-    private static final int BATCH = 100;
+    private static final int BATCH = 80;
     private static final int BATCHES = 400;
 
     @ParameterizedTest
@@ -38,7 +39,9 @@ class EvictionPolicyTest {
         TableConfig config = TableConfig.of("p", D, Optimizer.sgd(0.1)).withShards(4)
                 .capacity(CAPACITY, policy, MARGIN);
         long target = config.eviction().target();
+        long trigger = config.eviction().trigger();
         assertEquals(800, target);
+        assertEquals(900, trigger);
         SparseTable t = new SparseTable(config, PsConfig.defaults(), false, clock::get);
         Map<Long, long[]> model = new HashMap<>(); // id -> {last update, steps}
         SplittableRandom random = new SplittableRandom(11);
@@ -70,7 +73,7 @@ class EvictionPolicyTest {
                 }
                 assertTrue(model.size() < CAPACITY, "the stream never reaches the capacity: no refusals");
                 int deleted = t.evictor().runOnce();
-                int expected = (int) Math.max(0, model.size() - target);
+                int expected = model.size() > trigger ? (int) (model.size() - target) : 0;
                 evictModel(model, expected, policy);
                 assertEquals(expected, deleted, "batch " + b);
                 evicted += deleted;
@@ -115,7 +118,7 @@ class EvictionPolicyTest {
             EvictionTest.pull(t, ids); // all at 100 with 0 steps
             clock.set(101);
             EvictionTest.push(t, new long[] {-3}, 1f); // newest, and the only one with a step
-            assertEquals(3, t.evictor().runOnce(), "8 rows, target 5");
+            assertEquals(3, t.evictor().runOnce(), "8 rows, over the trigger 7: down to the target 5");
             // LRU and LFU alike: the oldest/fewest first, -3 last; among the others the smaller ids go.
             assertEquals(List.of(-3L, 7L, 9L, 1L << 40, 4L).stream().sorted().toList(),
                     EvictionTest.stored(t, Set.of(9L, -3L, 4L, 1L << 40, -(1L << 50), 0L, 7L, 2L)));

@@ -249,6 +249,40 @@ final class Shard {
         return chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.STEPS_OFFSET) != FREE_STEPS;
     }
 
+    /** Whether slot {@code row} holds the live row of {@code id} (not freed, nor reused for another id). */
+    boolean holds(int row, long id) {
+        assert lock.isHeldByCurrentThread();
+        return live(row) && chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.ID_OFFSET) == id;
+    }
+
+    /**
+     * Checks that every live row is found by its id at its slot and the index holds no other
+     * entry; for tests (under the lock). Returns the live rows.
+     */
+    int checkIndex() {
+        assert lock.isHeldByCurrentThread();
+        int live = 0;
+        for (int row = 0; row < rows; row++) {
+            if (live(row)) {
+                long id = chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.ID_OFFSET);
+                if (find(id, Slots.mix(id)) != row) {
+                    throw new AssertionError("live row " + row + " (id " + id + ") is not in the index");
+                }
+                live++;
+            }
+        }
+        long entries = 0;
+        for (long at = 0; at < index.byteSize(); at += INDEX_ENTRY_BYTES) {
+            if (index.get(ValueLayout.JAVA_LONG, at + 8) != 0) {
+                entries++;
+            }
+        }
+        if (entries != live || live != liveRows()) {
+            throw new AssertionError(entries + " index entries, " + live + " live rows, " + liveRows() + " counted");
+        }
+        return live;
+    }
+
     /** The time of the last update of {@code row}. */
     long stamp(int row) {
         assert lock.isHeldByCurrentThread();

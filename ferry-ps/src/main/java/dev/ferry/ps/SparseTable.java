@@ -52,6 +52,8 @@ public final class SparseTable {
     private final LongAdder refusedFull = new LongAdder();
     private final LongAdder evictedTtl = new LongAdder();
     private final LongAdder evictedCapacity = new LongAdder();
+    /** Push steps dropped because the evictor deleted their row between the two phases of the push. */
+    private final LongAdder lostToEviction = new LongAdder();
     /** Rows stored beyond which new ids are refused: the eviction capacity, or none. */
     private final long storeLimit;
     private final LongSupplier clock;
@@ -92,6 +94,11 @@ public final class SparseTable {
     /** The table's clock, in nanoseconds. */
     long now() {
         return clock.getAsLong();
+    }
+
+    /** Push steps dropped because their row was evicted while the push ran; for tests. */
+    long lostToEviction() {
+        return lostToEviction.sum();
     }
 
     /** Shard {@code s}; the evictor works on it under its lock. */
@@ -374,6 +381,16 @@ public final class SparseTable {
                     int row = rowOf[pos];
                     if (row < 0) {
                         continue; // not admitted: counted, not stored
+                    }
+                    long id = ids[offset + pos];
+                    if (!shard.holds(row, id)) {
+                        // Evicted since phase 1 (its slot maybe reused): the step is lost with
+                        // the row, as if it had been applied just before the eviction.
+                        row = shard.find(id, hash[pos]);
+                        if (row < 0) {
+                            lostToEviction.increment();
+                            continue;
+                        }
                     }
                     shard.beginWrite();
                     try {

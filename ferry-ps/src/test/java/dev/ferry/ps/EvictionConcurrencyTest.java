@@ -119,4 +119,89 @@ class EvictionConcurrencyTest {
             t.close();
         }
     }
+
+    /**
+     * Pushes that race with the eviction of their own rows (LFU, pushes of new ids, each pushed
+     * exactly once with gradient 1): a push's row may be deleted between finding it and stepping
+     * it, and its slot reused by another id; the step must then be dropped, never applied to a
+     * freed slot or to another id's row. Every row ends with 0 or 1 step and its exact weights,
+     * every live row is in its shard's index (and only those), and no evictor pass hangs.
+     */
+    @Test
+    void pushesRacingTheEvictionOfTheirRowsNeverStepAnotherRow() throws Exception {
+        TableConfig config = TableConfig.of("r", D, Optimizer.sgd(1)).withShards(4)
+                .capacity(1_000, EvictionPolicy.LEAST_FREQUENTLY_USED, 0.5); // new rows (0 steps) go first
+        SparseTable t = new SparseTable(config, PsConfig.defaults(), false);
+        int batches = TestScale.pick(3_000, 30_000);
+        int batch = 64;
+        AtomicBoolean done = new AtomicBoolean();
+        ConcurrentLinkedQueue<Throwable> failures = new ConcurrentLinkedQueue<>();
+        Thread evictor = Thread.ofPlatform().name("test-evictor").unstarted(() -> {
+            while (!done.get()) {
+                t.evictor().runOnce();
+            }
+        });
+        List<Thread> pushers = new ArrayList<>();
+        for (int p = 0; p < 2; p++) {
+            long base = p * (1L << 40);
+            pushers.add(Thread.ofPlatform().name("pusher-" + p).unstarted(() -> {
+                long[] ids = new long[batch];
+                for (int b = 0; b < batches; b++) {
+                    for (int i = 0; i < batch; i++) {
+                        ids[i] = base + (long) b * batch + i;
+                    }
+                    EvictionTest.push(t, ids, 1f);
+                }
+            }));
+        }
+        evictor.setUncaughtExceptionHandler((x, e) -> failures.add(e));
+        pushers.forEach(th -> th.setUncaughtExceptionHandler((x, e) -> failures.add(e)));
+        evictor.start();
+        pushers.forEach(Thread::start);
+        for (Thread th : pushers) {
+            th.join();
+        }
+        done.set(true);
+        evictor.join();
+        try {
+            if (!failures.isEmpty()) {
+                Throwable first = failures.peek();
+                throw new AssertionError(failures.size() + " failures, the first: " + first, first);
+            }
+            int live = 0;
+            for (int s = 0; s < t.shardCount(); s++) {
+                Shard shard = t.shard(s);
+                shard.lock.lock();
+                try {
+                    live += shard.checkIndex();
+                } finally {
+                    shard.lock.unlock();
+                }
+            }
+            assertEquals(t.rows(), live);
+            long stepped = 0;
+            for (int p = 0; p < 2; p++) {
+                for (long i = 0; i < (long) batches * batch; i++) {
+                    long id = p * (1L << 40) + i;
+                    byte[] row = t.rawRow(id);
+                    if (row == null) {
+                        continue;
+                    }
+                    long steps = EvictionTest.steps(t, id);
+                    assertTrue(steps == 0 || steps == 1, "id " + id + " has " + steps + " steps");
+                    stepped += steps;
+                    float[] w = EvictionTest.pull(t, id);
+                    for (int j = 0; j < D; j++) {
+                        assertEquals(-steps, w[j], 0f, "id " + id);
+                    }
+                }
+            }
+            TableStats stats = t.stats();
+            assertTrue(stats.evictedCapacity() > 0, stats.toString());
+            System.out.printf("%d pushes of %d new ids racing the evictor: %d steps lost with their rows, %d rows "
+                    + "left (%d stepped); %s%n", 2 * batches, batch, t.lostToEviction(), live, stepped, stats);
+        } finally {
+            t.close();
+        }
+    }
 }

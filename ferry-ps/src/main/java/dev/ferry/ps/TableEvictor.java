@@ -28,8 +28,8 @@ import java.util.concurrent.atomic.AtomicReference;
 final class TableEvictor {
 
     /**
-     * Row slots looked at per lock hold: a step takes a few microseconds (512 stamps and step
-     * counts, at most 512 deletions), about what one push of a few hundred rows holds the lock.
+     * Row slots looked at per lock hold: 512 stamps and step counts (and at most 512 deletions),
+     * about the work a push of a few hundred rows does under the lock.
      */
     static final int STEP_ROWS = 512;
     /** TTL scans run at most every {@code ttl / TTL_SCANS_PER_TTL}: a row outlives its TTL by at most that. */

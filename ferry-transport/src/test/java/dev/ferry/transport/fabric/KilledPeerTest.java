@@ -150,7 +150,9 @@ class KilledPeerTest {
         assertTrue(process.waitFor(30, TimeUnit.SECONDS), "the peer process " + pid + " did not die");
         int receivedAtKill = received.get();
 
-        assertTrue(childFailed.await(BOUND_SECONDS, TimeUnit.SECONDS), "the survivor never saw the killed peer fail");
+        if (!childFailed.await(BOUND_SECONDS, TimeUnit.SECONDS)) {
+            fail("the survivor never saw the killed peer fail; its threads:\n" + ferryThreads());
+        }
         assertInstanceOf(TransportException.class, closeCause.get());
         assertFalse(peer.isOpen(), "the killed peer is still open");
 
@@ -206,6 +208,20 @@ class KilledPeerTest {
         assertEquals(0, survivor.counters().receiveBuffersHeld(), "the survivor holds receive buffers");
         System.out.printf("[killed peer %s] %d messages from the peer before the kill, %d sends failed after%n",
                 provider, receivedAtKill, failed);
+    }
+
+    /** The stacks of this JVM's transport threads, for a failure's report. */
+    static String ferryThreads() {
+        StringBuilder out = new StringBuilder();
+        Thread.getAllStackTraces().forEach((thread, stack) -> {
+            if (thread.getName().startsWith("ferry")) {
+                out.append(thread.getName()).append(' ').append(thread.getState()).append('\n');
+                for (StackTraceElement frame : stack) {
+                    out.append("    at ").append(frame).append('\n');
+                }
+            }
+        });
+        return out.toString();
     }
 
     private static OutboundMessage filled(Peer peer, int size) {

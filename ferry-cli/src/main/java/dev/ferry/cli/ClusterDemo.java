@@ -53,6 +53,10 @@ final class ClusterDemo {
         }
     }
 
+    /** The client's retries: about 45 s of backoff in all, doubling from 1 ms to 500 ms. */
+    static final int RETRY_ATTEMPTS = 100;
+    static final long RETRY_BACKOFF_MILLIS = 500;
+
     private ClusterDemo() {
     }
 
@@ -114,7 +118,8 @@ final class ClusterDemo {
                 label, settings.servers(), provider);
         err.flush();
         ByteArrayOutputStream startLog = new ByteArrayOutputStream();
-        try (ClusterLauncher cluster = ClusterLauncher.start(dir, "demo", settings.servers(), provider, 4_000,
+        // Sessions of 10 s: nobody crashes here, and on a loaded machine 4 s let healthy servers expire.
+        try (ClusterLauncher cluster = ClusterLauncher.start(dir, "demo", settings.servers(), provider, 10_000,
                 new PrintStream(startLog, true, StandardCharsets.UTF_8), serverJvmOptions(dir))) {
             for (String line : startLog.toString(StandardCharsets.UTF_8).split("\n")) {
                 err.println("ferry demo: " + label + ": " + line);
@@ -124,6 +129,8 @@ final class ClusterDemo {
                 TransportConfig transport = TransportConfig.defaults(provider).withConnectTimeoutMillis(10_000);
                 RpcConfig rpc = RpcConfig.defaults().withoutAuthentication().withDefaultDeadlineMillis(10_000);
                 try (PsClient client = PsClient.connect(rpc, transport, address)) {
+                    // Patient on a loaded machine: a server may take seconds to install a new table.
+                    client.retryPolicy(RETRY_ATTEMPTS, RETRY_BACKOFF_MILLIS);
                     err.printf(Locale.ROOT, "ferry demo: %s: client connected through %s: generation %d, %d servers%n",
                             label, address, client.routingTable().generation(), client.routingTable().serverCount());
                     err.flush();

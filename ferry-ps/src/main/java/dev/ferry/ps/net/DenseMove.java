@@ -141,6 +141,33 @@ final class DenseMove {
         }
     }
 
+    /**
+     * Drops the dense tensors of {@code groups} that {@code ps} holds (on a move's target, at its
+     * start): stale copies from when it owned them. A move to a new owner brings the current copy;
+     * a copy to a new backup brings none (dense pushes are not replicated), so a backup promoted
+     * later refuses the tensor ({@code UNKNOWN_TABLE}) instead of serving an old one. Returns how
+     * many it dropped.
+     */
+    static int dropStale(ParameterServer ps, boolean[] groups) {
+        int dropped = 0;
+        for (var stats : ps.stats()) {
+            String name = stats.name();
+            if (groups[groupOf(name)] && isDense(ps, name) && ps.dropDense(name)) {
+                dropped++;
+            }
+        }
+        return dropped;
+    }
+
+    private static boolean isDense(ParameterServer ps, String name) {
+        try {
+            ps.dense(name);
+            return true;
+        } catch (PsException sparse) {
+            return false;
+        }
+    }
+
     private static PsException tooShort(MemorySegment body, String what) {
         return new PsException(PsException.Code.LENGTH_MISMATCH, "a MOVE_DENSE of " + body.byteSize()
                 + " bytes is too short for " + what);

@@ -105,6 +105,7 @@ final class MoveTarget {
                     window.clear(g);
                 }
             }
+            DenseMove.dropStale(ps, groups);
             incoming = new Incoming(moveId, groups);
         } finally {
             fence.writeLock().unlock();

@@ -199,6 +199,47 @@ class DenseMoveTest extends PsNetTestBase {
         expect(PsException.Code.UNKNOWN_TABLE, () -> client.pullDense("w"));
     }
 
+    /**
+     * A copy to a new backup carries no dense tensor (dense pushes are not replicated) and drops
+     * the stale copy the backup kept from when it owned the group, so that a backup promoted later
+     * says it has no such tensor instead of serving an old one.
+     */
+    @Test
+    void aCopyToABackupDropsItsStaleDenseCopyAndCarriesNone() throws Exception {
+        List<String> addresses = new ArrayList<>();
+        List<PsServer> servers = new ArrayList<>();
+        List<ParameterServer> tables = new ArrayList<>();
+        for (int i = 0; i < 2; i++) {
+            ParameterServer ps = ParameterServer.create(PsConfig.defaults());
+            PsServer server = PsServer.openMember(ps, "m" + i, null, rpc(), false);
+            addresses.add(server.listen(config("local")));
+            track(ps, server);
+            servers.add(server);
+            tables.add(ps);
+        }
+        List<String> ids = List.of("m0", "m1");
+        int[] owners = new int[RoutingTable.GROUPS]; // m0 owns all
+        AtomicLong generation = new AtomicLong(1);
+        RoutingTable first = RoutingTable.of(1, ids, addresses, owners);
+        servers.forEach(s -> s.install(first));
+        PsClient client = client("local", List.of(addresses.get(0)));
+        client.createDense(new DenseConfig("w", 2, Optimizer.sgd(1), Initializer.zeros()));
+        client.pushDense("w", new float[] {-2, -2});
+        int g = DenseMove.groupOf("w");
+        // The group moves to m1 (the tensor with it); m0 keeps its old copy.
+        move(servers, ids, addresses, owners, generation, 1, 0, 1, g, g + 1, true);
+        client.pushDense("w", new float[] {-3, -3});
+        assertEquals(5f, client.pullDense("w")[0]);
+        assertEquals(1, tables.get(0).dense("w").steps(), "m0's stale copy");
+        // m1 copies the group to m0, its new backup: the stale copy goes, none comes.
+        servers.get(1).moveOut(2, new int[] {g}, addresses.get(0), true);
+        servers.get(1).endMove(2);
+        servers.get(0).endMove(2);
+        expect(PsException.Code.UNKNOWN_TABLE, () -> tables.get(0).dense("w"));
+        assertEquals(2, tables.get(1).dense("w").steps());
+        assertEquals(5f, client.pullDense("w")[0]);
+    }
+
     private static PsException callExpecting(dev.ferry.rpc.RpcChannel channel, byte[] body) throws Exception {
         try {
             channel.call(DenseMove.MOVE_DENSE, body.length,

@@ -61,40 +61,48 @@ final class ClusterDemo {
     }
 
     /**
-     * Runs the demo and prints its table; returns 0, or 1 after the first failure (reported with
-     * its reason on {@code err}; no server process is left either way).
+     * Runs the demo and prints its table; returns 0, or 1 if anything failed (each failure
+     * reported with its reason on {@code err}; no server process is left either way).
      */
     static int run(Settings settings, PrintWriter out, PrintWriter err) {
         long started = System.nanoTime();
         List<PsDemo.Row> rows = new ArrayList<>();
         DemoRebalance.Result changes = null;
-        String failure = null;
+        List<String> failures = new ArrayList<>();
         Path base = null;
         try {
             base = settings.dir() != null ? settings.dir() : Files.createTempDirectory("ferry-demo");
-            List<String> transports = settings.load().transports();
-            for (int i = 0; i < transports.size() && failure == null; i++) {
-                String entry = transports.get(i);
+            // The cluster changes on the first transport whose cluster starts; a failed transport
+            // is reported and the others still run.
+            boolean[] changesTried = new boolean[1];
+            for (String entry : settings.load().transports()) {
                 String label = entry.contains("=") ? entry.substring(0, entry.indexOf('=')) : entry;
                 String provider = entry.contains("=") ? entry.substring(entry.indexOf('=') + 1) : entry;
+                int before = rows.size();
                 try {
-                    DemoRebalance.Result r = runTransport(settings, base.resolve(label), label, provider, i == 0,
-                            rows, err);
-                    if (i == 0) {
+                    DemoRebalance.Result r = runTransport(settings, base.resolve(label), label, provider,
+                            changesTried, rows, err);
+                    if (r != null) {
                         changes = r;
                     }
                 } catch (Exception e) {
-                    failure = label + ": " + reason(e);
+                    String reason = reason(e);
+                    failures.add(label + ": " + reason);
+                    err.printf(Locale.ROOT, "ferry demo: %s failed: %s%n", label, reason);
+                    if (rows.size() == before) {
+                        rows.add(new PsDemo.Row(label, "fetch", 0, 0, 1, 0, 0, 0, reason));
+                        rows.add(new PsDemo.Row(label, "push", 0, 0, 1, 0, 0, 0, reason));
+                    }
                 }
             }
         } catch (Exception e) {
-            failure = reason(e);
+            failures.add(reason(e));
         } finally {
             if (base != null && settings.dir() == null) {
                 deleteTree(base, err);
             }
         }
-        err.printf(Locale.ROOT, "%nferry demo: %s in %.1f s%n", failure == null ? "done" : "failed",
+        err.printf(Locale.ROOT, "%nferry demo: %s in %.1f s%n", failures.isEmpty() ? "done" : "failed",
                 (System.nanoTime() - started) / 1e9);
         if (!rows.isEmpty()) {
             PsDemo.print(settings.load().withServers(settings.servers()), rows, out);
@@ -103,17 +111,19 @@ final class ClusterDemo {
             out.print(changes.summary());
         }
         out.flush();
-        if (failure != null) {
+        for (String failure : failures) {
             err.println("ferry demo: failed: " + failure);
-            err.flush();
-            return 1;
         }
-        return 0;
+        err.flush();
+        return failures.isEmpty() ? 0 : 1;
     }
 
-    /** One cluster on one transport; returns what the changes showed ({@code changes}) or null. */
+    /**
+     * One cluster on one transport; runs the changes too unless {@code changesTried[0]} (then
+     * set), and returns what they showed, or null.
+     */
     private static DemoRebalance.Result runTransport(Settings settings, Path dir, String label, String provider,
-            boolean changes, List<PsDemo.Row> rows, PrintWriter err) throws Exception {
+            boolean[] changesTried, List<PsDemo.Row> rows, PrintWriter err) throws Exception {
         err.printf(Locale.ROOT, "ferry demo: %s: starting ZooKeeper (embedded) and %d server processes on %s...%n",
                 label, settings.servers(), provider);
         err.flush();
@@ -135,7 +145,11 @@ final class ClusterDemo {
                             label, address, client.routingTable().generation(), client.routingTable().serverCount());
                     err.flush();
                     rows.addAll(PsDemo.measure(settings.load().withServers(settings.servers()), client, label, err));
-                    return changes ? DemoRebalance.run(cluster, admin, client, label, settings.exactIds(), err) : null;
+                    if (changesTried[0]) {
+                        return null;
+                    }
+                    changesTried[0] = true;
+                    return DemoRebalance.run(cluster, admin, client, label, settings.exactIds(), err);
                 }
             }
         }

@@ -38,7 +38,7 @@ final class DemoCommand implements Callable<Integer> {
 
     @Option(names = "--transports", paramLabel = "<label=provider>", split = ",",
             defaultValue = "Ferry-shm=shm,Netty-TCP=netty",
-            description = "Transports, each label=provider (shm, tcp, netty); the cluster changes on the first. "
+            description = "Transports, each label=provider (shm, tcp, netty); the cluster changes on the first that starts. "
                     + "Default: ${DEFAULT-VALUE}.")
     List<String> transports;
 

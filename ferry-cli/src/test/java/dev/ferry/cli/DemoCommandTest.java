@@ -1,10 +1,15 @@
 package dev.ferry.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.util.List;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -16,8 +21,9 @@ import org.junit.jupiter.api.Timeout;
  * {@code ferry demo} on the cluster path, small and short, in this JVM: embedded ZooKeeper, two
  * server processes, the fetch and push phases, a server that joins and one that leaves under the
  * exact training workload. The demo checks the exact sums itself; the test asserts its verdict,
- * that both changes happened, that no server process is left, and that a server that cannot
- * start fails the demo with its reason and a non-zero status.
+ * that both changes happened, that no server process is left (also after a SIGTERM to a demo
+ * process), and that a server that cannot start fails the demo with its reason and a non-zero
+ * status.
  */
 @Timeout(300)
 class DemoCommandTest {
@@ -62,7 +68,50 @@ class DemoCommandTest {
         assertEquals(1, status, out + "\n" + err);
         String text = err.toString();
         assertTrue(text.contains("ferry demo: failed: Broken: s0: cannot listen on nosuch"), text);
-        assertTrue(!out.toString().contains("exact sums"), out.toString());
+        assertFalse(out.toString().contains("exact sums"), out.toString());
+    }
+
+    /** Ctrl-C (here SIGTERM, which runs the same shutdown hooks) stops every server the demo started. */
+    @Test
+    void anInterruptedDemoLeavesNoServerProcess() throws Exception {
+        List<String> command = dev.ferry.ps.net.ChildJvm.javaCommand(List.of("-Xmx256m"),
+                FerryCommand.class.getName(), List.of("demo", "--servers", "2", "--transports", "Ferry-shm=shm",
+                        "--warmup-ms", "120000", "--exact-ids", "100"));
+        Process demo = new ProcessBuilder(command).redirectErrorStream(true).start();
+        BlockingQueue<String> lines = new LinkedBlockingQueue<>();
+        Thread reader = Thread.ofPlatform().daemon().start(() -> {
+            try (var in = new java.io.BufferedReader(new java.io.InputStreamReader(demo.getInputStream(),
+                    java.nio.charset.StandardCharsets.UTF_8))) {
+                for (String line = in.readLine(); line != null; line = in.readLine()) {
+                    lines.add(line);
+                }
+            } catch (java.io.IOException e) {
+                // the demo is gone
+            }
+        });
+        try {
+            StringBuilder seen = new StringBuilder();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(180);
+            while (seen.indexOf("client connected") < 0) {
+                String line = lines.poll(1, TimeUnit.SECONDS);
+                if (line != null) {
+                    seen.append(line).append('\n');
+                }
+                assertTrue(demo.isAlive() && System.nanoTime() < deadline, "the demo did not connect:\n" + seen);
+            }
+            List<ProcessHandle> servers = demo.descendants().filter(ProcessHandle::isAlive).toList();
+            assertEquals(2, servers.size(), "server processes while it runs: " + servers);
+            demo.destroy();
+            assertTrue(demo.waitFor(60, TimeUnit.SECONDS), "the demo did not end on SIGTERM");
+            for (ProcessHandle server : servers) {
+                server.onExit().get(30, TimeUnit.SECONDS);
+                assertFalse(server.isAlive(), "server " + server.pid() + " outlived the demo");
+            }
+        } finally {
+            demo.destroyForcibly();
+            demo.waitFor(30, TimeUnit.SECONDS);
+            reader.join(10_000);
+        }
     }
 
     private static int run(StringWriter out, StringWriter err, String... args) {

@@ -113,6 +113,13 @@ public abstract class AbstractTransportTest {
     void closeTransports() {
         List<Long> held = new ArrayList<>();
         for (Transport transport : opened) {
+            // A send completes once the receiving transport has the message, perhaps before its
+            // handler has returned: a handler that releases may still be running.
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            while (transport.counters().receiveBuffersHeld() != 0 && System.nanoTime() < deadline) {
+                Thread.onSpinWait();
+                Thread.yield();
+            }
             held.add(transport.counters().receiveBuffersHeld());
             transport.close();
         }

@@ -70,8 +70,15 @@ final class ClusterDemo {
         DemoRebalance.Result changes = null;
         List<String> failures = new ArrayList<>();
         Path base = null;
+        Thread removeOnExit = null;
         try {
             base = settings.dir() != null ? settings.dir() : Files.createTempDirectory("ferry-demo");
+            if (settings.dir() == null) {
+                // Ctrl-C skips the finally below: the temporary directory goes on the way out too.
+                Path temporary = base;
+                removeOnExit = new Thread(() -> deleteTree(temporary, err), "ferry-demo-cleanup");
+                Runtime.getRuntime().addShutdownHook(removeOnExit);
+            }
             // The cluster changes on the first transport whose cluster starts; a failed transport
             // is reported and the others still run.
             boolean[] changesTried = new boolean[1];
@@ -100,6 +107,13 @@ final class ClusterDemo {
         } finally {
             if (base != null && settings.dir() == null) {
                 deleteTree(base, err);
+            }
+            if (removeOnExit != null) {
+                try {
+                    Runtime.getRuntime().removeShutdownHook(removeOnExit);
+                } catch (IllegalStateException exiting) {
+                    // already on the way out: the hook runs
+                }
             }
         }
         err.printf(Locale.ROOT, "%nferry demo: %s in %.1f s%n", failures.isEmpty() ? "done" : "failed",

@@ -74,9 +74,10 @@ class DemoCommandTest {
     /** Ctrl-C (here SIGTERM, which runs the same shutdown hooks) stops every server the demo started. */
     @Test
     void anInterruptedDemoLeavesNoServerProcess() throws Exception {
-        List<String> command = dev.ferry.ps.net.ChildJvm.javaCommand(List.of("-Xmx256m"),
-                FerryCommand.class.getName(), List.of("demo", "--servers", "2", "--transports", "Ferry-shm=shm",
-                        "--warmup-ms", "120000", "--exact-ids", "100"));
+        java.nio.file.Path tmp = java.nio.file.Files.createTempDirectory("ferry-demo-test");
+        List<String> command = dev.ferry.ps.net.ChildJvm.javaCommand(List.of("-Xmx256m",
+                "-Djava.io.tmpdir=" + tmp), FerryCommand.class.getName(), List.of("demo", "--servers", "2",
+                "--transports", "Ferry-shm=shm", "--warmup-ms", "120000", "--exact-ids", "100"));
         Process demo = new ProcessBuilder(command).redirectErrorStream(true).start();
         BlockingQueue<String> lines = new LinkedBlockingQueue<>();
         Thread reader = Thread.ofPlatform().daemon().start(() -> {
@@ -107,10 +108,18 @@ class DemoCommandTest {
                 server.onExit().get(30, TimeUnit.SECONDS);
                 assertFalse(server.isAlive(), "server " + server.pid() + " outlived the demo");
             }
+            try (var left = java.nio.file.Files.list(tmp)) {
+                List<java.nio.file.Path> files = left.filter(f -> f.getFileName().toString().startsWith("ferry-demo"))
+                        .toList();
+                assertEquals(List.of(), files, "the demo's temporary directory outlived it");
+            }
         } finally {
             demo.destroyForcibly();
             demo.waitFor(30, TimeUnit.SECONDS);
             reader.join(10_000);
+            try (var walk = java.nio.file.Files.walk(tmp)) {
+                walk.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+            }
         }
     }
 

@@ -95,7 +95,7 @@ public abstract class AbstractTransportTest {
 
     /** How long the clients of the fairness test send. */
     protected long fairnessMillis() {
-        return FULL ? 5_000 : 1_000;
+        return FULL ? 5_000 : 2_000;
     }
 
     /** Implementation-specific leak checks (e.g. Netty's leak detector), after every test. */

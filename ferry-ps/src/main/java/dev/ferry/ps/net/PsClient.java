@@ -83,7 +83,7 @@ public final class PsClient implements AutoCloseable {
         this.retry = new RetryPolicy(routing);
         this.batches = new BatchParts(servers, routing, retry);
         this.directory = new TableDirectory(servers, routing);
-        this.dense = new DenseCalls(servers, routing, directory);
+        this.dense = new DenseCalls(servers, routing, directory, retry);
     }
 
 
@@ -232,7 +232,7 @@ public final class PsClient implements AutoCloseable {
      * @throws PsException {@code TABLE_EXISTS}, {@code READ_ONLY}, {@code INVALID_ARGUMENT}
      */
     public void createDense(DenseConfig tensor) {
-        directory.createDense(tensor);
+        dense.create(tensor);
     }
 
     /**

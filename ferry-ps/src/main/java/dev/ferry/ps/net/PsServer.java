@@ -360,6 +360,11 @@ public final class PsServer implements AutoCloseable {
         }
     }
 
+    /** A deduped retry's ids: a move's target must still see it ({@link MoveSource#resendMoving}). */
+    void resendMoving(String name, long[] ids, int count, long millis, long dedupe) {
+        moveSource.resendMoving(name, ids, count, millis, dedupe);
+    }
+
     private void densePull(ServerCall call) {
         MemorySegment body = call.request();
         PsDescriptor.checkHeader(body);

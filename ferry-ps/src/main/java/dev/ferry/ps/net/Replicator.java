@@ -166,18 +166,26 @@ final class Replicator implements AutoCloseable {
             return;
         }
         deduped.increment();
+        if (s.ids.length < count) {
+            s.ids = new long[count * 2];
+        }
+        int k = 0;
+        for (int i = 0; i < count; i++) {
+            if (window.contains(RoutingTable.groupOf(ids[i]), dedupe)) {
+                s.ids[k++] = ids[i];
+            }
+        }
+        // First, before anything is applied: a move's new owner may fence the retry out.
+        server.resendMoving(name, s.ids, k, left, dedupe);
         if (fresh == 0) {
             return;
-        }
-        if (s.ids.length < fresh) {
-            s.ids = new long[fresh * 2];
         }
         if (s.grads.length < fresh * dimension) {
             s.grads = new float[fresh * dimension * 2];
         }
         MemorySegment grads = MemorySegment.ofArray(s.grads);
         long rowBytes = (long) dimension * Float.BYTES;
-        int k = 0;
+        k = 0;
         for (int i = 0; i < count; i++) {
             if (!window.contains(RoutingTable.groupOf(ids[i]), dedupe)) {
                 s.ids[k] = ids[i];

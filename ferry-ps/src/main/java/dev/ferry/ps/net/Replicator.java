@@ -136,11 +136,13 @@ final class Replicator implements AutoCloseable {
             if (hook != null) {
                 hook.run();
             }
+            v = current(v, s, groups, false);
             applyNew(name, dimension, ids, count, gradients, dedupe, deadline, apply, s);
             for (int i = 0; i < groups; i++) {
                 window.record(s.groups[i], dedupe);
             }
-            replicate(v, name, ids, count, dedupe, deadline, s, groups);
+            // The view once more: the apply may have waited (a copy's forward until the copy ended).
+            replicate(current(v, s, groups, true), name, ids, count, dedupe, deadline, s, groups);
         } finally {
             for (int i = 0; i < locked; i++) {
                 locks[s.groups[i]].unlock();
@@ -148,8 +150,46 @@ final class Replicator implements AutoCloseable {
         }
     }
 
-    /** Tests only: runs once a push holds its groups' locks (null outside tests). */
+    /** Tests only: runs once a push holds its groups' locks, before it looks at the replicas again. */
     static volatile Runnable afterLocked;
+
+    /**
+     * The view installed now, for a push checked against {@code checked} that may have waited
+     * since (for its groups' locks, or in its apply): a copy that completed meanwhile added an
+     * in-sync backup that must get this push's rows (replicating to the checked view's backups
+     * only would leave the new backup without the push, and with its effect but not its dedupe id
+     * after the next push on the row). A group whose primary changed meanwhile fails the push with
+     * {@code WRONG_SERVER}: before the apply nothing was applied; after it, no backup got the rows
+     * (the client retries at the new primary, as after a {@code FENCED} answer).
+     */
+    private PsServer.View current(PsServer.View checked, Scratch s, int groups, boolean applied) {
+        PsServer.View now = server.view();
+        if (now == checked || now.generation() == checked.generation()) {
+            return checked;
+        }
+        Replicas was = checked.replicas();
+        Replicas is = now.replicas();
+        for (int i = 0; i < groups; i++) {
+            int g = s.groups[i];
+            if (is == null || now.table() == null || now.self() < 0 || now.table().ownerOfGroup(g) != now.self()
+                    || is.epoch(g) != was.epoch(g)) {
+                throw PsDescriptor.wrongServer(now.generation(), "group " + g + " changed primary while the push "
+                        + "waited here; the push was " + (applied ? "applied here but replicated nowhere and " : "")
+                        + "not acknowledged");
+            }
+        }
+        if (!applied) {
+            for (int i = 0; i < groups; i++) {
+                int g = s.groups[i];
+                if (1 + is.backupCount(g) < is.minInSync()) {
+                    throw new PsException(PsException.Code.NOT_ENOUGH_REPLICAS, "group " + g + " has "
+                            + (1 + is.backupCount(g)) + " in-sync copies, fewer than the " + is.minInSync()
+                            + " a push needs; the push was not applied");
+                }
+            }
+        }
+        return now;
+    }
 
     /** Applies the ids whose group has not seen push {@code dedupe} yet. */
     private void applyNew(String name, int dimension, long[] ids, int count, MemorySegment gradients, long dedupe,

@@ -212,6 +212,11 @@ final class MoveSource implements AutoCloseable {
         long left = remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart);
         try {
             ps.push(name, dimension, order, 0, moving, grads.asSlice(0, moving * rowBytes));
+            // Applied here whatever the forward's outcome: a retry here (its client timed out
+            // while the forward waited) must find the id, not apply the push again.
+            for (int i = 0; i < moving; i++) {
+                window.record(RoutingTable.groupOf(order[i]), dedupe);
+            }
             Runnable hook = afterMovingApplied;
             if (hook != null) {
                 hook.run();

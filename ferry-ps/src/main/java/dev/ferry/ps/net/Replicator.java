@@ -143,6 +143,10 @@ final class Replicator implements AutoCloseable {
             }
             // The view once more: the apply may have waited (a copy's forward until the copy ended).
             replicate(current(v, s, groups, true), name, ids, count, dedupe, deadline, s, groups);
+            Runnable replicated = afterReplicated;
+            if (replicated != null) {
+                replicated.run();
+            }
         } finally {
             for (int i = 0; i < locked; i++) {
                 locks[s.groups[i]].unlock();
@@ -152,6 +156,8 @@ final class Replicator implements AutoCloseable {
 
     /** Tests only: runs once a push holds its groups' locks, before it looks at the replicas again. */
     static volatile Runnable afterLocked;
+    /** Tests only: runs once every backup has a push, before it is acknowledged (null outside tests). */
+    static volatile Runnable afterReplicated;
 
     /**
      * The view installed now, for a push checked against {@code checked} that may have waited

@@ -69,6 +69,13 @@ final class RoutingFollower {
         }
     }
 
+    /** Starts one refresh in the background unless one is under way. */
+    void refreshInBackground() {
+        if (refreshing.compareAndSet(false, true)) {
+            refresh().whenComplete((v, failure) -> refreshing.set(false));
+        }
+    }
+
     /**
      * Fetches the routing table from the servers in turn (those of the current table, then the
      * bootstrap ones) until one answers, and routes by it if it is newer. A fixed cluster keeps its

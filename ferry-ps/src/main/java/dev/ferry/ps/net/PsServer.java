@@ -268,6 +268,17 @@ public final class PsServer implements AutoCloseable {
         return rpc.listen(transport);
     }
 
+    /**
+     * {@link #listen(TransportConfig)} through {@code opener} (a benchmark's counting one); the
+     * first transport is also the one it reaches its backups and move targets on.
+     */
+    public String listen(TransportConfig transport, dev.ferry.rpc.TransportOpener opener) {
+        if (this.transport == null) {
+            this.transport = transport;
+        }
+        return rpc.listen(transport, opener);
+    }
+
     /** The tables it serves. */
     public ParameterServer parameterServer() {
         return ps;

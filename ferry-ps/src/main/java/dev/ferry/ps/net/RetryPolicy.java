@@ -95,25 +95,27 @@ final class RetryPolicy {
         Throwable cause = ClientCalls.unwrap(failure);
         long named = cause instanceof PsException ps ? PsDescriptor.wrongServerGeneration(ps) : -1;
         Executor later = CompletableFuture.delayedExecutor(millis, TimeUnit.MILLISECONDS);
-        CompletableFuture<Void> paused = CompletableFuture.runAsync(() -> { }, later).thenCompose(v -> {
+        CompletableFuture<Void> paused = CompletableFuture.runAsync(() -> { }, later);
+        boolean lost = cause instanceof PeerUnavailableException || cause instanceof RpcTimeoutException;
+        if (lost && dedupes()) {
+            long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
+            long refreshNow = System.nanoTime() - TimeUnit.MILLISECONDS.toNanos(REFRESH_MILLIS + 1);
+            return paused.thenCompose(v -> awaitNewer(sent, until, refreshNow));
+        }
+        return paused.thenCompose(v -> {
             if (named >= 0 && named <= routing.route().generation() && attempt == 0) {
                 // The server is behind the client: give it time, keep the table.
                 return CompletableFuture.completedFuture(null);
             }
             return routing.refresh().handle((ok, refreshFailure) -> null);
         });
-        boolean lost = cause instanceof PeerUnavailableException || cause instanceof RpcTimeoutException;
-        if (!lost || !dedupes()) {
-            return paused;
-        }
-        long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
-        return paused.thenCompose(v -> awaitNewer(sent, until, System.nanoTime()));
     }
 
     /**
-     * Completes once the route is newer than {@code sent}, or at {@code until}. Refreshes run in
-     * the background (one asking a dead server first waits out its deadline before the next
-     * server), so a newer table that other answers bring is seen within {@value #WATCH_MILLIS} ms.
+     * Completes once the route is newer than {@code sent}, or at {@code until}. Every
+     * {@value #REFRESH_MILLIS} ms it asks every server at once in the background (asking in turn
+     * would wait out a deadline at the dead one); a newer table that any answer brings is seen
+     * within {@value #WATCH_MILLIS} ms.
      */
     private CompletableFuture<Void> awaitNewer(long sent, long until, long lastRefresh) {
         long now = System.nanoTime();
@@ -122,7 +124,7 @@ final class RetryPolicy {
         }
         long refreshed = lastRefresh;
         if (now - lastRefresh > TimeUnit.MILLISECONDS.toNanos(REFRESH_MILLIS)) {
-            routing.refreshInBackground();
+            routing.refreshFromAll();
             refreshed = now;
         }
         long next = refreshed;

@@ -46,6 +46,18 @@ class ReplicaKillTest {
     private static final int KEYS = 2048;
     private static final int BATCH = 8;
     private static final int SERVERS = 3;
+    /** A push's gradient {@code k} travels as two floats, {@code k / LOW} and {@code k % LOW}. */
+    private static final int LOW = 4096;
+
+    /** The row gradient of push {@code k}: its two parts, negated (SGD with learning rate 1 adds them). */
+    private static float[] gradient(int k, int ids) {
+        float[] g = new float[2 * ids];
+        for (int i = 0; i < ids; i++) {
+            g[2 * i] = -(k / LOW);
+            g[2 * i + 1] = -(k % LOW);
+        }
+        return g;
+    }
 
     /** Every push: acknowledged ones summed per row, the others kept with their ids. */
     private static final class Oracle {
@@ -69,7 +81,11 @@ class ReplicaKillTest {
             return unacked.size();
         }
 
-        /** Checks every row: its acknowledged sum plus a subset of its unacknowledged pushes, each at most once. */
+        /**
+         * Checks every row: its acknowledged sum plus a subset of its unacknowledged pushes, each
+         * at most once. A row is two floats, {@link #gradient}'s high and low parts summed apart,
+         * so that it stays exact (below 2^24 per float) however long the run.
+         */
         synchronized void check(float[] rows, String when) {
             List<List<Long>> maybe = new ArrayList<>();
             for (int i = 0; i < KEYS; i++) {
@@ -81,12 +97,15 @@ class ReplicaKillTest {
                 }
             }
             for (int i = 0; i < KEYS; i++) {
-                long extra = (long) rows[i] - acked[i];
-                if (rows[i] != (float) (long) rows[i]) {
-                    fail(when + ": row " + i + " holds " + rows[i] + ", not an integer sum");
+                float hi = rows[2 * i];
+                float lo = rows[2 * i + 1];
+                if (hi != (float) (long) hi || lo != (float) (long) lo || Math.abs(lo) >= 1 << 24) {
+                    fail(when + ": row " + i + " holds " + hi + ", " + lo + ", not exact integer sums");
                 }
+                long value = (long) hi * LOW + (long) lo;
+                long extra = value - acked[i];
                 if (!subsetSum(maybe.get(i), extra)) {
-                    fail(when + ": row " + i + " holds " + (long) rows[i] + " = acknowledged " + acked[i] + " + " + extra
+                    fail(when + ": row " + i + " holds " + value + " = acknowledged " + acked[i] + " + " + extra
                             + ", which is no subset of its unacknowledged pushes " + maybe.get(i)
                             + (extra < 0 ? " (an acknowledged push is missing)" : " (a push counted twice)"));
                 }
@@ -132,7 +151,7 @@ class ReplicaKillTest {
                 String bootstrap = "ferry://" + String.join(",", addresses);
                 try (PsClient a = PsClient.connect(rpc, transport, bootstrap);
                         PsClient b = PsClient.connect(rpc, transport, bootstrap)) {
-                    a.createTable(TableConfig.of("t", 1, Optimizer.sgd(1)));
+                    a.createTable(TableConfig.of("t", 2, Optimizer.sgd(1)));
                     Members.await(() -> tableEverywhere(b), "the table on every server");
                     Oracle oracle = new Oracle();
                     AtomicInteger gradient = new AtomicInteger(1);
@@ -161,7 +180,7 @@ class ReplicaKillTest {
                             int k = gradient.getAndIncrement();
                             long[] ids = {probeId};
                             try {
-                                a.push("t", ids, new float[] {-k});
+                                a.push("t", ids, gradient(k, 1));
                                 oracle.acked(k, ids);
                                 break;
                             } catch (RuntimeException e) {
@@ -226,8 +245,7 @@ class ReplicaKillTest {
                 }
                 long[] ids = random.longs(0, KEYS).distinct().limit(BATCH).toArray();
                 int k = gradient.getAndIncrement();
-                float[] grads = new float[BATCH];
-                java.util.Arrays.fill(grads, -k);
+                float[] grads = gradient(k, BATCH);
                 try {
                     client.push("t", ids, grads);
                     oracle.acked(k, ids);

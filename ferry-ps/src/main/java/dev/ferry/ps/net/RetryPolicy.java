@@ -81,15 +81,17 @@ final class RetryPolicy {
     }
 
     /**
-     * Waits the backoff of an attempt sent with routing generation {@code sent}, then fetches a
-     * newer routing table if there is one. After a timeout or an unavailable server in a cluster
-     * run by a controller, it waits for a table newer than {@code sent} (asking the servers every
-     * {@value #REFRESH_MILLIS} ms, and following the generations other answers carry), up to one
-     * call deadline: a dead server's groups move once its session expires, and the part then
-     * goes to their new owner at once instead of waiting out another deadline at the dead one.
-     * A server that was only slow is tried again after that wait.
+     * Waits the backoff of an attempt that failed at the server at {@code address}, for ids
+     * such as {@code id}, then fetches a newer routing table if there is one. After a timeout or
+     * an unavailable server in a cluster run by a controller, it waits until the table routes
+     * {@code id} to another server (asking every server every {@value #REFRESH_MILLIS} ms, and
+     * following the generations other answers carry), up to one call deadline: a dead server's
+     * groups are handed to their backups once its session expires, and the part goes there at
+     * once instead of waiting out another deadline at the dead one. A newer table that still
+     * names the lost server (one that only dropped it as a backup, say) is not enough. A server
+     * that was only slow is tried again after that wait.
      */
-    CompletableFuture<Void> pause(Throwable failure, int attempt, long sent) {
+    CompletableFuture<Void> pause(Throwable failure, int attempt, String address, long id) {
         retries.increment();
         long millis = Math.min(maxBackoffMillis, 1L << Math.min(attempt, 20));
         Throwable cause = ClientCalls.unwrap(failure);
@@ -100,7 +102,7 @@ final class RetryPolicy {
         if (lost && dedupes()) {
             long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
             long refreshNow = System.nanoTime() - TimeUnit.MILLISECONDS.toNanos(REFRESH_MILLIS + 1);
-            return paused.thenCompose(v -> awaitNewer(sent, until, refreshNow));
+            return paused.thenCompose(v -> awaitMoved(address, id, until, refreshNow));
         }
         return paused.thenCompose(v -> {
             if (named >= 0 && named <= routing.route().generation() && attempt == 0) {
@@ -112,14 +114,15 @@ final class RetryPolicy {
     }
 
     /**
-     * Completes once the route is newer than {@code sent}, or at {@code until}. Every
-     * {@value #REFRESH_MILLIS} ms it asks every server at once in the background (asking in turn
-     * would wait out a deadline at the dead one); a newer table that any answer brings is seen
-     * within {@value #WATCH_MILLIS} ms.
+     * Completes once the route sends {@code id} elsewhere than {@code address}, or at
+     * {@code until}. Every {@value #REFRESH_MILLIS} ms it asks every server at once in the
+     * background (asking in turn would wait out a deadline at the dead one); a newer table that
+     * any answer brings is seen within {@value #WATCH_MILLIS} ms.
      */
-    private CompletableFuture<Void> awaitNewer(long sent, long until, long lastRefresh) {
+    private CompletableFuture<Void> awaitMoved(String address, long id, long until, long lastRefresh) {
         long now = System.nanoTime();
-        if (routing.route().generation() > sent || now - until > 0) {
+        Route r = routing.route();
+        if (!r.addresses().get(r.table().slots().serverOf(id)).equals(address) || now - until > 0) {
             return CompletableFuture.completedFuture(null);
         }
         long refreshed = lastRefresh;
@@ -129,6 +132,6 @@ final class RetryPolicy {
         }
         long next = refreshed;
         return CompletableFuture.runAsync(() -> { }, CompletableFuture.delayedExecutor(WATCH_MILLIS,
-                TimeUnit.MILLISECONDS)).thenCompose(v -> awaitNewer(sent, until, next));
+                TimeUnit.MILLISECONDS)).thenCompose(v -> awaitMoved(address, id, until, next));
     }
 }

@@ -27,7 +27,7 @@ import dev.ferry.ps.TableConfig;
  * to the new primary once it sees the newer routing table. It must be acknowledged and applied
  * exactly once, whether the primary froze before its apply (the new primary applies it; the
  * thawed one is fenced out by epoch) or after its backup had it (the new primary dedupes it).
- * In-process members on tcp, a client deadline of 500 ms.
+ * In-process members on tcp, a client deadline of 2 s (above the replication timeout, as in a cluster).
  */
 class ReplicaTimeoutRetryTest extends PsNetTestBase {
 
@@ -65,7 +65,7 @@ class ReplicaTimeoutRetryTest extends PsNetTestBase {
             ps.createTable(TableConfig.of("t", 2, Optimizer.sgd(1)));
         }
         install(1, 0, 0, true, 0, 1);
-        PsClient client = PsClient.connect(rpc().withDefaultDeadlineMillis(500), config("tcp"), addresses);
+        PsClient client = PsClient.connect(rpc().withDefaultDeadlineMillis(2_000), config("tcp"), addresses);
         clients.add(client);
         return client;
     }
@@ -152,7 +152,7 @@ class ReplicaTimeoutRetryTest extends PsNetTestBase {
         // Its servers keep no dedupe ids: a timed-out push there fails rather than risk a second apply.
         Cluster c = cluster("tcp", 1, PsConfig.defaults(), null);
         c.client().createTable(TableConfig.of("t", 2, Optimizer.sgd(1)));
-        RetryPolicy policy = new RetryPolicy(routingOf(c.addresses()), 500);
+        RetryPolicy policy = new RetryPolicy(routingOf(c.addresses()), 2_000);
         assertTrue(!policy.retryable(new dev.ferry.rpc.RpcTimeoutException(1, "x", 500, "no answer"), false, 0),
                 "a fixed cluster's push is not retried after a timeout");
         assertTrue(policy.retryable(new dev.ferry.rpc.RpcTimeoutException(1, "x", 500, "no answer"), true, 0),

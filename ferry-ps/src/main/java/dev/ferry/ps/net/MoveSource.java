@@ -169,6 +169,12 @@ final class MoveSource implements AutoCloseable {
         }
     }
 
+    /** Whether {@code group} is in the move being sent. */
+    boolean movingGroup(int group) {
+        Outgoing o = outgoing;
+        return o != null && o.groups()[group];
+    }
+
     /** The move being sent, or -1. */
     long moving() {
         Outgoing o = outgoing;

@@ -371,6 +371,11 @@ public final class PsServer implements AutoCloseable {
         }
     }
 
+    /** Whether {@code group} is in the move this server is sending. */
+    boolean movingOut(int group) {
+        return moveSource.movingGroup(group);
+    }
+
     /** A deduped retry's ids: a move's target must still see it ({@link MoveSource#resendMoving}). */
     void resendMoving(String name, long[] ids, int count, long millis, long dedupe) {
         moveSource.resendMoving(name, ids, count, millis, dedupe);

@@ -137,12 +137,25 @@ final class Replicator implements AutoCloseable {
                 hook.run();
             }
             v = current(v, s, groups, false);
-            applyNew(name, dimension, ids, count, gradients, dedupe, deadline, apply, s);
+            try {
+                applyNew(name, dimension, ids, count, gradients, dedupe, deadline, apply, s);
+            } catch (RuntimeException failed) {
+                // Some ids may be applied (a move's forward that failed after its apply records them).
+                replicateApplied(v, name, ids, count, dedupe, deadline, s, groups);
+                throw failed;
+            }
             for (int i = 0; i < groups; i++) {
                 window.record(s.groups[i], dedupe);
             }
             // The view once more: the apply may have waited (a copy's forward until the copy ended).
-            replicate(current(v, s, groups, true), name, ids, count, dedupe, deadline, s, groups);
+            PsServer.View now;
+            try {
+                now = current(v, s, groups, true);
+            } catch (PsException moved) {
+                replicateApplied(v, name, ids, count, dedupe, deadline, s, groups);
+                throw moved;
+            }
+            replicate(now, name, ids, count, dedupe, deadline, s.groups, groups);
             Runnable replicated = afterReplicated;
             if (replicated != null) {
                 replicated.run();
@@ -151,6 +164,57 @@ final class Replicator implements AutoCloseable {
             for (int i = 0; i < locked; i++) {
                 locks[s.groups[i]].unlock();
             }
+        }
+    }
+
+    /**
+     * A push that fails after (part of) its apply: the groups it was applied to (their window
+     * holds its id) and that this server still leads at the same epoch get its rows all the same,
+     * with its id, before the failure is answered and the groups' locks go. Every push applied on
+     * a group this server leads must reach the group's backups before the next one on it: the
+     * next push's whole rows would otherwise carry this one's effect to the backups without its
+     * id, and the client's retry of it, after the backup's promotion, was applied twice there
+     * (a push of two groups, one of which moved during its apply, failed with {@code WRONG_SERVER}
+     * after the apply and reached no backup). Groups that changed primary are left out: their rows
+     * here are no longer the group's, and so are groups being moved: their new owner may own them
+     * already and have fenced pushes that are in these rows (the move's forward decides instead).
+     * Best effort: the push fails either way.
+     */
+    private void replicateApplied(PsServer.View checked, String name, long[] ids, int count, long dedupe,
+            long deadline, Scratch s, int groups) {
+        PsServer.View now = server.view();
+        Replicas was = checked.replicas();
+        Replicas is = now.replicas();
+        if (is == null || was == null || now.table() == null || now.self() < 0) {
+            return;
+        }
+        int[] kept = new int[groups];
+        int k = 0;
+        for (int i = 0; i < groups; i++) {
+            int g = s.groups[i];
+            if (window.contains(g, dedupe) && now.table().ownerOfGroup(g) == now.self() && is.epoch(g) == was.epoch(g)
+                    && !server.movingOut(g)) {
+                kept[k++] = g;
+            }
+        }
+        if (k == 0) {
+            return;
+        }
+        long[] mine = new long[count];
+        int n = 0;
+        for (int i = 0; i < count; i++) {
+            int g = RoutingTable.groupOf(ids[i]);
+            for (int j = 0; j < k; j++) {
+                if (kept[j] == g) {
+                    mine[n++] = ids[i];
+                    break;
+                }
+            }
+        }
+        try {
+            replicate(now, name, mine, n, dedupe, deadline, kept, k);
+        } catch (RuntimeException alsoFailed) {
+            // The push fails with its first reason; a backup lost here was reported as usual.
         }
     }
 
@@ -262,12 +326,12 @@ final class Replicator implements AutoCloseable {
         }
     }
 
-    private void replicate(PsServer.View v, String name, long[] ids, int count, long dedupe, long deadline, Scratch s,
+    private void replicate(PsServer.View v, String name, long[] ids, int count, long dedupe, long deadline, int[] gs,
             int groups) {
         Replicas replicas = v.replicas();
         List<Share> shares = null;
         for (int i = 0; i < groups; i++) {
-            int g = s.groups[i];
+            int g = gs[i];
             for (int b = 0; b < replicas.backupCount(g); b++) {
                 int backup = replicas.backup(g, b);
                 boolean seen = false;
@@ -280,7 +344,7 @@ final class Replicator implements AutoCloseable {
                     if (shares == null) {
                         shares = new ArrayList<>(2);
                     }
-                    shares.add(share(v, name, ids, count, dedupe, backup, s, groups));
+                    shares.add(share(v, name, ids, count, dedupe, backup, gs, groups));
                 }
             }
         }
@@ -309,7 +373,7 @@ final class Replicator implements AutoCloseable {
     }
 
     /** The request for {@code backup}: every id of the push whose group it backs up. */
-    private Share share(PsServer.View v, String name, long[] ids, int count, long dedupe, int backup, Scratch s,
+    private Share share(PsServer.View v, String name, long[] ids, int count, long dedupe, int backup, int[] gs,
             int groups) {
         Replicas replicas = v.replicas();
         int n = 0;
@@ -327,15 +391,15 @@ final class Replicator implements AutoCloseable {
         }
         int m = 0;
         for (int i = 0; i < groups; i++) {
-            m += replicas.isBackup(s.groups[i], backup) ? 1 : 0;
+            m += replicas.isBackup(gs[i], backup) ? 1 : 0;
         }
         int[] its = new int[m];
         long[] epochs = new long[m];
         m = 0;
         for (int i = 0; i < groups; i++) {
-            if (replicas.isBackup(s.groups[i], backup)) {
-                its[m] = s.groups[i];
-                epochs[m++] = replicas.epoch(s.groups[i]);
+            if (replicas.isBackup(gs[i], backup)) {
+                its[m] = gs[i];
+                epochs[m++] = replicas.epoch(gs[i]);
             }
         }
         SparseTable table = ps.table(name);

@@ -91,15 +91,23 @@ class ReplicaMoveFenceTest extends PsNetTestBase {
 
     /** One raw PUSH of {@code grad} on {@link #ID} to {@code server}; the refusal's code, or null if acknowledged. */
     private PsException.Code push(int server, long generation, long dedupe, float grad) throws Exception {
+        return push(server, generation, dedupe, grad, ID);
+    }
+
+    /** One raw PUSH of {@code grad} on each of {@code ids} to {@code server}; the refusal's code, or null. */
+    private PsException.Code push(int server, long generation, long dedupe, float grad, long... ids) throws Exception {
         byte[] name = PsDescriptor.nameBytes("t");
-        int bytes = (int) PsDescriptor.pushBytes(name.length, 1, 2);
+        int n = ids.length;
+        int bytes = (int) PsDescriptor.pushBytes(name.length, n, 2);
         try {
             RpcResponse r = raw.channel(addresses.get(server)).call(PsDescriptor.PUSH, bytes, body -> {
-                int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 2, 1, 0);
+                int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 2, n, 0);
                 PsDescriptor.stamp(body, generation, dedupe);
-                body.set(PsDescriptor.LONG, at, ID);
-                body.set(PsDescriptor.FLOAT, at + 8, grad);
-                body.set(PsDescriptor.FLOAT, at + 12, grad);
+                for (int i = 0; i < n; i++) {
+                    body.set(PsDescriptor.LONG, at + 8L * i, ids[i]);
+                    body.set(PsDescriptor.FLOAT, at + 8L * n + 8L * i, grad);
+                    body.set(PsDescriptor.FLOAT, at + 8L * n + 8L * i + 4, grad);
+                }
             }, 5_000).get(10, TimeUnit.SECONDS);
             r.release();
             return null;
@@ -115,9 +123,72 @@ class ReplicaMoveFenceTest extends PsNetTestBase {
     }
 
     private float[] row(int server) {
+        return row(server, ID);
+    }
+
+    private float[] row(int server, long id) {
         float[] out = new float[2];
-        stores.get(server).pull("t", 2, new long[] {ID}, 0, 1, MemorySegment.ofArray(out));
+        stores.get(server).pull("t", 2, new long[] {id}, 0, 1, MemorySegment.ofArray(out));
         return out;
+    }
+
+    /** An id of another group than {@link #GROUP}. */
+    private static long otherId() {
+        long id = ID + 1;
+        while (RoutingTable.groupOf(id) == GROUP) {
+            id++;
+        }
+        return id;
+    }
+
+    /**
+     * A push of two groups, one of which the move source's table hands to the move's target
+     * during the push's apply: the push fails with {@code WRONG_SERVER} after its apply. The
+     * group that stays must still reach its backup with the push's id: the next push on that row
+     * carried the push's effect to the backup without it, and the retry there, after the
+     * backup's promotion, was applied twice (found in the long ReplicaKillTest run).
+     */
+    @Test
+    void aPushFailedAfterItsApplyStillReachesTheBackupsOfTheGroupsThatStay() throws Exception {
+        start();
+        long other = otherId();
+        int otherGroup = RoutingTable.groupOf(other);
+        long x = 0x3C;
+        long y = 0x4D;
+        install(table(1, P, 0, B), T, B, P);
+        servers.get(P).moveOut(2, new int[] {GROUP}, addresses.get(T));
+        Object[] flipped = table(2, T, 1, B);
+        java.util.concurrent.atomic.AtomicBoolean once = new java.util.concurrent.atomic.AtomicBoolean(true);
+        // P learns of the flip while the push is being applied (T, not yet: it takes the forward).
+        MoveSource.afterMovingApplied = () -> {
+            if (once.getAndSet(false)) {
+                install(flipped, P);
+            }
+        };
+        try {
+            assertEquals(PsException.Code.WRONG_SERVER, push(P, 1, x, -1, ID, other),
+                    "X fails after its apply: its moving group changed primary meanwhile");
+        } finally {
+            MoveSource.afterMovingApplied = null;
+        }
+        assertArrayEquals(new float[] {1, 1}, row(B, other), "the group that stays reached its backup");
+        assertNull(push(P, 2, y, -10, other), "Y on the same row, acknowledged");
+        assertArrayEquals(new float[] {11, 11}, row(B, other));
+
+        // P is lost: B is promoted for the other group (epoch 1); X's client retries there.
+        int[] owners = new int[RoutingTable.GROUPS];
+        Arrays.fill(owners, P);
+        owners[GROUP] = T;
+        owners[otherGroup] = B;
+        long[] epochs = new long[RoutingTable.GROUPS];
+        epochs[GROUP] = 1;
+        epochs[otherGroup] = 1;
+        int[][] backups = new int[RoutingTable.GROUPS][];
+        RoutingTable promoted = RoutingTable.of(3, ids, addresses, owners);
+        servers.get(B).install(promoted, Replicas.of(3, epochs, backups, 1));
+        servers.get(T).install(promoted, Replicas.of(3, epochs, backups, 1));
+        assertNull(push(B, 3, x, -1, other), "X's retry at B, acknowledged");
+        assertArrayEquals(new float[] {11, 11}, row(B, other), "X and Y exactly once each: the retry was deduped");
     }
 
     @Test

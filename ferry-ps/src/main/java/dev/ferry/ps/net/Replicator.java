@@ -229,8 +229,9 @@ final class Replicator implements AutoCloseable {
      * in-sync backup that must get this push's rows (replicating to the checked view's backups
      * only would leave the new backup without the push, and with its effect but not its dedupe id
      * after the next push on the row). A group whose primary changed meanwhile fails the push with
-     * {@code WRONG_SERVER}: before the apply nothing was applied; after it, no backup got the rows
-     * (the client retries at the new primary, as after a {@code FENCED} answer).
+     * {@code WRONG_SERVER}: before the apply nothing was applied; after it, only the groups still
+     * led here get the rows ({@link #replicateApplied}); the client retries at the new primary, as
+     * after a {@code FENCED} answer.
      */
     private PsServer.View current(PsServer.View checked, Scratch s, int groups, boolean applied) {
         PsServer.View now = server.view();
@@ -244,8 +245,8 @@ final class Replicator implements AutoCloseable {
             if (is == null || now.table() == null || now.self() < 0 || now.table().ownerOfGroup(g) != now.self()
                     || is.epoch(g) != was.epoch(g)) {
                 throw PsDescriptor.wrongServer(now.generation(), "group " + g + " changed primary while the push "
-                        + "waited here; the push was " + (applied ? "applied here but replicated nowhere and " : "")
-                        + "not acknowledged");
+                        + "waited here; the push was " + (applied ? "applied here (and replicated for the groups "
+                        + "still led here) but " : "") + "not acknowledged");
             }
         }
         if (!applied) {

@@ -99,6 +99,26 @@ public final class OwnerLock implements AutoCloseable {
         }
     }
 
+    /**
+     * Whether the process that held {@code file} is gone: the file was removed, or it carries
+     * {@code mark} and no live process holds it (the kernel dropped the dead owner's lock).
+     * False while it is held, and for files without the mark (not ours to judge).
+     */
+    public static boolean isGone(Path file, String mark) {
+        if (!Files.exists(file, LinkOption.NOFOLLOW_LINKS)) {
+            return true;
+        }
+        int fd = open(file);
+        if (fd < 0) {
+            return !Files.exists(file, LinkOption.NOFOLLOW_LINKS);
+        }
+        try {
+            return hasMark(fd, mark) && flock(fd, LOCK_EX | LOCK_NB) == 0;
+        } finally {
+            close(fd); // drops the exclusive lock if it was taken
+        }
+    }
+
     /** Whether {@code file} carries the extended attribute {@code mark}. */
     public static boolean isMarked(Path file, String mark) {
         int fd = open(file);

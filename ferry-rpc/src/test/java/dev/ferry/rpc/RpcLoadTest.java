@@ -64,12 +64,21 @@ class RpcLoadTest extends RpcTestBase {
     /** Runs the plan; returns the failures seen (empty when all is well). */
     private List<String> run(RpcChannel channel, Plan plan, AtomicLong completed, long deadlineMillis)
             throws InterruptedException {
+        return run(channel, plan, completed, new AtomicLong(Long.MAX_VALUE), deadlineMillis);
+    }
+
+    /** Runs the plan's calls; a caller starts call {@code i} only once {@code i < allowed}. */
+    private List<String> run(RpcChannel channel, Plan plan, AtomicLong completed, AtomicLong allowed, long deadlineMillis)
+            throws InterruptedException {
         ConcurrentLinkedQueue<String> problems = new ConcurrentLinkedQueue<>();
         List<Thread> threads = new ArrayList<>();
         AtomicInteger next = new AtomicInteger();
         for (int c = 0; c < plan.callers(); c++) {
             threads.add(Thread.ofPlatform().name("caller-" + c).start(() -> {
                 for (int i; (i = next.getAndIncrement()) < plan.calls(); ) {
+                    while (i >= allowed.get()) {
+                        LockSupport.parkNanos(50_000);
+                    }
                     long seed = TestService.mix(i, 77);
                     RpcMethod method = plan.method(seed);
                     int requestSize = plan.size(seed, 1);
@@ -155,26 +164,34 @@ class RpcLoadTest extends RpcTestBase {
         assertTrue(channel.awaitConnected(10_000));
 
         AtomicLong completed = new AtomicLong();
+        // The callers stay at most half an interval ahead of the next failure, so that every
+        // failure is injected however slowly this thread is scheduled, and hits live traffic.
+        long every = plan.calls() / (failures + 1);
+        AtomicLong allowed = new AtomicLong(every + every / 2);
         Thread breaker = Thread.ofPlatform().name("link-breaker").start(() -> {
-            long every = plan.calls() / (failures + 1);
-            for (int f = 1; f <= failures; f++) {
-                long at = f * every;
-                while (completed.get() < at) {
-                    LockSupport.parkNanos(50_000); // two cores: the callers and pollers need them
-                    if (completed.get() >= plan.calls()) {
-                        return;
+            try {
+                for (int f = 1; f <= failures; f++) {
+                    long at = f * every;
+                    while (completed.get() < at) {
+                        LockSupport.parkNanos(50_000); // two cores: the callers and pollers need them
+                        if (completed.get() >= plan.calls()) {
+                            return;
+                        }
                     }
+                    faults.failLinks();
+                    // Let the client reconnect before the next failure, so each one hits live traffic.
+                    long wait = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                    while (!channel.isConnected() && System.nanoTime() < wait) {
+                        LockSupport.parkNanos(50_000);
+                    }
+                    allowed.set(f == failures ? Long.MAX_VALUE : (f + 1) * every + every / 2);
                 }
-                faults.failLinks();
-                // Let the client reconnect before the next failure, so each one hits live traffic.
-                long wait = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-                while (!channel.isConnected() && System.nanoTime() < wait) {
-                    LockSupport.parkNanos(50_000);
-                }
+            } finally {
+                allowed.set(Long.MAX_VALUE);
             }
         });
         long start = System.nanoTime();
-        List<String> problems = run(channel, plan, completed, 60_000);
+        List<String> problems = run(channel, plan, completed, allowed, 60_000);
         long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
         breaker.join(10_000);
         RpcClientCounters counters = client.counters();

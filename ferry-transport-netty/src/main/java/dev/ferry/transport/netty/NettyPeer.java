@@ -12,8 +12,8 @@ import dev.ferry.transport.TransportException.Reason;
 
 /**
  * A remote transport, known by its listen address whichever side connected. Stream {@code s}
- * always goes over link {@code floorMod(s, linksPerPeer)}, so its order holds; the link is
- * opened on first use. A link that either side opened serves both directions; if both opened
+ * always goes over link {@code floorMod(s, linksPerPeer)}, so its order holds; the first link
+ * is opened by {@code connect} (or on first use), the others as soon as it is up. A link that either side opened serves both directions; if both opened
  * the same index at once, each side sends on the one it saw first and still receives on both.
  * Any link failing fails the whole peer: recovery belongs to the layer above.
  */
@@ -141,6 +141,23 @@ final class NettyPeer implements Peer {
             }
         }
         return open(0);
+    }
+
+    /**
+     * Opens every link this peer does not have yet and returns them, to be awaited: {@code
+     * connect} does so once the first link is up, so that a stream's first send does not pay a
+     * connect and a handshake (with many peers connecting at once that can take longer than the
+     * sends themselves), and so that no link is still being opened when the application closes
+     * the peer (a late link would reach the other side after the close).
+     */
+    List<NettyLink> openRemaining() {
+        List<NettyLink> opened = new ArrayList<>();
+        for (int i = 0; i < slots.length() && isOpen(); i++) {
+            if (slots.get(i) == null) {
+                opened.add(open(i));
+            }
+        }
+        return opened;
     }
 
     private synchronized NettyLink open(int index) {

@@ -193,9 +193,16 @@ final class NettyTransport implements Transport {
         }
         parse(address);
         NettyPeer peer = peers.computeIfAbsent(address, a -> new NettyPeer(this, a));
+        boolean first = !peer.isEstablished();
         NettyLink link = peer.anyLink();
         try {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.connectTimeoutMillis());
             link.connected.get(config.connectTimeoutMillis(), TimeUnit.MILLISECONDS);
+            if (first) {
+                for (NettyLink other : peer.openRemaining()) {
+                    other.connected.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+                }
+            }
             return peer;
         } catch (TimeoutException e) {
             TransportException failure = new TransportException(Reason.TIMEOUT, "connect to " + address + " timed out after "

@@ -38,17 +38,6 @@ import org.junit.jupiter.api.Timeout;
 /** The behavioural suite on the Netty transport, with Netty's leak detector at paranoid. */
 class NettyTransportTest extends AbstractTransportTest {
 
-    /**
-     * Open defect on Netty: with 64 peers connecting at once one peer can still stall at 32
-     * messages (one link's worth of outstanding sends) although the listener now drains 64
-     * accepts per turn; seen once in three clean runs on a quiet machine. The fabric and in-JVM
-     * transports run the test.
-     */
-    @Override
-    @org.junit.jupiter.api.Disabled("Netty: a peer can stall at 32 messages under 64 concurrent connects (open defect)")
-    protected void manyPeersSharingOneReceiverAllMakeProgress() {
-    }
-
     /** Netty logs leaks through java.util.logging when nothing else is on the class path. */
     private static final Logger LEAK_LOGGER = Logger.getLogger(ResourceLeakDetector.class.getName());
     private static final List<String> LEAKS = new CopyOnWriteArrayList<>();

@@ -15,6 +15,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
 
+import dev.ferry.fabric.ShmRegionLocks;
 import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
@@ -44,6 +45,8 @@ final class ControlPlane implements AutoCloseable {
     private static final int CONCURRENT_HANDSHAKES = 16;
     /** A peer that dials again has usually just closed the old channel: how long its end may lag. */
     private static final long REDIAL_GRACE_MILLIS = 200;
+    /** How long a lost shm peer's file lock may take to drop before it is taken for alive. */
+    private static final long DEAD_OWNER_WAIT_MILLIS = 2_000;
 
     private final FabricTransport transport;
     private final TransportConfig config;
@@ -472,6 +475,19 @@ final class ControlPlane implements AutoCloseable {
     void peerLost(FabricPeer peer, TransportException cause) {
         if (transport.isClosed()) {
             return;
+        }
+        byte[] fabricAddress = peer.remoteFabricAddress;
+        if (fabricAddress != null && transport.provider().startsWith("shm")) {
+            // A peer killed inside shm's progress leaves its region locked, and the progress
+            // thread may be spinning on that lock in fi_send right now: it would never reach
+            // the teardown below.
+            Thread.ofVirtual().name("ferry-shm-lock-check").start(() -> {
+                try {
+                    ShmRegionLocks.releaseIfOwnerDead(fabricAddress, DEAD_OWNER_WAIT_MILLIS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
         }
         proxy.run(() -> transport.links.teardown(peer, cause, true));
     }

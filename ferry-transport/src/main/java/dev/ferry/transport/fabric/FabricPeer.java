@@ -37,7 +37,7 @@ final class FabricPeer implements Peer {
     /** Counted down when the control channel's reader stops: the peer closed its end, or it broke. */
     final java.util.concurrent.CountDownLatch controlEnded = new java.util.concurrent.CountDownLatch(1);
     /** The peer's fabric address: what endpoints of further links connect to. */
-    byte[] remoteFabricAddress;
+    volatile byte[] remoteFabricAddress;
     /** Bytes in flight to this peer; guarded by the {@link SendWindow}. */
     long inFlight;
     /** Rendezvous bytes advertised to this peer and not released; guarded by the {@link SendWindow}. */

@@ -12,7 +12,10 @@ import dev.ferry.transport.Transports;
 /**
  * The peer that {@link KilledPeerTest} kills: a JVM that opens a transport, connects to the
  * address given, says {@code READY}, then sends small and large (rendezvous) messages until it
- * is killed, releasing whatever it receives. Arguments: provider, bind host, address to connect to.
+ * is killed, releasing whatever it receives. Arguments: provider, bind host, address to connect
+ * to, and optionally {@code hold-lock}: then it sends a few messages only, and on a {@code LOCK}
+ * line on its standard input takes its own shm region lock and keeps it ({@code LOCKED true}),
+ * as a process killed inside shm's progress would.
  */
 public final class KilledPeerChild {
 
@@ -27,6 +30,20 @@ public final class KilledPeerChild {
         Peer peer = transport.connect(args[2]);
         System.out.println("READY " + transport.localAddress());
         System.out.flush();
+        if (args.length > 3 && args[3].equals("hold-lock")) {
+            for (int seq = 0; seq < 8; seq++) {
+                OutboundMessage message = peer.allocate(1 << 10);
+                message.segment().fill((byte) seq);
+                peer.send(seq % 4, message).get(60, TimeUnit.SECONDS);
+            }
+            java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in,
+                    java.nio.charset.StandardCharsets.UTF_8));
+            if ("LOCK".equals(in.readLine())) {
+                System.out.println("LOCKED " + dev.ferry.fabric.ShmRegionLocks.holdOwnRegionLock());
+                System.out.flush();
+            }
+            Thread.sleep(Long.MAX_VALUE);
+        }
         CompletableFuture<?>[] inFlight = new CompletableFuture<?>[8];
         for (int seq = 0; ; seq++) {
             int slot = seq % inFlight.length;

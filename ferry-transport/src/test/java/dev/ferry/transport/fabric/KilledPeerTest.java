@@ -150,7 +150,12 @@ class KilledPeerTest {
         assertTrue(process.waitFor(30, TimeUnit.SECONDS), "the peer process " + pid + " did not die");
         int receivedAtKill = received.get();
 
-        assertTrue(childFailed.await(BOUND_SECONDS, TimeUnit.SECONDS), "the survivor never saw the killed peer fail");
+        if (!childFailed.await(BOUND_SECONDS, TimeUnit.SECONDS)) {
+            FabricPeer fabricPeer = (FabricPeer) peer;
+            fail("the survivor never saw the killed peer fail (peer open " + peer.isOpen() + ", failure "
+                    + fabricPeer.failure() + ", control ended " + (fabricPeer.controlEnded.getCount() == 0)
+                    + ", peers " + ((FabricTransport) survivor).peers + "); its threads:\n" + ferryThreads());
+        }
         assertInstanceOf(TransportException.class, closeCause.get());
         assertFalse(peer.isOpen(), "the killed peer is still open");
 
@@ -208,6 +213,112 @@ class KilledPeerTest {
                 provider, receivedAtKill, failed);
     }
 
+    /**
+     * A peer killed while it holds its own shm region lock (as one killed inside shm's progress
+     * does: libfabric 1.17 takes it around all of a receiver's command processing, and senders
+     * take the receiver's lock in {@code fi_send}). The survivor's progress thread, spinning on
+     * that lock in its next send, must be freed once the peer is proven dead: the survivor sees
+     * the peer fail, its sends fail, and it serves a new peer. shm only; skipped on a libfabric
+     * whose region layout is not 1.17's.
+     */
+    @org.junit.jupiter.api.Test
+    @Timeout(300)
+    void aShmPeerKilledHoldingItsRegionLockDoesNotStopTheSurvivor() throws Exception {
+        String provider = System.getProperty("ferry.transport.provider", "shm");
+        org.junit.jupiter.api.Assumptions.assumeTrue(provider.equals("shm"), "shm only");
+        AtomicReference<Peer> child = new AtomicReference<>();
+        AtomicInteger received = new AtomicInteger();
+        CountDownLatch childFailed = new CountDownLatch(1);
+        Transport survivor = open(config(provider, HOST), new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, InboundMessage message) {
+                child.compareAndSet(null, from);
+                received.incrementAndGet();
+                message.release();
+            }
+
+            @Override
+            public void onPeerClosed(Peer peer, Throwable cause) {
+                if (peer == child.get()) {
+                    childFailed.countDown();
+                }
+            }
+        });
+        AtomicReference<String> locked = new AtomicReference<>();
+        Process process = start(provider, survivor.localAddress(), "hold-lock", locked);
+        assertTrue(FabricTransportFixture.waitFor(() -> received.get() >= 8, BOUND_SECONDS * 1000), "the peer's messages never arrived");
+        Peer peer = child.get();
+        process.getOutputStream().write("LOCK\n".getBytes(StandardCharsets.UTF_8));
+        process.getOutputStream().flush();
+        assertTrue(FabricTransportFixture.waitFor(() -> locked.get() != null, BOUND_SECONDS * 1000), "the peer never said whether it locked");
+        org.junit.jupiter.api.Assumptions.assumeTrue(locked.get().equals("true"),
+                "this libfabric's shm region layout is not 1.17's: nothing to release");
+
+        // The survivor's progress thread now spins in fi_send on the peer's lock.
+        List<CompletableFuture<Void>> sends = new ArrayList<>();
+        for (int seq = 0; seq < 4; seq++) {
+            sends.add(peer.send(seq, filled(peer, 1 << 10)));
+        }
+        Thread.sleep(200);
+        long pid = process.pid();
+        ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly); // SIGKILL, by PID
+        assertTrue(process.waitFor(30, TimeUnit.SECONDS), "the peer process " + pid + " did not die");
+
+        if (!childFailed.await(BOUND_SECONDS, TimeUnit.SECONDS)) {
+            fail("the survivor never saw the killed lock holder fail; its threads:\n" + ferryThreads());
+        }
+        for (CompletableFuture<Void> send : sends) {
+            try {
+                send.get(BOUND_SECONDS, TimeUnit.SECONDS); // posted once the lock was released: done or failed
+            } catch (ExecutionException e) {
+                assertInstanceOf(TransportException.class, e.getCause());
+            } catch (TimeoutException e) {
+                fail("a send to the killed lock holder neither completed nor failed");
+            }
+        }
+        CountDownLatch echoed = new CountDownLatch(1);
+        Transport other = open(config(provider, HOST), (from, message) -> {
+            message.release();
+            echoed.countDown();
+        });
+        int before = received.get();
+        Peer fresh = other.connect(survivor.localAddress());
+        fresh.send(1, filled(fresh, 1 << 10)).get(BOUND_SECONDS, TimeUnit.SECONDS);
+        assertTrue(FabricTransportFixture.waitFor(() -> received.get() > before, BOUND_SECONDS * 1000), "the new peer's message never arrived");
+        Peer back = survivor.connect(other.localAddress());
+        back.send(2, filled(back, 1 << 10)).get(BOUND_SECONDS, TimeUnit.SECONDS);
+        assertTrue(echoed.await(BOUND_SECONDS, TimeUnit.SECONDS), "the survivor's message to the new peer never arrived");
+    }
+
+    /** The stacks of this JVM's transport threads, virtual ones too, for a failure's report. */
+    static String ferryThreads() {
+        StringBuilder out = new StringBuilder();
+        try {
+            Path dump = java.nio.file.Files.createTempFile("ferry-threads", ".txt");
+            java.nio.file.Files.delete(dump);
+            ManagementFactory.getPlatformMXBean(com.sun.management.HotSpotDiagnosticMXBean.class)
+                    .dumpThreads(dump.toString(), com.sun.management.HotSpotDiagnosticMXBean.ThreadDumpFormat.TEXT_PLAIN);
+            for (String block : java.nio.file.Files.readString(dump).split("\n\n")) {
+                if (block.contains("dev.ferry") && !block.contains("ferryThreads")) {
+                    out.append(block).append("\n\n");
+                }
+            }
+            java.nio.file.Files.delete(dump);
+            return out.toString();
+        } catch (IOException | RuntimeException e) {
+            out.append("(no full thread dump: ").append(e).append(")\n");
+        }
+        Thread.getAllStackTraces().forEach((thread, stack) -> {
+            if (thread.getName().startsWith("ferry")) {
+                out.append(thread.getName()).append(' ').append(thread.getState()).append('\n');
+                for (StackTraceElement frame : stack) {
+                    out.append("    at ").append(frame).append('\n');
+                }
+            }
+        });
+        return out.toString();
+    }
+
     private static OutboundMessage filled(Peer peer, int size) {
         OutboundMessage message = peer.allocate(size);
         message.segment().fill((byte) 7);
@@ -215,6 +326,11 @@ class KilledPeerTest {
     }
 
     private Process start(String provider, String survivorAddress) throws Exception {
+        return start(provider, survivorAddress, null, null);
+    }
+
+    private Process start(String provider, String survivorAddress, String mode, AtomicReference<String> locked)
+            throws Exception {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         String classpath = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
         List<String> command = new ArrayList<>();
@@ -234,6 +350,9 @@ class KilledPeerTest {
             }
         }
         command.addAll(List.of("-cp", classpath, KilledPeerChild.class.getName(), provider, HOST, survivorAddress));
+        if (mode != null) {
+            command.add(mode);
+        }
         ProcessBuilder builder = new ProcessBuilder(command);
         builder.redirectError(ProcessBuilder.Redirect.INHERIT);
         Process process = builder.start();
@@ -245,6 +364,8 @@ class KilledPeerTest {
                 for (String line; (line = in.readLine()) != null; ) {
                     if (line.startsWith("READY")) {
                         ready.countDown();
+                    } else if (line.startsWith("LOCKED ") && locked != null) {
+                        locked.set(line.substring("LOCKED ".length()));
                     } else {
                         System.out.println("peer said: " + line);
                     }

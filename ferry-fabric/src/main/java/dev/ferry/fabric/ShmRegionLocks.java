@@ -1,0 +1,192 @@
+package dev.ferry.fabric;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.MethodHandle;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * Releases the region lock that a dead shm peer held, on which every process sending to it
+ * would otherwise spin for ever.
+ *
+ * <p>libfabric 1.17's shm provider (the version Debian bookworm ships) guards each endpoint's
+ * region with a {@code pthread_spinlock_t} in the region itself: the owner takes it around the
+ * whole of its command processing, and a sender takes the <em>receiver's</em> lock in {@code
+ * fi_send}. A process killed with SIGKILL while it processes its commands leaves its lock held,
+ * and the next {@code fi_send} to it in any other process spins in {@code pthread_spin_lock} with
+ * no end: that process's progress thread, and with it every peer it serves, stops. (Later
+ * libfabric versions post to a lock-free queue instead.)
+ *
+ * <p>When a peer's control channel ends, the transport asks {@link #releaseIfOwnerDead}: once
+ * the region's owner is proven gone (its {@link ShmRegions#MARK marked} file unheld, or removed)
+ * and the lock is still held, the lock is released through {@code pthread_spin_unlock} on this
+ * process's own mapping of the region. Nobody depends on mutual exclusion in a dead process's
+ * region any more; senders to it are torn down next.
+ *
+ * <p>The lock's place is that of libfabric 1.17's {@code struct smr_region} ({@code version,
+ * resv, flags, pid, cma_cap_peer, cma_cap_self, max_sar_buf_per_peer, base_addr, lock}). It is
+ * used only after {@link #understood} checked it on this process's own region (the pid and the
+ * region's own address where 1.17 keeps them); on any other layout nothing is touched.
+ *
+ * <p>Any thread but the one that may be stuck (the transport calls it from the control plane).
+ */
+public final class ShmRegionLocks {
+
+    private static final System.Logger LOG = System.getLogger("dev.ferry.fabric");
+    private static final long PID_OFFSET = 4;
+    private static final long BASE_ADDRESS_OFFSET = 16;
+    private static final long LOCK_OFFSET = 24;
+    private static final Path MAPS = Path.of("/proc/self/maps");
+
+    private static final Linker LINKER = Linker.nativeLinker();
+    private static final MethodHandle SPIN_INIT = libc("pthread_spin_init", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
+    private static final MethodHandle SPIN_LOCK = libc("pthread_spin_lock", FunctionDescriptor.of(JAVA_INT, ADDRESS));
+    private static final MethodHandle SPIN_UNLOCK = libc("pthread_spin_unlock", FunctionDescriptor.of(JAVA_INT, ADDRESS));
+    /** The value of an unlocked {@code pthread_spinlock_t}, as this libc writes it. */
+    private static final int UNLOCKED = unlockedValue();
+
+    /** Null until this process's own region could be checked; then whether the layout is 1.17's. */
+    private static volatile Boolean understood;
+
+    private ShmRegionLocks() {
+    }
+
+    private static MethodHandle libc(String name, FunctionDescriptor descriptor) {
+        return LINKER.downcallHandle(LINKER.defaultLookup().find(name).orElseThrow(), descriptor);
+    }
+
+    private static int unlockedValue() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment lock = arena.allocate(JAVA_INT);
+            int rc = (int) SPIN_INIT.invokeExact(lock, 0);
+            if (rc != 0) {
+                throw new IllegalStateException("pthread_spin_init: " + rc);
+            }
+            return lock.get(JAVA_INT, 0);
+        } catch (Throwable t) {
+            throw LibFabric.rethrow(t);
+        }
+    }
+
+    /**
+     * Whether the region lock's place is known on this libfabric: checked once on this process's
+     * own shm region (false if it has none mapped yet, and checked again next time).
+     */
+    public static boolean understood() {
+        Boolean known = understood;
+        if (known != null) {
+            return known;
+        }
+        long pid = ProcessHandle.current().pid();
+        for (Mapping own : mappings(pid + ":")) {
+            MemorySegment region = MemorySegment.ofAddress(own.start).reinterpret(LOCK_OFFSET + 4);
+            boolean layout = region.get(JAVA_INT, PID_OFFSET) == pid && region.get(JAVA_LONG, BASE_ADDRESS_OFFSET) == own.start;
+            if (!layout) {
+                LOG.log(System.Logger.Level.WARNING, "this libfabric's shm region layout is not 1.17's: a peer killed while it held"
+                        + " its region lock can stop this process's sends to it (no release attempted)");
+            }
+            understood = layout;
+            return layout;
+        }
+        return false;
+    }
+
+    /**
+     * Releases the region lock of the shm endpoint named {@code address} if its owner is gone
+     * and the lock is held; true if it released it. Waits up to {@code waitMillis} for the
+     * owner's file lock to drop (a dying process closes its files after its sockets).
+     */
+    public static boolean releaseIfOwnerDead(byte[] address, long waitMillis) throws InterruptedException {
+        Path file = ShmRegions.regionOf(address);
+        if (file == null || !understood()) {
+            return false;
+        }
+        long deadline = System.nanoTime() + waitMillis * 1_000_000L;
+        while (!OwnerLock.isGone(file, ShmRegions.MARK)) {
+            if (System.nanoTime() > deadline) {
+                return false; // alive (a silent peer, not a dead one), or not a Ferry region
+            }
+            Thread.sleep(10);
+        }
+        // Mapped by libfabric for as long as the peer is in the address vector, which the
+        // transport keeps for seconds after the teardown (RetiredAddresses): looked up again
+        // just before the access.
+        List<Mapping> mapped = mappings(file.getFileName().toString());
+        if (mapped.isEmpty()) {
+            return false; // never sent to: nothing here can spin on it
+        }
+        MemorySegment lock = MemorySegment.ofAddress(mapped.getFirst().start + LOCK_OFFSET).reinterpret(4);
+        if (lock.get(JAVA_INT, 0) == UNLOCKED) {
+            return false;
+        }
+        try {
+            int rc = (int) SPIN_UNLOCK.invokeExact(lock);
+            assert rc == 0 : "pthread_spin_unlock: " + rc;
+        } catch (Throwable t) {
+            throw LibFabric.rethrow(t);
+        }
+        LOG.log(System.Logger.Level.WARNING, "released the shm region lock that the dead peer " + file.getFileName()
+                + " held (libfabric 1.17 shm leaves it held when its owner is killed mid-progress)");
+        return true;
+    }
+
+    /**
+     * Fault injection for tests: takes this process's own region lock and keeps it, as a process
+     * killed inside shm's progress would. False if this process has no shm region or its layout
+     * is not understood.
+     */
+    public static boolean holdOwnRegionLock() {
+        if (!understood()) {
+            return false;
+        }
+        List<Mapping> own = mappings(ProcessHandle.current().pid() + ":");
+        if (own.isEmpty()) {
+            return false;
+        }
+        try {
+            int rc = (int) SPIN_LOCK.invokeExact(MemorySegment.ofAddress(own.getFirst().start + LOCK_OFFSET).reinterpret(4));
+            return rc == 0;
+        } catch (Throwable t) {
+            throw LibFabric.rethrow(t);
+        }
+    }
+
+    private record Mapping(long start, String name) {
+    }
+
+    /** This process's mappings, at file offset 0, of {@code /dev/shm} files whose name starts with {@code prefix}. */
+    private static List<Mapping> mappings(String prefix) {
+        String directory = ShmRegions.DIRECTORY + "/";
+        List<String> lines;
+        try {
+            lines = Files.readAllLines(MAPS);
+        } catch (IOException e) {
+            return List.of();
+        }
+        List<Mapping> found = new java.util.ArrayList<>();
+        for (String line : lines) {
+            // start-end perms offset dev inode path[ (deleted)]
+            String[] fields = line.split("\\s+", 6);
+            if (fields.length < 6 || !fields[5].startsWith(directory) || !fields[2].matches("0+")) {
+                continue;
+            }
+            String name = fields[5].substring(directory.length());
+            if (name.endsWith(" (deleted)")) {
+                name = name.substring(0, name.length() - " (deleted)".length());
+            }
+            if (prefix.endsWith(":") ? name.startsWith(prefix) : name.equals(prefix)) {
+                found.add(new Mapping(Long.parseUnsignedLong(fields[0].substring(0, fields[0].indexOf('-')), 16), name));
+            }
+        }
+        return found;
+    }
+}

@@ -298,6 +298,12 @@ final class MoveSource implements AutoCloseable {
         }
     }
 
+    /** Whether {@code group} is in the move being sent. */
+    boolean movingGroup(int group) {
+        Outgoing o = outgoing;
+        return o != null && o.groups()[group];
+    }
+
     /** The move being sent, or -1. */
     long moving() {
         Outgoing o = outgoing;
@@ -341,6 +347,11 @@ final class MoveSource implements AutoCloseable {
         long left = remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart);
         try {
             ps.push(name, dimension, order, 0, moving, grads.asSlice(0, moving * rowBytes));
+            // Applied here whatever the forward's outcome: a retry here (its client timed out
+            // while the forward waited) must find the id, not apply the push again.
+            for (int i = 0; i < moving; i++) {
+                window.record(RoutingTable.groupOf(order[i]), dedupe);
+            }
             Runnable hook = afterMovingApplied;
             if (hook != null) {
                 hook.run();
@@ -353,6 +364,47 @@ final class MoveSource implements AutoCloseable {
             ps.push(name, dimension, order, moving, count - moving, grads.asSlice(moving * rowBytes));
         }
         return true;
+    }
+
+    /**
+     * For a client's retry whose ids were applied here already (deduped: nothing to apply): if
+     * some are in groups being moved, forwards their current rows with the push's dedupe id, so
+     * that the new owner fences the retry once it owns them. Without it, such a retry went on to
+     * replicate this server's rows to the groups' backup at the old epoch after the flip, rows
+     * that can hold a push the new owner fenced out (applied here, not recorded, retried there):
+     * the backup then held that push's effect without its id, and a retry of it after the
+     * backup's promotion was applied twice.
+     *
+     * @throws PsException {@code WRONG_SERVER} if the new owner owns the groups already (nothing
+     *                     changed here; the client retries there, where the move carried the id)
+     */
+    void resendMoving(String name, long[] ids, int count, long remainingMillis, long dedupe) {
+        Outgoing o = outgoing;
+        if (o == null) {
+            return;
+        }
+        int moving = 0;
+        for (int i = 0; i < count; i++) {
+            moving += o.groups()[RoutingTable.groupOf(ids[i])] ? 1 : 0;
+        }
+        if (moving == 0) {
+            return;
+        }
+        long[] moved = new long[moving];
+        moving = 0;
+        for (int i = 0; i < count; i++) {
+            if (o.groups()[RoutingTable.groupOf(ids[i])]) {
+                moved[moving++] = ids[i];
+            }
+        }
+        long waitStart = System.nanoTime();
+        lockForwarding(o, remainingMillis);
+        try {
+            forward(o, ps.table(name), moved, moving,
+                    remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart), dedupe);
+        } finally {
+            o.forwarding.unlock();
+        }
     }
 
     /** Tests only: runs after a push's moving ids were applied, before their forward, under the lock. */

@@ -225,11 +225,20 @@ final class MoveTarget {
         }
         for (int i = 0; i < count; i++) {
             int g = ReplicationDescriptor.group(body, at, i);
-            if (!in.groups()[g]) {
+            if (g < 0 || g >= RoutingTable.GROUPS || !in.groups()[g]) {
                 throw new PsException(PsException.Code.INVALID_ARGUMENT, "a dedupe id of group " + g
                         + ", which move " + moveId + " does not carry");
             }
-            window.record(g, ReplicationDescriptor.epoch(body, at, i));
+        }
+        // Older than every forward recorded meanwhile: they go in behind them (DedupeWindow.recordOlder).
+        long[] ids = new long[count];
+        for (int i = 0; i < count; ) {
+            int g = ReplicationDescriptor.group(body, at, i);
+            int n = 0;
+            for (; i < count && ReplicationDescriptor.group(body, at, i) == g; i++) {
+                ids[n++] = ReplicationDescriptor.epoch(body, at, i);
+            }
+            window.recordOlder(g, ids, n);
         }
     }
 

@@ -278,6 +278,17 @@ public final class PsServer implements AutoCloseable {
         return rpc.listen(transport);
     }
 
+    /**
+     * {@link #listen(TransportConfig)} through {@code opener} (a benchmark's counting one); the
+     * first transport is also the one it reaches its backups and move targets on.
+     */
+    public String listen(TransportConfig transport, dev.ferry.rpc.TransportOpener opener) {
+        if (this.transport == null) {
+            this.transport = transport;
+        }
+        return rpc.listen(transport, opener);
+    }
+
     /** The tables it serves. */
     public ParameterServer parameterServer() {
         return ps;
@@ -368,6 +379,16 @@ public final class PsServer implements AutoCloseable {
         if (!moveSource.pushMoving(name, dimension, ids, count, gradients, millis, dedupe)) {
             ps.push(name, dimension, ids, 0, count, gradients);
         }
+    }
+
+    /** Whether {@code group} is in the move this server is sending. */
+    boolean movingOut(int group) {
+        return moveSource.movingGroup(group);
+    }
+
+    /** A deduped retry's ids: a move's target must still see it ({@link MoveSource#resendMoving}). */
+    void resendMoving(String name, long[] ids, int count, long millis, long dedupe) {
+        moveSource.resendMoving(name, ids, count, millis, dedupe);
     }
 
     private void densePull(ServerCall call) {

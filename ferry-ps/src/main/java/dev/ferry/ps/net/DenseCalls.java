@@ -37,6 +37,7 @@ final class DenseCalls {
     /** Creates a dense tensor at the server that owns its name, following the table if it moved. */
     void create(DenseConfig tensor) {
         for (int attempt = 0; ; attempt++) {
+            String owner = ownerAddress(routing.route(), tensor.name());
             try {
                 directory.createDense(tensor);
                 return;
@@ -45,7 +46,7 @@ final class DenseCalls {
                 if (e.code() != PsException.Code.WRONG_SERVER || !retry.retryable(e, false, attempt)) {
                     throw e;
                 }
-                ClientCalls.join(retry.pause(e, attempt));
+                ClientCalls.join(retry.pause(e, attempt, owner, PsDescriptor.denseKey(tensor.name())));
             }
         }
     }
@@ -72,7 +73,7 @@ final class DenseCalls {
                 if (!retry.retryable(e, true, attempt)) {
                     throw e;
                 }
-                ClientCalls.join(retry.pause(e, attempt));
+                ClientCalls.join(retry.pause(e, attempt, ownerAddress(r, tensor), PsDescriptor.denseKey(tensor)));
             }
         }
     }
@@ -102,8 +103,13 @@ final class DenseCalls {
                 if (!retry.retryable(e, false, attempt)) {
                     throw e;
                 }
-                ClientCalls.join(retry.pause(e, attempt));
+                ClientCalls.join(retry.pause(e, attempt, ownerAddress(r, tensor), PsDescriptor.denseKey(tensor)));
             }
         }
+    }
+
+    /** The address of the server that owns {@code tensor} in {@code r}. */
+    private static String ownerAddress(Route r, String tensor) {
+        return r.addresses().get(TableDirectory.denseOwner(r, tensor));
     }
 }

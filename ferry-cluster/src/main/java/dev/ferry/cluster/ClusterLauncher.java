@@ -28,10 +28,13 @@ public final class ClusterLauncher implements AutoCloseable {
     private final ClusterConfig config;
     private final String transport;
     private final EmbeddedZooKeeper zk;
-    private final List<ChildJvm> children = new ArrayList<>();
+    private final List<String> jvmOptions;
+    private final List<ChildJvm> children = new java.util.concurrent.CopyOnWriteArrayList<>();
 
-    private ClusterLauncher(Path directory, ClusterConfig config, String transport, EmbeddedZooKeeper zk) {
+    private ClusterLauncher(Path directory, ClusterConfig config, String transport, EmbeddedZooKeeper zk,
+            List<String> jvmOptions) {
         this.directory = directory;
+        this.jvmOptions = List.copyOf(jvmOptions);
         this.config = config;
         this.transport = transport;
         this.zk = zk;
@@ -43,6 +46,15 @@ public final class ClusterLauncher implements AutoCloseable {
      */
     public static ClusterLauncher start(Path directory, String name, int servers, String transport, int sessionMillis,
             PrintStream out) throws Exception {
+        return start(directory, name, servers, transport, sessionMillis, out, List.of("-Xmx512m"));
+    }
+
+    /**
+     * {@link #start(Path, String, int, String, int, PrintStream)} with {@code jvmOptions} for the
+     * server processes (also those {@link #addServer} starts), before {@code FERRY_SERVER_JAVA_OPTS}.
+     */
+    public static ClusterLauncher start(Path directory, String name, int servers, String transport, int sessionMillis,
+            PrintStream out, List<String> jvmOptions) throws Exception {
         if (servers < 1) {
             throw new IllegalArgumentException("--servers must be >= 1: " + servers);
         }
@@ -50,7 +62,7 @@ public final class ClusterLauncher implements AutoCloseable {
         EmbeddedZooKeeper zk = EmbeddedZooKeeper.start(directory.resolve("zookeeper"), 0, Math.min(1_000,
                 sessionMillis / 2));
         ClusterConfig config = ClusterConfig.of(zk.connectString(), name).withSessionTimeoutMillis(sessionMillis);
-        ClusterLauncher launcher = new ClusterLauncher(directory, config, transport, zk);
+        ClusterLauncher launcher = new ClusterLauncher(directory, config, transport, zk, jvmOptions);
         try {
             Properties p = new Properties();
             p.setProperty("cluster", config.uri());
@@ -61,13 +73,14 @@ public final class ClusterLauncher implements AutoCloseable {
             }
             out.println("ZooKeeper (embedded) at " + zk.connectString() + "; cluster " + config.uri());
             for (int i = 0; i < servers; i++) {
-                launcher.children.add(startChild(config, "s" + i, i, transport, directory.resolve("checkpoints")));
+                launcher.children.add(startChild(config, "s" + i, i, transport, directory.resolve("checkpoints"),
+                        jvmOptions));
             }
             for (ChildJvm child : launcher.children) {
                 child.expect(ClusterServerMain.JOINED, ChildJvm.startMillis(30_000));
             }
             try (ClusterAdmin admin = ClusterAdmin.connect(config)) {
-                awaitBalanced(admin, servers);
+                awaitBalanced(admin, servers, config.replicationFactor());
                 out.print(ClusterAdmin.format(admin.status()));
             }
             return launcher;
@@ -114,7 +127,7 @@ public final class ClusterLauncher implements AutoCloseable {
                 }
                 Thread.sleep(50);
             }
-            awaitBalanced(admin, members);
+            awaitBalanced(admin, members, config.replicationFactor());
             out.print(ClusterAdmin.format(admin.status()));
             return id;
         }
@@ -133,10 +146,63 @@ public final class ClusterLauncher implements AutoCloseable {
             if (directory != null) {
                 Files.deleteIfExists(directory.resolve(id + ".pid"));
             }
-            awaitBalanced(admin, members);
+            // Started here: the launcher's replication factor; any cluster: unknown, only the primaries.
+            awaitBalanced(admin, members, directory != null ? config.replicationFactor() : 0);
             out.printf("%s left after %d ms%n", id, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start));
             out.print(ClusterAdmin.format(admin.status()));
         }
+    }
+
+    /**
+     * Starts one more server as a child of this launcher (stopped with it, and when this process
+     * ends), waits until the controller spread the groups over it too, and returns its member id.
+     *
+     * @throws IllegalStateException with the server's reason if it cannot start or join, or if
+     *                               the groups are not spread within 120 s
+     */
+    public String addServer() throws Exception {
+        try (ClusterAdmin admin = ClusterAdmin.connect(config)) {
+            var members = admin.status().members();
+            int n = 0;
+            while (members.containsKey("s" + n) || hasChild("s" + n)) {
+                n++;
+            }
+            String id = "s" + n;
+            ChildJvm child = startChild(config, id, n, transport, directory.resolve("checkpoints"), jvmOptions);
+            children.add(child);
+            child.expect(ClusterServerMain.JOINED, ChildJvm.startMillis(30_000));
+            awaitBalanced(admin, members.size() + 1, config.replicationFactor());
+            return id;
+        }
+    }
+
+    /**
+     * Asks member {@code id} to leave cleanly and waits until its groups moved to the others,
+     * the groups are spread evenly again, and (if this launcher started it) its process ended.
+     *
+     * @throws IllegalStateException if it did not leave within 120 s or its process did not end
+     */
+    public void removeServer(String id) throws Exception {
+        remove(config, directory, id, new PrintStream(java.io.OutputStream.nullOutputStream()));
+        for (ChildJvm child : children) {
+            if (child.name().equals(id)) {
+                if (!child.awaitExit(30_000)) {
+                    throw new IllegalStateException("member " + id + " left but its process " + child.pid()
+                            + " did not exit within 30 s");
+                }
+                child.close();
+                children.remove(child);
+            }
+        }
+    }
+
+    /** The PIDs of the server processes this launcher started and that still run. */
+    public List<Long> serverPids() {
+        return children.stream().filter(ChildJvm::isAlive).map(ChildJvm::pid).toList();
+    }
+
+    private boolean hasChild(String id) {
+        return children.stream().anyMatch(c -> c.name().equals(id));
     }
 
     /** The cluster's configuration. */
@@ -147,6 +213,10 @@ public final class ClusterLauncher implements AutoCloseable {
     /** Stops the servers it started and those added later (by their recorded PIDs), then ZooKeeper. */
     @Override
     public void close() {
+        // All at once: one by one, the survivors would take over the groups of each that stops.
+        for (ChildJvm child : children) {
+            child.terminate();
+        }
         for (ChildJvm child : children) {
             child.close();
         }
@@ -168,12 +238,18 @@ public final class ClusterLauncher implements AutoCloseable {
         zk.close();
     }
 
-    private static ChildJvm startChild(ClusterConfig config, String id, int n, String transport, Path checkpoints) {
+    private static ChildJvm startChild(ClusterConfig config, String id, int n, String transport, Path checkpoints,
+            List<String> jvmOptions) {
         ClusterServerMain.Options o = new ClusterServerMain.Options(config, id, 0, bindHost(n, transport), transport,
                 checkpoints, true, true);
-        ChildJvm child = ChildJvm.start(ChildJvm.javaCommand(ChildJvm.serverJvmOptions(List.of("-Xmx512m")),
+        ChildJvm child = ChildJvm.start(ChildJvm.javaCommand(ChildJvm.serverJvmOptions(jvmOptions),
                 ClusterServerMain.class.getName(), o.toArgs()), id);
-        child.expect(PsServerMain.LISTENING, ChildJvm.startMillis(30_000));
+        try {
+            child.expect(PsServerMain.LISTENING, ChildJvm.startMillis(30_000));
+        } catch (RuntimeException e) {
+            child.close(); // not the launcher's yet: nobody else would stop it
+            throw e;
+        }
         return child;
     }
 
@@ -182,15 +258,33 @@ public final class ClusterLauncher implements AutoCloseable {
         return transport.equals("shm") ? "127.0.0." + (10 + n) : "127.0.0.1";
     }
 
-    private static void awaitBalanced(ClusterAdmin admin, int members) throws InterruptedException {
+    /** Waits until {@link #settled}; {@code replicas} 0 if unknown (then only {@link #balanced}). */
+    private static void awaitBalanced(ClusterAdmin admin, int members, int replicas) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-        while (!balanced(admin.status(), members)) {
+        while (replicas > 0 ? !settled(admin.status(), members, replicas) : !balanced(admin.status(), members)) {
             if (System.nanoTime() > deadline) {
                 throw new IllegalStateException("the controller did not spread the groups over " + members
                         + " members within 120 s:\n" + ClusterAdmin.format(admin.status()));
             }
             Thread.sleep(50);
         }
+    }
+
+    /**
+     * {@link #balanced} and every group has its {@code replicas - 1} backups (or one on each other
+     * member, if fewer): no copy still to come, so that what runs next meets no move.
+     */
+    static boolean settled(ClusterAdmin.Status s, int n, int replicas) {
+        if (!balanced(s, n)) {
+            return false;
+        }
+        int backups = Math.min(replicas - 1, n - 1);
+        for (int g = 0; g < dev.ferry.ps.net.RoutingTable.GROUPS; g++) {
+            if (s.assignment().backupsOf(g).size() != backups) {
+                return false;
+            }
+        }
+        return true;
     }
 
     static boolean balanced(ClusterAdmin.Status s, int n) {

@@ -309,7 +309,7 @@ public final class ClusterMember implements AutoCloseable {
         String status;
         long start = System.nanoTime();
         try {
-            server.moveOut(move.id(), move.groups(), target);
+            server.moveOut(move.id(), move.groups(), target, move.copy());
             status = "ready";
             LOG.info(() -> "member " + info.id() + ": " + move + " copied in "
                     + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) + " ms");

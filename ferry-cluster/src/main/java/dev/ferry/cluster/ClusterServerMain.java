@@ -172,6 +172,8 @@ public final class ClusterServerMain {
                     options.bindHost()).withBindPort(options.port()));
         } catch (RuntimeException e) {
             err.println("ferry server: cannot listen on " + options.transport() + ": " + e.getMessage());
+            out.println("ERROR cannot listen on " + options.transport() + ": " + e.getMessage()); // for a launcher
+            out.flush();
             server.close();
             ps.close();
             return 1;
@@ -185,6 +187,8 @@ public final class ClusterServerMain {
                     options.checkpointDir());
         } catch (RuntimeException e) {
             err.println("ferry server: " + e.getMessage());
+            out.println("ERROR cannot join " + options.cluster().uri() + ": " + e.getMessage()); // for a launcher
+            out.flush();
             server.close();
             ps.close();
             return 1;

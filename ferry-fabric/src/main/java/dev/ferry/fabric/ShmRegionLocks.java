@@ -10,8 +10,10 @@ import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.List;
 
 /**
@@ -28,8 +30,10 @@ import java.util.List;
  *
  * <p>When a peer's control channel ends, the transport asks {@link #releaseIfOwnerDead}: once
  * the region's owner is proven gone (its {@link ShmRegions#MARK marked} file unheld, or removed)
- * and the lock is still held, the lock is released through {@code pthread_spin_unlock} on this
- * process's own mapping of the region. Nobody depends on mutual exclusion in a dead process's
+ * and the lock is still held, the lock is released through {@code pthread_spin_unlock} on a
+ * mapping of the region that this class makes for the access (through a handle {@link #open
+ * opened} at the handshake, so a removed file is still reached); libfabric's own mapping is never
+ * touched, so no other thread can unmap what is read. Nobody depends on mutual exclusion in a dead process's
  * region any more; senders to it are torn down next.
  *
  * <p>The lock's place is that of libfabric 1.17's {@code struct smr_region} ({@code version,
@@ -45,6 +49,8 @@ public final class ShmRegionLocks {
     private static final long PID_OFFSET = 4;
     private static final long BASE_ADDRESS_OFFSET = 16;
     private static final long LOCK_OFFSET = 24;
+    /** The bytes of a region's header that are mapped to read them: one page. */
+    private static final long HEADER_BYTES = 4096;
     private static final Path MAPS = Path.of("/proc/self/maps");
 
     private static final Linker LINKER = Linker.nativeLinker();
@@ -79,7 +85,7 @@ public final class ShmRegionLocks {
 
     /**
      * Whether the region lock's place is known on this libfabric: checked once on this process's
-     * own shm region (false if it has none mapped yet, and checked again next time).
+     * own shm region (false if it has none yet, and checked again next time).
      */
     public static boolean understood() {
         Boolean known = understood;
@@ -88,8 +94,11 @@ public final class ShmRegionLocks {
         }
         long pid = ProcessHandle.current().pid();
         for (Mapping own : mappings(pid + ":")) {
-            MemorySegment region = MemorySegment.ofAddress(own.start).reinterpret(LOCK_OFFSET + 4);
-            boolean layout = region.get(JAVA_INT, PID_OFFSET) == pid && region.get(JAVA_LONG, BASE_ADDRESS_OFFSET) == own.start;
+            Boolean layout = withHeader(ShmRegions.DIRECTORY.resolve(own.name), null, header ->
+                    header.get(JAVA_INT, PID_OFFSET) == pid && header.get(JAVA_LONG, BASE_ADDRESS_OFFSET) == own.start);
+            if (layout == null) {
+                continue; // removed meanwhile (closing)
+            }
             if (!layout) {
                 LOG.log(System.Logger.Level.WARNING, "this libfabric's shm region layout is not 1.17's: a peer killed while it held"
                         + " its region lock can stop this process's sends to it (no release attempted)");
@@ -101,13 +110,33 @@ public final class ShmRegionLocks {
     }
 
     /**
-     * Releases the region lock of the shm endpoint named {@code address} if its owner is gone
-     * and the lock is held; true if it released it. Waits up to {@code waitMillis} for the
-     * owner's file lock to drop (a dying process closes its files after its sockets).
+     * An open handle on the region of the shm endpoint named {@code address}, taken while its
+     * owner is alive (at the handshake), so that the region can still be reached after its file
+     * is removed; null if the name is not a region's or the file cannot be opened.
      */
-    public static boolean releaseIfOwnerDead(byte[] address, long waitMillis) throws InterruptedException {
+    public static FileChannel open(byte[] address) {
         Path file = ShmRegions.regionOf(address);
-        if (file == null || !understood()) {
+        if (file == null) {
+            return null;
+        }
+        try {
+            return FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE);
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            LOG.log(System.Logger.Level.DEBUG, "cannot open the shm region " + file + ": " + e.getMessage());
+            return null;
+        }
+    }
+
+    /**
+     * Releases the region lock of the shm endpoint named {@code address}, reached through
+     * {@code region} (from {@link #open}), if its owner is gone and the lock is held; true if it
+     * released it. Waits up to {@code waitMillis} for the owner's file lock to drop (a dying
+     * process closes its files after its sockets). The region is mapped afresh for the access:
+     * nothing here reads memory that someone else may unmap.
+     */
+    public static boolean releaseIfOwnerDead(byte[] address, FileChannel region, long waitMillis) throws InterruptedException {
+        Path file = ShmRegions.regionOf(address);
+        if (file == null || region == null || !understood()) {
             return false;
         }
         long deadline = System.nanoTime() + waitMillis * 1_000_000L;
@@ -117,26 +146,25 @@ public final class ShmRegionLocks {
             }
             Thread.sleep(10);
         }
-        // Mapped by libfabric for as long as the peer is in the address vector, which the
-        // transport keeps for seconds after the teardown (RetiredAddresses): looked up again
-        // just before the access.
-        List<Mapping> mapped = mappings(file.getFileName().toString());
-        if (mapped.isEmpty()) {
-            return false; // never sent to: nothing here can spin on it
+        Boolean released = withHeader(null, region, header -> {
+            MemorySegment lock = header.asSlice(LOCK_OFFSET, 4);
+            if (lock.get(JAVA_INT, 0) == UNLOCKED) {
+                return false;
+            }
+            try {
+                int rc = (int) SPIN_UNLOCK.invokeExact(lock);
+                assert rc == 0 : "pthread_spin_unlock: " + rc;
+            } catch (Throwable t) {
+                throw LibFabric.rethrow(t);
+            }
+            return true;
+        });
+        if (Boolean.TRUE.equals(released)) {
+            LOG.log(System.Logger.Level.WARNING, "released the shm region lock that the dead peer " + file.getFileName()
+                    + " held (libfabric 1.17 shm leaves it held when its owner is killed mid-progress)");
+            return true;
         }
-        MemorySegment lock = MemorySegment.ofAddress(mapped.getFirst().start + LOCK_OFFSET).reinterpret(4);
-        if (lock.get(JAVA_INT, 0) == UNLOCKED) {
-            return false;
-        }
-        try {
-            int rc = (int) SPIN_UNLOCK.invokeExact(lock);
-            assert rc == 0 : "pthread_spin_unlock: " + rc;
-        } catch (Throwable t) {
-            throw LibFabric.rethrow(t);
-        }
-        LOG.log(System.Logger.Level.WARNING, "released the shm region lock that the dead peer " + file.getFileName()
-                + " held (libfabric 1.17 shm leaves it held when its owner is killed mid-progress)");
-        return true;
+        return false;
     }
 
     /**
@@ -148,15 +176,35 @@ public final class ShmRegionLocks {
         if (!understood()) {
             return false;
         }
-        List<Mapping> own = mappings(ProcessHandle.current().pid() + ":");
-        if (own.isEmpty()) {
-            return false;
+        for (Mapping own : mappings(ProcessHandle.current().pid() + ":")) {
+            Boolean locked = withHeader(ShmRegions.DIRECTORY.resolve(own.name), null, header -> {
+                try {
+                    return (int) SPIN_LOCK.invokeExact(header.asSlice(LOCK_OFFSET, 4)) == 0;
+                } catch (Throwable t) {
+                    throw LibFabric.rethrow(t);
+                }
+            });
+            if (locked != null) {
+                return locked;
+            }
         }
-        try {
-            int rc = (int) SPIN_LOCK.invokeExact(MemorySegment.ofAddress(own.getFirst().start + LOCK_OFFSET).reinterpret(4));
-            return rc == 0;
-        } catch (Throwable t) {
-            throw LibFabric.rethrow(t);
+        return false;
+    }
+
+    /**
+     * Maps the first bytes of a region (the file, or the open {@code channel}) in this process's
+     * own mapping, applies {@code check} and unmaps; null if the region cannot be mapped.
+     */
+    private static Boolean withHeader(Path file, FileChannel channel, java.util.function.Predicate<MemorySegment> check) {
+        try (Arena arena = Arena.ofConfined();
+             FileChannel opened = channel == null ? FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE) : null) {
+            FileChannel use = channel != null ? channel : opened;
+            if (use.size() < HEADER_BYTES) {
+                return null;
+            }
+            return check.test(use.map(FileChannel.MapMode.READ_WRITE, 0, HEADER_BYTES, arena));
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            return null;
         }
     }
 

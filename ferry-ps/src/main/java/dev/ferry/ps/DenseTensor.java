@@ -142,6 +142,41 @@ public final class DenseTensor {
         }
     }
 
+    /** Copies the whole row (header, weights, state: {@link DenseConfig#bytes()}) to {@code out}, consistently. */
+    void copyRow(MemorySegment out) {
+        lock.lock();
+        try {
+            checkOpen();
+            MemorySegment.copy(row, 0, out, 0, row.byteSize());
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Replaces the row with {@code data}, a whole row of another copy of this tensor, if
+     * {@code always} or if it has at least as many steps (the row's version); returns whether it
+     * did. The check and the copy are one step under the lock.
+     */
+    boolean mergeRow(MemorySegment data, boolean always) {
+        if (data.byteSize() != row.byteSize()) {
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "a row of " + data.byteSize() + " bytes for tensor '"
+                    + name() + "', whose rows take " + row.byteSize());
+        }
+        lock.lock();
+        try {
+            checkOpen();
+            if (!always && data.get(RowLayout.LONG, RowLayout.STEPS_OFFSET) < row.get(RowLayout.LONG,
+                    RowLayout.STEPS_OFFSET)) {
+                return false;
+            }
+            MemorySegment.copy(data, 0, row, 0, row.byteSize());
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Replaces the row with checkpointed bytes. */
     void load(MemorySegment data, String source) {
         if (data.byteSize() != row.byteSize()) {

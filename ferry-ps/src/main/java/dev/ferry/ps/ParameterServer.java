@@ -202,6 +202,21 @@ public final class ParameterServer implements AutoCloseable {
     }
 
     /**
+     * Removes the dense tensor of that name and frees its memory (a stale copy a server no longer
+     * owns); returns whether there was one. Calls on it fail with {@code CLOSED} from then on.
+     */
+    public boolean dropDense(String name) {
+        synchronized (tables) {
+            DenseTensor tensor = tensors.remove(name);
+            if (tensor == null) {
+                return false;
+            }
+            tensor.close();
+            return true;
+        }
+    }
+
+    /**
      * The sparse table of that name.
      *
      * @throws PsException {@code UNKNOWN_TABLE}

@@ -59,8 +59,18 @@ final class BenchDriver {
      * than f32 is labelled {@code <transport>-<format>}.
      */
     RunResult fetch(FetchOptions o, BenchTransport transport, boolean metrics, dev.ferry.ps.PullFormat format) {
+        return fetch(o, transport, metrics, format, 0);
+    }
+
+    /**
+     * {@link #fetch(FetchOptions, BenchTransport, boolean, dev.ferry.ps.PullFormat)} on cluster
+     * members with {@code replicas} copies of every group (0: a fixed cluster), labelled so.
+     */
+    RunResult fetch(FetchOptions o, BenchTransport transport, boolean metrics, dev.ferry.ps.PullFormat format,
+            int replicas) {
         BenchOptions c = o.common;
         try (Cluster cluster = Cluster.start(c, netlab, transport, true, metrics, "sgd", o.clientProcesses, o.clients,
+                replicas,
                 Args.of()
                 .with("workload", "fetch")
                 .with("alpha", o.alpha())
@@ -80,15 +90,21 @@ final class BenchDriver {
             cluster.sendAll(workers, "STOP");
             long cpu1 = cluster.cpuNanos();
             RunResult r = withNetwork(cluster.collect("fetch", transport, true, workers, cpu1 - cpu0, null), net0);
-            return format == dev.ferry.ps.PullFormat.F32 ? r : r.withTransport(r.transport() + "-" + format);
+            r = format == dev.ferry.ps.PullFormat.F32 ? r : r.withTransport(r.transport() + "-" + format);
+            return replicas == 0 ? r : r.withTransport(BenchOptions.withReplicas(r.transport(), replicas));
         }
     }
 
     /** A transport's run of {@code push}, with Ferry's flow control on or off. */
     RunResult push(PushOptions o, BenchTransport transport, boolean flowControl) {
+        return push(o, transport, flowControl, 0);
+    }
+
+    /** {@link #push(PushOptions, BenchTransport, boolean)} on cluster members with {@code replicas} copies (0: fixed). */
+    RunResult push(PushOptions o, BenchTransport transport, boolean flowControl, int replicas) {
         BenchOptions c = o.common;
         try (Cluster cluster = Cluster.start(c, netlab, transport, flowControl, c.metricsPort != null, "adagrad",
-                o.workerProcesses, o.workers,
+                o.workerProcesses, o.workers, replicas,
                 Args.of()
                         .with("workload", "push")
                         .with("alpha", o.alpha())
@@ -98,7 +114,7 @@ final class BenchDriver {
                         .with("rate", 0))) {
             List<Child> workers = cluster.workers;
             cluster.sendAll(workers, "RUN");
-            String label = transport.label() + (flowControl ? "" : "-nofc");
+            String label = BenchOptions.withReplicas(transport.label(), replicas) + (flowControl ? "" : "-nofc");
             Histogram steps = new Histogram(TimeUnit.SECONDS.toNanos(60), 3);
             long start = System.nanoTime();
             double warmup = c.warmup(PushOptions.WARMUP_SECONDS);
@@ -141,7 +157,9 @@ final class BenchDriver {
                 if (go.equals("GO stop")) {
                     long cpu1 = cluster.cpuNanos();
                     cluster.sendAll(workers, go);
-                    return withNetwork(cluster.collect("push", transport, flowControl, workers, cpu1 - cpu0, steps), net0);
+                    RunResult r = withNetwork(cluster.collect("push", transport, flowControl, workers, cpu1 - cpu0,
+                            steps), net0);
+                    return replicas == 0 ? r : r.withTransport(BenchOptions.withReplicas(r.transport(), replicas));
                 }
                 cluster.sendAll(workers, go);
                 released = System.nanoTime();
@@ -206,7 +224,7 @@ final class BenchDriver {
          * {@code threads} threads with the workload's {@code args}; returns once all are ready.
          */
         static Cluster start(BenchOptions o, Netlab netlab, BenchTransport transport, boolean flowControl,
-                boolean metrics, String optimizer, int processes, int threads, Args workload) {
+                boolean metrics, String optimizer, int processes, int threads, int replicas, Args workload) {
             Cluster cluster = new Cluster(o, transport, flowControl, metrics);
             // In-process runs: the servers live in the one client process, with every client thread.
             boolean inProcess = transport.inProcess();
@@ -235,7 +253,8 @@ final class BenchDriver {
                             .with("flowControl", flowControl)
                             .with("psTuning", o.psTuning())
                             .with("inlinePulls", o.inlinePulls())
-                            .with("metricsPort", cluster.metricsPort(i));
+                            .with("metricsPort", cluster.metricsPort(i))
+                            .with("replicas", replicas);
                     List<String> prefix = List.of();
                     if (netlab != null) {
                         args.with("servers", 1).with("bindHost", Netlab.RECEIVER_HOST);
@@ -267,6 +286,13 @@ final class BenchDriver {
                 }
                 for (Child server : cluster.servers) {
                     cluster.addresses.add(server.expect("READY", START_TIMEOUT_MILLIS));
+                }
+                if (replicas > 0) {
+                    // Members: each installs the routing table and replicas naming every server.
+                    cluster.sendAll(cluster.servers, "TABLE " + String.join(",", cluster.addresses));
+                    for (Child server : cluster.servers) {
+                        server.expect("INSTALLED", START_TIMEOUT_MILLIS);
+                    }
                 }
                 cluster.sendAll(cluster.workers, "SERVERS " + (inProcess ? "in-process" : String.join(",", cluster.addresses)));
                 for (Child worker : cluster.workers) {

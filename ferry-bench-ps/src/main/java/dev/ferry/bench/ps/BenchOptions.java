@@ -18,6 +18,14 @@ public class BenchOptions {
                     + "of the ratios), grpc (gRPC-java). Default: direct,local,shm,tcp,netty,grpc.")
     public List<String> transports = List.of("direct", "local", "shm", "tcp", "netty", "grpc");
 
+    @Option(names = "--replicas", split = ",", paramLabel = "<r>",
+            description = "Copies of every slot group, one run of each per transport, alternating (e.g. 1,2): the "
+                    + "servers then run as cluster members with a fixed routing table and its replicas, installed "
+                    + "by the driver (no controller, no ZooKeeper, which are off the data path): r = 1 members "
+                    + "without backups, r = 2 each group backed up on the next server. Rows are labelled "
+                    + "'<transport> r=<r>'. Ferry's shm, tcp and netty only. Default: none (a fixed cluster).")
+    public List<Integer> replicas = List.of();
+
     @Option(names = "--servers", paramLabel = "<n>", description = "Server processes. Default: 2.")
     public int servers = 2;
 
@@ -103,6 +111,16 @@ public class BenchOptions {
         return warmupSeconds != null ? warmupSeconds : byDefault;
     }
 
+    /** The replica counts to run, 0 standing for a fixed cluster (no --replicas). */
+    List<Integer> replicaRuns() {
+        return replicas.isEmpty() ? List.of(0) : replicas;
+    }
+
+    /** A result's label with its replica count (none for a fixed cluster). */
+    static String withReplicas(String label, int replicas) {
+        return replicas == 0 ? label : label + " r=" + replicas;
+    }
+
     List<BenchTransport> transportList() {
         return transports.stream().map(BenchTransport::parse).toList();
     }
@@ -115,6 +133,19 @@ public class BenchOptions {
                     + "--duration > 0, --warmup >= 0");
         }
         transportList();
+        for (int r : replicas) {
+            if (r < 1 || r > 2 || r > servers) {
+                throw new IllegalArgumentException("--replicas takes 1 or 2 (at most --servers): " + r);
+            }
+        }
+        if (!replicas.isEmpty()) {
+            for (BenchTransport t : transportList()) {
+                if (!t.ferry() || t.inProcess() || netlab()) {
+                    throw new IllegalArgumentException("--replicas runs cluster members over Ferry's shm, tcp or "
+                            + "netty on loopback, not " + t.label() + (netlab() ? " on netlab" : ""));
+                }
+            }
+        }
         if (metricsPort != null && (metricsPort < 1 || metricsPort > 65000) || metricsRounds < 0) {
             throw new IllegalArgumentException("--metrics-port must be in [1, 65000], --metrics-compare >= 0");
         }

@@ -60,12 +60,16 @@ public final class FetchBenchmark implements Callable<Integer> {
                         out.println("fetch on " + label + ": skipped (pull formats are Ferry RPC's)");
                         continue;
                     }
-                    out.println("fetch on " + label + " ...");
-                    try {
-                        results.add(driver.fetch(options, transport, options.common.metricsPort != null, format));
-                    } catch (RuntimeException e) {
-                        out.println("fetch on " + label + " FAILED: " + e.getMessage());
-                        failed.add(label);
+                    for (int replicas : options.common.replicaRuns()) {
+                        String named = BenchOptions.withReplicas(label, replicas);
+                        out.println("fetch on " + named + " ...");
+                        try {
+                            results.add(driver.fetch(options, transport, options.common.metricsPort != null, format,
+                                    replicas));
+                        } catch (RuntimeException e) {
+                            out.println("fetch on " + named + " FAILED: " + e.getMessage());
+                            failed.add(named);
+                        }
                     }
                 }
                 continue;

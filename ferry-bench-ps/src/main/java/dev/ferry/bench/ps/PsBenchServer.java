@@ -67,22 +67,24 @@ public final class PsBenchServer {
         int index = args.integer("index");
         int servers = args.integer("servers");
         int threads = args.integer("threads");
+        int replicas = args.has("replicas") ? args.integer("replicas") : 0;
         QueueGauge gauge = new QueueGauge();
-        try (ParameterServer ps = create(dimension, args.string("optimizer"), idSpace, index, servers)) {
+        try (ParameterServer ps = create(dimension, args.string("optimizer"), idSpace, index, servers, replicas)) {
             AutoCloseable serving;
             String address;
             RpcServer rpc = null;
             if (transport.ferry()) {
-                PsServer server = PsServer.open(ps, index, servers, null, BenchTransport.rpc(threads),
-                        args.bool("inlinePulls"));
+                PsServer server = replicas > 0
+                        ? PsServer.openMember(ps, MemberLayout.member(index), null, BenchTransport.rpc(threads),
+                                args.bool("inlinePulls"))
+                        : PsServer.open(ps, index, servers, null, BenchTransport.rpc(threads), args.bool("inlinePulls"));
                 rpc = server.rpcServer();
                 TransportConfig config = transport.config(args.bool("flowControl"), bindHost(args, index),
                         args.bool("psTuning"));
                 if (args.has("pullBudget")) {
                     config = config.withPullBudgetBytes(args.longValue("pullBudget"));
                 }
-                address = rpc.listen(config,
-                        gauge.ferryOpener());
+                address = server.listen(config, gauge.ferryOpener());
                 serving = server;
             } else {
                 AtomicInteger n = new AtomicInteger();
@@ -115,6 +117,11 @@ public final class PsBenchServer {
             System.out.println("READY " + address);
             System.out.flush();
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            if (replicas > 0) {
+                MemberLayout.install(bound, in.readLine(), replicas);
+                System.out.println("INSTALLED");
+                System.out.flush();
+            }
             for (String line = in.readLine(); line != null; line = in.readLine()) {
                 switch (line.trim()) {
                     case "RESET" -> gauge.resetPeaks();
@@ -156,11 +163,25 @@ public final class PsBenchServer {
      * ({@code sgd} or {@code adagrad}), every row of its share of [0, idSpace) created.
      */
     static ParameterServer create(int dimension, String optimizer, long idSpace, int index, int servers) {
+        return create(dimension, optimizer, idSpace, index, servers, 0);
+    }
+
+    /**
+     * {@link #create(int, String, long, int, int)} for a cluster member with {@code replicas}
+     * copies of every group ({@link MemberLayout}; 0: a fixed cluster's server): the rows of the
+     * groups it owns or backs up are created.
+     */
+    static ParameterServer create(int dimension, String optimizer, long idSpace, int index, int servers,
+            int replicas) {
         Optimizer o = optimizer.equals("sgd") ? Optimizer.sgd(0.01) : Optimizer.adagrad(0.01);
         ParameterServer ps = ParameterServer.create(PsConfig.defaults());
         try {
-            ps.createTable(table(dimension, o, idSpace, servers));
-            prefill(ps, dimension, idSpace, index, servers);
+            ps.createTable(table(dimension, o, idSpace, Math.max(1, servers / Math.max(1, replicas))));
+            if (replicas == 0) {
+                prefill(ps, dimension, idSpace, index, servers);
+            } else {
+                prefill(ps, dimension, idSpace, id -> MemberLayout.holds(id, index, servers, replicas));
+            }
             return ps;
         } catch (RuntimeException e) {
             ps.close();
@@ -178,13 +199,18 @@ public final class PsBenchServer {
     /** Creates the rows of every id in [0, idSpace) this server owns, so that no run pays for creating them. */
     static void prefill(ParameterServer ps, int dimension, long idSpace, int index, int servers) {
         SlotTable slots = SlotTable.balanced(servers);
+        prefill(ps, dimension, idSpace, id -> slots.serverOf(id) == index);
+    }
+
+    /** Creates the rows of every id in [0, idSpace) that {@code mine} accepts. */
+    static void prefill(ParameterServer ps, int dimension, long idSpace, java.util.function.LongPredicate mine) {
         int batch = 16_384;
         long[] ids = new long[batch];
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment out = arena.allocate((long) batch * dimension * Float.BYTES);
             int n = 0;
             for (long id = 0; id < idSpace; id++) {
-                if (slots.serverOf(id) != index) {
+                if (!mine.test(id)) {
                     continue;
                 }
                 ids[n++] = id;

@@ -59,13 +59,16 @@ public final class PushBenchmark implements Callable<Integer> {
                 if (!transport.ferry() && !flowControl && options.flowControlModes().length > 1) {
                     continue;
                 }
-                String label = transport.label() + (flowControl ? "" : " without flow control");
-                out.println("push on " + label + " ...");
-                try {
-                    results.add(driver.push(options, transport, flowControl));
-                } catch (RuntimeException e) {
-                    out.println("push on " + label + " FAILED: " + e.getMessage());
-                    failed.add(label);
+                for (int replicas : options.common.replicaRuns()) {
+                    String label = BenchOptions.withReplicas(transport.label(), replicas)
+                            + (flowControl ? "" : " without flow control");
+                    out.println("push on " + label + " ...");
+                    try {
+                        results.add(driver.push(options, transport, flowControl, replicas));
+                    } catch (RuntimeException e) {
+                        out.println("push on " + label + " FAILED: " + e.getMessage());
+                        failed.add(label);
+                    }
                 }
             }
         }

@@ -1,6 +1,7 @@
 package dev.ferry.bench.ps;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.ByteArrayOutputStream;
@@ -159,6 +160,42 @@ class BenchmarkSmokeTest {
             assertEquals(256L * r.operations(), r.keys(), r.json());
             assertTrue(r.operations() > 5 && r.steps().getTotalCount() > 0, r.json());
         }
+    }
+
+    /** {@code --replicas 1,2}: cluster members without and with a backup per group, one row each, in that order. */
+    @Test
+    void pushWithReplicas(@TempDir Path dir) {
+        PushOptions o = new PushOptions();
+        small(o.common, dir);
+        o.common.transports = List.of("netty");
+        o.common.servers = 2;
+        o.common.replicas = List.of(1, 2);
+        o.workers = 2;
+        o.batch = 256;
+        o.flowControl = "on";
+        List<RunResult> results = PushBenchmark.run(o, new PrintStream(new ByteArrayOutputStream(), true,
+                StandardCharsets.UTF_8));
+        assertEquals(List.of("netty r=1", "netty r=2"), results.stream().map(RunResult::label).toList());
+        for (RunResult r : results) {
+            assertEquals(0, r.errors(), r.json());
+            assertTrue(r.operations() > 5 && r.steps().getTotalCount() > 0, r.json());
+            assertEquals(256L * r.operations(), r.keys(), r.json());
+        }
+    }
+
+    @Test
+    void replicasNeedFerryTransportsAndEnoughServers() {
+        BenchOptions c = new BenchOptions();
+        c.servers = 2;
+        c.transports = List.of("tcp");
+        c.replicas = List.of(3);
+        assertThrows(IllegalArgumentException.class, c::check);
+        c.replicas = List.of(1, 2);
+        c.check();
+        c.transports = List.of("grpc");
+        assertThrows(IllegalArgumentException.class, c::check);
+        c.transports = List.of("local");
+        assertThrows(IllegalArgumentException.class, c::check);
     }
 
     private static void check(List<RunResult> results, String workload, int transports) {

@@ -59,6 +59,18 @@ public final class PsDemo {
                     dimension, warmupMillis, phaseMillis);
         }
 
+        /** These settings with another server count. */
+        public Settings withServers(int value) {
+            return new Settings(transports, value, callers, idSpace, zipfExponent, minBatch, maxBatch, dimension,
+                    warmupMillis, phaseMillis);
+        }
+
+        /** These settings with another id space (and table size). */
+        public Settings withIdSpace(int value) {
+            return new Settings(transports, servers, callers, value, zipfExponent, minBatch, maxBatch, dimension,
+                    warmupMillis, phaseMillis);
+        }
+
         /** These settings with other phase lengths. */
         public Settings withTimes(long warmup, long phase) {
             return new Settings(transports, servers, callers, idSpace, zipfExponent, minBatch, maxBatch, dimension,
@@ -127,14 +139,23 @@ public final class PsDemo {
         try (LocalCluster cluster = LocalCluster.start(settings.servers(), provider, null,
                 List.of("-Xmx512m"));
                 PsClient client = PsClient.connect(cluster.rpcConfig(), cluster.clientTransport(), cluster.addresses())) {
-            client.createTable(TableConfig.of("embeddings", settings.dimension(), Optimizer.adagrad(0.05))
-                    .withInitializer(Initializer.uniform(-0.01, 0.01, 42)).withMaxRows(settings.idSpace()));
-            run(settings, client, label, "warm-up", settings.warmupMillis(), null, err);
-            List<Row> rows = new ArrayList<>();
-            rows.add(run(settings, client, label, "fetch", settings.phaseMillis(), Boolean.FALSE, err));
-            rows.add(run(settings, client, label, "push", settings.phaseMillis(), Boolean.TRUE, err));
-            return rows;
+            return measure(settings, client, label, err);
         }
+    }
+
+    /**
+     * Creates the demo's table through {@code client} (any cluster: fixed, or run by a
+     * controller) and runs the warm-up, the fetch phase and the push phase on it, with progress
+     * lines on {@code err}; returns the fetch and the push row.
+     */
+    public static List<Row> measure(Settings settings, PsClient client, String label, PrintWriter err) {
+        client.createTable(TableConfig.of("embeddings", settings.dimension(), Optimizer.adagrad(0.05))
+                .withInitializer(Initializer.uniform(-0.01, 0.01, 42)).withMaxRows(settings.idSpace()));
+        run(settings, client, label, "warm-up", settings.warmupMillis(), null, err);
+        List<Row> rows = new ArrayList<>();
+        rows.add(run(settings, client, label, "fetch", settings.phaseMillis(), Boolean.FALSE, err));
+        rows.add(run(settings, client, label, "push", settings.phaseMillis(), Boolean.TRUE, err));
+        return rows;
     }
 
     /** One phase: {@code push} true pushes, false pulls, null alternates (warm-up). */
@@ -226,11 +247,12 @@ public final class PsDemo {
         }
     }
 
-    private static void print(Settings settings, List<Row> rows, PrintWriter out) {
+    /** Prints the table of {@code rows} (and, for two transports, one against the other) to {@code out}. */
+    public static void print(Settings settings, List<Row> rows, PrintWriter out) {
         out.printf(Locale.ROOT, "Parameter server on 127.0.0.1: %d server processes, %d callers, table dim %d "
-                + "(Adagrad), Zipf %.2f ids over %,d, batches %d..%d ids (log-uniform), %d s per workload%n",
+                + "(Adagrad), Zipf %.2f ids over %,d, batches %d..%d ids (log-uniform), %.1f s per workload%n",
                 settings.servers(), settings.callers(), settings.dimension(), settings.zipfExponent(),
-                settings.idSpace(), settings.minBatch(), settings.maxBatch(), settings.phaseMillis() / 1000);
+                settings.idSpace(), settings.minBatch(), settings.maxBatch(), settings.phaseMillis() / 1000.0);
         out.printf(Locale.ROOT, "%-10s %-9s %10s %10s %10s %10s %12s%n", "transport", "workload", "mean us", "p50 us",
                 "p99 us", "ops/s", "keys/s");
         for (Row r : rows) {

@@ -95,7 +95,8 @@ final class BatchParts {
                 }).thenApply(response -> new Rows(checkRows(response, expected, r, plan.server(part), n, dimension),
                         response, format))
                 .exceptionallyCompose(failure -> retry.retryable(failure, true, 0)
-                        ? retry.pause(failure, 0).thenCompose(v -> pullCopy(plan.ids(part), name, dimension, format, 1))
+                        ? retry.pause(failure, 0, r.addresses().get(plan.server(part)), plan.ids(part)[0])
+                                .thenCompose(v -> pullCopy(plan.ids(part), name, dimension, format, 1))
                         : CompletableFuture.failedFuture(failure));
     }
 
@@ -132,7 +133,7 @@ final class BatchParts {
                             }
                         }
                     }).exceptionallyCompose(failure -> retry.retryable(failure, true, attempt)
-                            ? retry.pause(failure, attempt)
+                            ? retry.pause(failure, attempt, r.addresses().get(server), ids[chunk[0]])
                                     .thenCompose(v -> pullSome(ids, chunk, name, dimension, format, rows, attempt + 1))
                             : CompletableFuture.failedFuture(failure)));
         }
@@ -174,7 +175,8 @@ final class BatchParts {
                         routing.observe(PsDescriptor.trailerGeneration(response.segment()), r);
                     }
                 }).exceptionallyCompose(failure -> retry.retryable(failure, false, 0)
-                        ? retry.pause(failure, 0).thenCompose(v -> pushCopy(plan, part, name, dimension, grads, dedupe, 1))
+                        ? retry.pause(failure, 0, r.addresses().get(plan.server(part)), plan.ids(part)[0])
+                                .thenCompose(v -> pushCopy(plan, part, name, dimension, grads, dedupe, 1))
                         : CompletableFuture.failedFuture(failure));
     }
 
@@ -209,7 +211,7 @@ final class BatchParts {
                             routing.observe(PsDescriptor.trailerGeneration(response.segment()), r);
                         }
                     }).exceptionallyCompose(failure -> retry.retryable(failure, false, attempt)
-                            ? retry.pause(failure, attempt)
+                            ? retry.pause(failure, attempt, r.addresses().get(server), ids[chunk[0]])
                                     .thenCompose(v -> pushSome(ids, chunk, name, dimension, grads, dedupe, attempt + 1))
                             : CompletableFuture.failedFuture(failure)));
         }

@@ -56,6 +56,51 @@ final class DedupeWindow {
         }
     }
 
+    /**
+     * Records ids of pushes applied to {@code group} before every id recorded so far (a move's
+     * or copy's {@code MOVE_DEDUPE}, which reaches the target after the first forwarded pushes):
+     * they go in as the oldest, so that when the window is full they, not the newer forwarded
+     * ids, are the ones forgotten. Repeats and 0 are ignored.
+     */
+    void recordOlder(int group, long[] older, int count) {
+        long[] ring = ring(group);
+        synchronized (ring) {
+            long[] merged = new long[PER_GROUP];
+            int kept = 0;
+            long[] newer = new long[PER_GROUP];
+            int n = 0;
+            for (int i = 0; i < PER_GROUP; i++) {
+                long d = ring[(next[group] + i) % PER_GROUP];
+                if (d != 0) {
+                    newer[n++] = d;
+                }
+            }
+            // The newest PER_GROUP of: older (in order), then the ids already here.
+            int room = PER_GROUP - n;
+            int from = Math.max(0, count - room);
+            for (int i = from; i < count; i++) {
+                long d = older[i];
+                if (d != 0 && !contains(newer, n, d) && !contains(merged, kept, d)) {
+                    merged[kept++] = d;
+                }
+            }
+            System.arraycopy(newer, 0, merged, kept, n);
+            kept += n;
+            Arrays.fill(ring, 0);
+            System.arraycopy(merged, 0, ring, 0, kept);
+            next[group] = kept % PER_GROUP;
+        }
+    }
+
+    private static boolean contains(long[] ids, int n, long d) {
+        for (int i = 0; i < n; i++) {
+            if (ids[i] == d) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** The ids recorded for {@code group}, oldest first (for a move or copy of the group). */
     long[] ids(int group) {
         long[] ring = ring(group);

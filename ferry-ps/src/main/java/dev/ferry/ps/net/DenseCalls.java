@@ -2,21 +2,53 @@ package dev.ferry.ps.net;
 
 import java.lang.foreign.MemorySegment;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
 
+import dev.ferry.ps.DenseConfig;
 import dev.ferry.ps.PsException;
+import dev.ferry.ps.Slots;
 import dev.ferry.rpc.RpcResponse;
 
-/** Pulls and pushes of whole dense tensors, each at the one server that owns its name. Thread-safe. */
+/**
+ * Pulls and pushes of whole dense tensors, each at the server that owns its name's slot group
+ * in the client's table. A tensor moves with its group ({@link DenseMove}): a server that does
+ * not own it (any more) answers {@code WRONG_SERVER}, and the call is retried with a fresh
+ * table as a sparse part is ({@link RetryPolicy}); a push with the same dedupe id, so that the
+ * server drops a retry of a push it applied already. Thread-safe.
+ */
 final class DenseCalls {
+
+    /** Sets dense pushes' dedupe ids apart from the sparse ones of the same client ({@code BatchParts}). */
+    private static final long DENSE_BIT = 1L << 62;
 
     private final ClientCalls servers;
     private final RoutingFollower routing;
     private final TableDirectory directory;
+    private final RetryPolicy retry;
+    private final AtomicLong pushSequence = new AtomicLong();
 
-    DenseCalls(ClientCalls servers, RoutingFollower routing, TableDirectory directory) {
+    DenseCalls(ClientCalls servers, RoutingFollower routing, TableDirectory directory, RetryPolicy retry) {
         this.servers = servers;
         this.routing = routing;
         this.directory = directory;
+        this.retry = retry;
+    }
+
+    /** Creates a dense tensor at the server that owns its name, following the table if it moved. */
+    void create(DenseConfig tensor) {
+        for (int attempt = 0; ; attempt++) {
+            String owner = ownerAddress(routing.route(), tensor.name());
+            try {
+                directory.createDense(tensor);
+                return;
+            } catch (PsException e) {
+                // Only a refusal is retried: after a lost answer the tensor may exist already.
+                if (e.code() != PsException.Code.WRONG_SERVER || !retry.retryable(e, false, attempt)) {
+                    throw e;
+                }
+                ClientCalls.join(retry.pause(e, attempt, owner, PsDescriptor.denseKey(tensor.name())));
+            }
+        }
     }
 
     /** The whole dense tensor. */
@@ -24,19 +56,26 @@ final class DenseCalls {
         int length = directory.denseLength(tensor);
         float[] out = new float[length];
         byte[] name = PsDescriptor.nameBytes(tensor);
-        Route r = routing.route();
-        try (RpcResponse resp = ClientCalls.join(servers.call(r, TableDirectory.denseOwner(r, tensor), PsDescriptor.DENSE_PULL,
-                PsDescriptor.payloadOffset(name.length), body -> {
-                    PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0);
-                    PsDescriptor.stamp(body, r.generation(), 0);
-                }))) {
-            if (resp.segment().byteSize() != (long) length * Float.BYTES) {
-                throw new PsException(PsException.Code.LENGTH_MISMATCH, "tensor '" + tensor + "' came back with "
-                        + resp.segment().byteSize() + " bytes for " + length + " weights");
+        for (int attempt = 0; ; attempt++) {
+            Route r = routing.route();
+            try (RpcResponse resp = ClientCalls.join(servers.call(r, TableDirectory.denseOwner(r, tensor),
+                    PsDescriptor.DENSE_PULL, PsDescriptor.payloadOffset(name.length), body -> {
+                        PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0);
+                        PsDescriptor.stamp(body, r.generation(), 0);
+                    }))) {
+                if (resp.segment().byteSize() != (long) length * Float.BYTES) {
+                    throw new PsException(PsException.Code.LENGTH_MISMATCH, "tensor '" + tensor + "' came back with "
+                            + resp.segment().byteSize() + " bytes for " + length + " weights");
+                }
+                MemorySegment.copy(resp.segment(), 0, MemorySegment.ofArray(out), 0, (long) length * Float.BYTES);
+                return out;
+            } catch (RuntimeException e) {
+                if (!retry.retryable(e, true, attempt)) {
+                    throw e;
+                }
+                ClientCalls.join(retry.pause(e, attempt, ownerAddress(r, tensor), PsDescriptor.denseKey(tensor)));
             }
-            MemorySegment.copy(resp.segment(), 0, MemorySegment.ofArray(out), 0, (long) length * Float.BYTES);
         }
-        return out;
     }
 
     /** One optimizer step on the whole dense tensor with {@code gradients} (its length). */
@@ -48,12 +87,29 @@ final class DenseCalls {
         }
         byte[] name = PsDescriptor.nameBytes(tensor);
         long bytes = (long) length * Float.BYTES;
-        Route r = routing.route();
-        ClientCalls.join(ClientCalls.releaseAll(List.of(servers.call(r, TableDirectory.denseOwner(r, tensor), PsDescriptor.DENSE_PUSH,
-                ClientCalls.bodyLength(PsDescriptor.payloadOffset(name.length) + bytes), body -> {
-                    int at = PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0);
-                    PsDescriptor.stamp(body, r.generation(), 0);
-                    MemorySegment.copy(MemorySegment.ofArray(gradients), 0, body, at, bytes);
-                }))));
+        long dedupe = Slots.mix(servers.rpc().clientId()) ^ (DENSE_BIT | pushSequence.incrementAndGet());
+        for (int attempt = 0; ; attempt++) {
+            Route r = routing.route();
+            try {
+                ClientCalls.join(ClientCalls.releaseAll(List.of(servers.call(r, TableDirectory.denseOwner(r, tensor),
+                        PsDescriptor.DENSE_PUSH, ClientCalls.bodyLength(PsDescriptor.payloadOffset(name.length) + bytes),
+                        body -> {
+                            int at = PsDescriptor.writeHeader(body, PsDescriptor.DENSE, name, length, length, 0);
+                            PsDescriptor.stamp(body, r.generation(), dedupe);
+                            MemorySegment.copy(MemorySegment.ofArray(gradients), 0, body, at, bytes);
+                        }))));
+                return;
+            } catch (RuntimeException e) {
+                if (!retry.retryable(e, false, attempt)) {
+                    throw e;
+                }
+                ClientCalls.join(retry.pause(e, attempt, ownerAddress(r, tensor), PsDescriptor.denseKey(tensor)));
+            }
+        }
+    }
+
+    /** The address of the server that owns {@code tensor} in {@code r}. */
+    private static String ownerAddress(Route r, String tensor) {
+        return r.addresses().get(TableDirectory.denseOwner(r, tensor));
     }
 }

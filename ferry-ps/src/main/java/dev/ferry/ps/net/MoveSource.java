@@ -9,6 +9,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
+import dev.ferry.ps.DenseTensor;
 import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.RowTransfer;
@@ -62,6 +63,8 @@ final class MoveSource implements AutoCloseable {
     /** Read: a push from its ownership check to its forward. Write: a move starting. */
     final ReentrantReadWriteLock barrier = new ReentrantReadWriteLock();
     private volatile Outgoing outgoing;
+    /** The move that carries its groups' dense tensors, or -1 ({@link #run}). */
+    private volatile long denseMove = -1;
     private RpcClient peers;
 
     /** The move being sent; {@code ended} is set (without the barrier) when it is over. */
@@ -110,6 +113,16 @@ final class MoveSource implements AutoCloseable {
      *                     move is then ended here
      */
     void run(long moveId, int[] groups, String targetAddress, TransportConfig transport) {
+        run(moveId, groups, targetAddress, transport, true);
+    }
+
+    /**
+     * {@link #run(long, int[], String, TransportConfig)}; {@code carryDense} false leaves the
+     * groups' dense tensors out (a copy to a backup: dense pushes are not replicated, so a copy
+     * there would go stale, and a promoted backup must refuse the tensor rather than serve it stale).
+     */
+    void run(long moveId, int[] groups, String targetAddress, TransportConfig transport, boolean carryDense) {
+        denseMove = carryDense ? moveId : -1;
         RpcChannel target = channel(targetAddress, transport);
         boolean[] moving = new boolean[RoutingTable.GROUPS];
         for (int g : groups) {
@@ -120,7 +133,7 @@ final class MoveSource implements AutoCloseable {
             try {
                 tables.add(ps.table(stats.name()));
             } catch (PsException dense) {
-                // Dense tensors stay where their name hashes to; they do not move with slot groups.
+                // Dense tensors move by their whole row: sendDense.
             }
         }
         try {
@@ -144,9 +157,125 @@ final class MoveSource implements AutoCloseable {
                     send(target, PsDescriptor.MOVE_ROWS, rowsBody(moveId, name, table.dimension(), count, rows));
                 });
             }
+            if (carryDense) {
+                sendDense(o, moving);
+            }
         } catch (RuntimeException e) {
             end(moveId);
             throw e;
+        }
+    }
+
+    /**
+     * The snapshot's part of the dense tensors in the moving groups ({@link DenseMove}): each
+     * one's whole row, copied and sent under the forwarding lock, as a shard of sparse rows.
+     */
+    private void sendDense(Outgoing o, boolean[] moving) {
+        for (TableStats stats : ps.stats()) {
+            DenseTensor tensor = denseOrNull(stats.name());
+            if (tensor == null || !moving[DenseMove.groupOf(tensor.name())]) {
+                continue;
+            }
+            o.forwarding.lock();
+            try {
+                send(o.target(), DenseMove.MOVE_DENSE, DenseMove.body(o.id(), tensor, 0, true));
+            } finally {
+                o.forwarding.unlock();
+            }
+        }
+    }
+
+    private DenseTensor denseOrNull(String name) {
+        try {
+            return ps.dense(name);
+        } catch (PsException sparse) {
+            return null;
+        }
+    }
+
+    /**
+     * Applies a dense push here (the caller holds {@link #barrier}'s read lock and checked the
+     * ownership) and, while the tensor's group moves, forwards its whole row to the new owner
+     * before returning, exactly as {@link #pushMoving} does for sparse rows.
+     *
+     * @throws PsException {@code WRONG_SERVER} if the new owner owns the tensor already (the push
+     *                     must be retried there, where it was never applied); {@code CLOSED} as a
+     *                     sparse forward
+     */
+    void pushDense(DenseTensor tensor, MemorySegment gradients, long remainingMillis, long dedupe) {
+        Outgoing o = outgoing;
+        if (o == null || o.id() != denseMove || !o.groups()[DenseMove.groupOf(tensor.name())]) {
+            DenseMove.apply(tensor, gradients, dedupe, window);
+            return;
+        }
+        long waitStart = System.nanoTime();
+        lockForwarding(o, remainingMillis);
+        long left = remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart);
+        try {
+            DenseMove.apply(tensor, gradients, dedupe, window);
+            forwardBody(o, DenseMove.body(o.id(), tensor, dedupe, false), left);
+        } finally {
+            o.forwarding.unlock();
+        }
+    }
+
+    /**
+     * After a dense tensor was created here (the caller holds {@link #barrier}'s read lock): if
+     * its group is moving, sends it to the new owner, which would otherwise miss it.
+     */
+    void createdDense(DenseTensor tensor, long remainingMillis) {
+        Outgoing o = outgoing;
+        if (o == null || o.id() != denseMove || !o.groups()[DenseMove.groupOf(tensor.name())]) {
+            return;
+        }
+        long waitStart = System.nanoTime();
+        lockForwarding(o, remainingMillis);
+        try {
+            forwardBody(o, DenseMove.body(o.id(), tensor, 0, false),
+                    remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart));
+        } finally {
+            o.forwarding.unlock();
+        }
+    }
+
+    /**
+     * {@link #forward}'s sending loop for a ready body (a dense tensor's row): the same answers
+     * to a fence, a cancelled move and a deadline.
+     */
+    private void forwardBody(Outgoing o, byte[] body, long remainingMillis) {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
+        boolean unknown = false; // an earlier attempt may have been merged there
+        while (true) {
+            try {
+                send(o.target(), DenseMove.MOVE_DENSE, body);
+                return;
+            } catch (RuntimeException unreachable) {
+                if (unreachable instanceof PsException e && e.code() == PsException.Code.WRONG_SERVER) {
+                    if (unknown) {
+                        throw new PsException(PsException.Code.CLOSED, "the push was applied and may be in the "
+                                + "tensor of the move's target " + o.target().address() + ", which owns it now: an "
+                                + "earlier copy got no answer; not retried, so as not to apply it twice");
+                    }
+                    RoutingTable t = server.routingTable();
+                    throw PsDescriptor.wrongServer(t == null ? -1 : t.generation(), "the tensor's group moved to "
+                            + o.target().address() + "; this push was not acknowledged here: " + e.getMessage());
+                }
+                unknown |= !(unreachable instanceof PsException);
+                if (o.ended && ownsStill(o)) {
+                    return; // cancelled: the group stays here, and so does the push
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new PsException(PsException.Code.CLOSED, "the push was applied but the tensor could not "
+                            + "be copied to the move's target " + o.target().address() + " in time: "
+                            + unreachable.getMessage());
+                }
+                try {
+                    Thread.sleep(20);
+                } catch (InterruptedException interrupted) {
+                    Thread.currentThread().interrupt();
+                    throw new PsException(PsException.Code.CLOSED, "interrupted while forwarding a push");
+                }
+            }
         }
     }
 
@@ -167,6 +296,12 @@ final class MoveSource implements AutoCloseable {
         } finally {
             barrier.writeLock().unlock();
         }
+    }
+
+    /** Whether {@code group} is in the move being sent. */
+    boolean movingGroup(int group) {
+        Outgoing o = outgoing;
+        return o != null && o.groups()[group];
     }
 
     /** The move being sent, or -1. */
@@ -212,6 +347,11 @@ final class MoveSource implements AutoCloseable {
         long left = remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart);
         try {
             ps.push(name, dimension, order, 0, moving, grads.asSlice(0, moving * rowBytes));
+            // Applied here whatever the forward's outcome: a retry here (its client timed out
+            // while the forward waited) must find the id, not apply the push again.
+            for (int i = 0; i < moving; i++) {
+                window.record(RoutingTable.groupOf(order[i]), dedupe);
+            }
             Runnable hook = afterMovingApplied;
             if (hook != null) {
                 hook.run();
@@ -224,6 +364,47 @@ final class MoveSource implements AutoCloseable {
             ps.push(name, dimension, order, moving, count - moving, grads.asSlice(moving * rowBytes));
         }
         return true;
+    }
+
+    /**
+     * For a client's retry whose ids were applied here already (deduped: nothing to apply): if
+     * some are in groups being moved, forwards their current rows with the push's dedupe id, so
+     * that the new owner fences the retry once it owns them. Without it, such a retry went on to
+     * replicate this server's rows to the groups' backup at the old epoch after the flip, rows
+     * that can hold a push the new owner fenced out (applied here, not recorded, retried there):
+     * the backup then held that push's effect without its id, and a retry of it after the
+     * backup's promotion was applied twice.
+     *
+     * @throws PsException {@code WRONG_SERVER} if the new owner owns the groups already (nothing
+     *                     changed here; the client retries there, where the move carried the id)
+     */
+    void resendMoving(String name, long[] ids, int count, long remainingMillis, long dedupe) {
+        Outgoing o = outgoing;
+        if (o == null) {
+            return;
+        }
+        int moving = 0;
+        for (int i = 0; i < count; i++) {
+            moving += o.groups()[RoutingTable.groupOf(ids[i])] ? 1 : 0;
+        }
+        if (moving == 0) {
+            return;
+        }
+        long[] moved = new long[moving];
+        moving = 0;
+        for (int i = 0; i < count; i++) {
+            if (o.groups()[RoutingTable.groupOf(ids[i])]) {
+                moved[moving++] = ids[i];
+            }
+        }
+        long waitStart = System.nanoTime();
+        lockForwarding(o, remainingMillis);
+        try {
+            forward(o, ps.table(name), moved, moving,
+                    remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart), dedupe);
+        } finally {
+            o.forwarding.unlock();
+        }
     }
 
     /** Tests only: runs after a push's moving ids were applied, before their forward, under the lock. */

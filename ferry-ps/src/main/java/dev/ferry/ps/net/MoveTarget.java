@@ -105,6 +105,7 @@ final class MoveTarget {
                     window.clear(g);
                 }
             }
+            DenseMove.dropStale(ps, groups);
             incoming = new Incoming(moveId, groups);
         } finally {
             fence.writeLock().unlock();
@@ -169,6 +170,44 @@ final class MoveTarget {
         }
     }
 
+    /**
+     * Handles {@code MOVE_DENSE} ({@link DenseMove}): a dense tensor's whole row from the old
+     * owner of its group, merged by step count (the snapshot's copy replaces a stale one), behind
+     * the same fence as {@code MOVE_ROWS}. Creates the tensor if this server has none.
+     */
+    void dense(ServerCall call) {
+        MemorySegment body = call.request();
+        DenseMove.Received received = DenseMove.read(body);
+        long moveId = PsDescriptor.dedupeId(body);
+        long dedupe = PsDescriptor.generation(body); // a forward's push; 0 for the snapshot
+        int g = DenseMove.groupOf(received.config().name());
+        fence.readLock().lock();
+        try {
+            RoutingTable current = server.routingTable();
+            int self = server.index();
+            if (current != null && self >= 0 && current.ownerOfGroup(g) == self) {
+                throw PsDescriptor.wrongServer(current.generation(), "group " + g + " (dense tensor '"
+                        + received.config().name() + "') already belongs to this server: its old owner's copy is refused");
+            }
+            Incoming in = incoming;
+            if (in == null || in.id() != moveId) {
+                throw new PsException(PsException.Code.INVALID_ARGUMENT, "move " + moveId
+                        + " is not being received here");
+            }
+            if (!in.groups()[g]) {
+                throw new PsException(PsException.Code.INVALID_ARGUMENT, "dense tensor '" + received.config().name()
+                        + "' is in group " + g + ", which move " + moveId + " does not carry");
+            }
+            dev.ferry.ps.DenseTransfer.merge(DenseMove.tensor(ps, received.config()), received.row(),
+                    received.snapshot());
+            if (dedupe != 0) {
+                window.record(g, dedupe);
+            }
+        } finally {
+            fence.readLock().unlock();
+        }
+    }
+
     /** Handles {@code MOVE_DEDUPE}: records the source's dedupe ids of the moving groups. */
     void dedupe(ServerCall call) {
         MemorySegment body = call.request();
@@ -186,11 +225,20 @@ final class MoveTarget {
         }
         for (int i = 0; i < count; i++) {
             int g = ReplicationDescriptor.group(body, at, i);
-            if (!in.groups()[g]) {
+            if (g < 0 || g >= RoutingTable.GROUPS || !in.groups()[g]) {
                 throw new PsException(PsException.Code.INVALID_ARGUMENT, "a dedupe id of group " + g
                         + ", which move " + moveId + " does not carry");
             }
-            window.record(g, ReplicationDescriptor.epoch(body, at, i));
+        }
+        // Older than every forward recorded meanwhile: they go in behind them (DedupeWindow.recordOlder).
+        long[] ids = new long[count];
+        for (int i = 0; i < count; ) {
+            int g = ReplicationDescriptor.group(body, at, i);
+            int n = 0;
+            for (; i < count && ReplicationDescriptor.group(body, at, i) == g; i++) {
+                ids[n++] = ReplicationDescriptor.epoch(body, at, i);
+            }
+            window.recordOlder(g, ids, n);
         }
     }
 

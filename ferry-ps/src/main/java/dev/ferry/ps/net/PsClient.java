@@ -37,8 +37,9 @@ import dev.ferry.transport.TransportConfig;
  * <p>Routing follows the cluster: every request carries the table's generation, every answer
  * the server's. A newer generation in an answer refreshes the table in the background; a part
  * refused with {@code WRONG_SERVER} (nothing was applied) is sent again, by id, with the fresh
- * table, after a backoff ({@link #retryPolicy}); so is a part whose server is unavailable (and
- * a pull after a timeout). The table comes from the servers: clients never talk to ZooKeeper.
+ * table, after a backoff ({@link #retryPolicy}); so is a part whose server is unavailable, and
+ * a part that timed out: a pull always, a push in a cluster run by a controller, whose servers
+ * dedupe a push by its id (a fixed cluster's do not, so a push that timed out there fails). The table comes from the servers: clients never talk to ZooKeeper.
  *
  * <p>Zero-copy where the API allows: ids and summed gradients are encoded straight into the
  * registered send buffer; pulled rows are copied once, from the receive buffer into the
@@ -77,13 +78,13 @@ public final class PsClient implements AutoCloseable {
     private final TableDirectory directory;
     private final DenseCalls dense;
 
-    private PsClient(RpcClient rpc, List<String> bootstrap) {
+    private PsClient(RpcClient rpc, List<String> bootstrap, long deadlineMillis) {
         this.servers = new ClientCalls(rpc);
         this.routing = new RoutingFollower(servers, bootstrap);
-        this.retry = new RetryPolicy(routing);
+        this.retry = new RetryPolicy(routing, deadlineMillis);
         this.batches = new BatchParts(servers, routing, retry);
         this.directory = new TableDirectory(servers, routing);
-        this.dense = new DenseCalls(servers, routing, directory);
+        this.dense = new DenseCalls(servers, routing, directory, retry);
     }
 
 
@@ -106,7 +107,7 @@ public final class PsClient implements AutoCloseable {
         }
         RpcClient rpc = RpcClient.open(config, transport);
         try {
-            PsClient client = new PsClient(rpc, addresses);
+            PsClient client = new PsClient(rpc, addresses, config.defaultDeadlineMillis());
             RuntimeException last = null;
             for (String address : addresses) {
                 try {
@@ -166,8 +167,11 @@ public final class PsClient implements AutoCloseable {
     /**
      * How often a part of a batch is tried before its failure surfaces, and the longest pause
      * between tries (they double from 1 ms). A part is retried after {@code WRONG_SERVER} (with a
-     * fresh routing table) and when its server is unavailable; a pull also after a timeout. A
-     * push is retried with the same dedupe id.
+     * fresh routing table) and when its server is unavailable; a pull also after a timeout, and so
+     * is a push in a cluster run by a controller (its servers apply a push id at most once). A
+     * push is retried with the same dedupe id. After a timeout or an unavailable server, the
+     * retry waits (up to one call deadline) for a newer routing table first: a dead server's
+     * groups are handed to another once its session expires.
      */
     public PsClient retryPolicy(int maxAttempts, long maxBackoff) {
         retry.set(maxAttempts, maxBackoff);
@@ -232,7 +236,7 @@ public final class PsClient implements AutoCloseable {
      * @throws PsException {@code TABLE_EXISTS}, {@code READ_ONLY}, {@code INVALID_ARGUMENT}
      */
     public void createDense(DenseConfig tensor) {
-        directory.createDense(tensor);
+        dense.create(tensor);
     }
 
     /**

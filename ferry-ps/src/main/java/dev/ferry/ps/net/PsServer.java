@@ -118,7 +118,8 @@ public final class PsServer implements AutoCloseable {
                 .register(PsDescriptor.MOVE_BEGIN, guarded(call -> moveTarget.begin(call)))
                 .register(PsDescriptor.MOVE_ROWS, guarded(call -> moveTarget.rows(call)))
                 .register(ReplicationDescriptor.REPLICATE.inline(), guarded(replicaApplier::receive))
-                .register(ReplicationDescriptor.MOVE_DEDUPE, guarded(call -> moveTarget.dedupe(call)));
+                .register(ReplicationDescriptor.MOVE_DEDUPE, guarded(call -> moveTarget.dedupe(call)))
+                .register(DenseMove.MOVE_DENSE, guarded(call -> moveTarget.dense(call)));
     }
 
     /**
@@ -180,6 +181,15 @@ public final class PsServer implements AutoCloseable {
      */
     public void moveOut(long moveId, int[] groups, String targetAddress) {
         moveSource.run(moveId, groups.clone(), targetAddress, transport);
+    }
+
+    /**
+     * {@link #moveOut(long, int[], String)}; a {@code copy} (a new backup of the groups, not a
+     * new owner) leaves their dense tensors out: dense pushes are not replicated, so a backup's
+     * copy would go stale.
+     */
+    public void moveOut(long moveId, int[] groups, String targetAddress, boolean copy) {
+        moveSource.run(moveId, groups.clone(), targetAddress, transport, !copy);
     }
 
     /** Ends move {@code moveId} on this server, whichever end it is (flipped or cancelled). */
@@ -266,6 +276,17 @@ public final class PsServer implements AutoCloseable {
             this.transport = transport;
         }
         return rpc.listen(transport);
+    }
+
+    /**
+     * {@link #listen(TransportConfig)} through {@code opener} (a benchmark's counting one); the
+     * first transport is also the one it reaches its backups and move targets on.
+     */
+    public String listen(TransportConfig transport, dev.ferry.rpc.TransportOpener opener) {
+        if (this.transport == null) {
+            this.transport = transport;
+        }
+        return rpc.listen(transport, opener);
     }
 
     /** The tables it serves. */
@@ -360,6 +381,16 @@ public final class PsServer implements AutoCloseable {
         }
     }
 
+    /** Whether {@code group} is in the move this server is sending. */
+    boolean movingOut(int group) {
+        return moveSource.movingGroup(group);
+    }
+
+    /** A deduped retry's ids: a move's target must still see it ({@link MoveSource#resendMoving}). */
+    void resendMoving(String name, long[] ids, int count, long millis, long dedupe) {
+        moveSource.resendMoving(name, ids, count, millis, dedupe);
+    }
+
     private void densePull(ServerCall call) {
         MemorySegment body = call.request();
         PsDescriptor.checkHeader(body);
@@ -372,6 +403,7 @@ public final class PsServer implements AutoCloseable {
             throw new PsException(PsException.Code.INVALID_ARGUMENT, "range [" + offset + ", +" + count
                     + ") is outside tensor '" + tensor.name() + "' of length " + tensor.config().length());
         }
+        checkDenseOwned(tensor.name(), PsDescriptor.generation(body));
         tensor.read(offset, count, call.reply((int) bytes));
     }
 
@@ -386,7 +418,15 @@ public final class PsServer implements AutoCloseable {
         long bytes = checkCount(count, (long) Math.max(count, 0) * Float.BYTES);
         int at = PsDescriptor.payloadOffset(PsDescriptor.nameLength(body));
         checkLength(body, at + bytes, "DENSE_PUSH", count, 1);
-        tensor.apply(body.asSlice(at, bytes));
+        // As a sparse push: from the ownership check to the forward, a move starting waits.
+        moveSource.barrier.readLock().lock();
+        try {
+            View v = checkDenseOwned(tensor.name(), PsDescriptor.generation(body));
+            gate.checkPushes(v.generation());
+            moveSource.pushDense(tensor, body.asSlice(at, bytes), call.remainingMillis(), PsDescriptor.dedupeId(body));
+        } finally {
+            moveSource.barrier.readLock().unlock();
+        }
     }
 
     private void create(ServerCall call) {
@@ -394,8 +434,13 @@ public final class PsServer implements AutoCloseable {
         PsDescriptor.checkHeader(body);
         if (PsDescriptor.kind(body) == PsDescriptor.DENSE) {
             dev.ferry.ps.DenseConfig config = PsDescriptor.readDense(body);
-            checkDenseOwner(config.name());
-            ps.createDense(config);
+            moveSource.barrier.readLock().lock();
+            try {
+                checkDenseOwner(config.name());
+                moveSource.createdDense(ps.createDense(config), call.remainingMillis());
+            } finally {
+                moveSource.barrier.readLock().unlock();
+            }
         } else if (PsDescriptor.kind(body) == PsDescriptor.SPARSE) {
             dev.ferry.ps.TableConfig config = PsDescriptor.readTable(body);
             if (memberId != null && sameTable(config)) {
@@ -514,6 +559,26 @@ public final class PsServer implements AutoCloseable {
             throw PsDescriptor.wrongServer(v.generation(), "dense tensor '" + name + "' belongs to server "
                     + owner + ", not " + v.self());
         }
+    }
+
+    /**
+     * {@link #checkOwned} for a dense tensor: this server owns its group ({@link DenseMove}) and
+     * knows the client's table; returns the view checked against.
+     */
+    private View checkDenseOwned(String name, long clientGeneration) {
+        View v = view;
+        if (v.table() == null || clientGeneration > v.generation()) {
+            throw PsDescriptor.wrongServer(v.generation(), "the client routes by generation " + clientGeneration
+                    + "; this server knows " + v.generation() + " and catches up");
+        }
+        gate.checkReads(v.generation());
+        int owner = v.table().slots().serverOf(PsDescriptor.denseKey(name));
+        if (owner != v.self()) {
+            throw PsDescriptor.wrongServer(v.generation(), "dense tensor '" + name + "' belongs to server " + owner
+                    + ", not " + v.self() + " in generation " + v.generation() + "; the client routed by generation "
+                    + clientGeneration);
+        }
+        return v;
     }
 
     /** Checks a count against the limits; returns the payload bytes it stands for. */

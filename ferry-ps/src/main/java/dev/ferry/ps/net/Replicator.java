@@ -136,11 +136,30 @@ final class Replicator implements AutoCloseable {
             if (hook != null) {
                 hook.run();
             }
-            applyNew(name, dimension, ids, count, gradients, dedupe, deadline, apply, s);
+            v = current(v, s, groups, false);
+            try {
+                applyNew(name, dimension, ids, count, gradients, dedupe, deadline, apply, s);
+            } catch (RuntimeException failed) {
+                // Some ids may be applied (a move's forward that failed after its apply records them).
+                replicateApplied(v, name, ids, count, dedupe, deadline, s, groups);
+                throw failed;
+            }
             for (int i = 0; i < groups; i++) {
                 window.record(s.groups[i], dedupe);
             }
-            replicate(v, name, ids, count, dedupe, deadline, s, groups);
+            // The view once more: the apply may have waited (a copy's forward until the copy ended).
+            PsServer.View now;
+            try {
+                now = current(v, s, groups, true);
+            } catch (PsException moved) {
+                replicateApplied(v, name, ids, count, dedupe, deadline, s, groups);
+                throw moved;
+            }
+            replicate(now, name, ids, count, dedupe, deadline, s.groups, groups);
+            Runnable replicated = afterReplicated;
+            if (replicated != null) {
+                replicated.run();
+            }
         } finally {
             for (int i = 0; i < locked; i++) {
                 locks[s.groups[i]].unlock();
@@ -148,8 +167,100 @@ final class Replicator implements AutoCloseable {
         }
     }
 
-    /** Tests only: runs once a push holds its groups' locks (null outside tests). */
+    /**
+     * A push that fails after (part of) its apply: the groups it was applied to (their window
+     * holds its id) and that this server still leads at the same epoch get its rows all the same,
+     * with its id, before the failure is answered and the groups' locks go. Every push applied on
+     * a group this server leads must reach the group's backups before the next one on it: the
+     * next push's whole rows would otherwise carry this one's effect to the backups without its
+     * id, and the client's retry of it, after the backup's promotion, was applied twice there
+     * (a push of two groups, one of which moved during its apply, failed with {@code WRONG_SERVER}
+     * after the apply and reached no backup). Groups that changed primary are left out: their rows
+     * here are no longer the group's, and so are groups being moved: their new owner may own them
+     * already and have fenced pushes that are in these rows (the move's forward decides instead).
+     * Best effort: the push fails either way.
+     */
+    private void replicateApplied(PsServer.View checked, String name, long[] ids, int count, long dedupe,
+            long deadline, Scratch s, int groups) {
+        PsServer.View now = server.view();
+        Replicas was = checked.replicas();
+        Replicas is = now.replicas();
+        if (is == null || was == null || now.table() == null || now.self() < 0) {
+            return;
+        }
+        int[] kept = new int[groups];
+        int k = 0;
+        for (int i = 0; i < groups; i++) {
+            int g = s.groups[i];
+            if (window.contains(g, dedupe) && now.table().ownerOfGroup(g) == now.self() && is.epoch(g) == was.epoch(g)
+                    && !server.movingOut(g)) {
+                kept[k++] = g;
+            }
+        }
+        if (k == 0) {
+            return;
+        }
+        long[] mine = new long[count];
+        int n = 0;
+        for (int i = 0; i < count; i++) {
+            int g = RoutingTable.groupOf(ids[i]);
+            for (int j = 0; j < k; j++) {
+                if (kept[j] == g) {
+                    mine[n++] = ids[i];
+                    break;
+                }
+            }
+        }
+        try {
+            replicate(now, name, mine, n, dedupe, deadline, kept, k);
+        } catch (RuntimeException alsoFailed) {
+            // The push fails with its first reason; a backup lost here was reported as usual.
+        }
+    }
+
+    /** Tests only: runs once a push holds its groups' locks, before it looks at the replicas again. */
     static volatile Runnable afterLocked;
+    /** Tests only: runs once every backup has a push, before it is acknowledged (null outside tests). */
+    static volatile Runnable afterReplicated;
+
+    /**
+     * The view installed now, for a push checked against {@code checked} that may have waited
+     * since (for its groups' locks, or in its apply): a copy that completed meanwhile added an
+     * in-sync backup that must get this push's rows (replicating to the checked view's backups
+     * only would leave the new backup without the push, and with its effect but not its dedupe id
+     * after the next push on the row). A group whose primary changed meanwhile fails the push with
+     * {@code WRONG_SERVER}: before the apply nothing was applied; after it, only the groups still
+     * led here get the rows ({@link #replicateApplied}); the client retries at the new primary, as
+     * after a {@code FENCED} answer.
+     */
+    private PsServer.View current(PsServer.View checked, Scratch s, int groups, boolean applied) {
+        PsServer.View now = server.view();
+        if (now == checked || now.generation() == checked.generation()) {
+            return checked;
+        }
+        Replicas was = checked.replicas();
+        Replicas is = now.replicas();
+        for (int i = 0; i < groups; i++) {
+            int g = s.groups[i];
+            if (is == null || now.table() == null || now.self() < 0 || now.table().ownerOfGroup(g) != now.self()
+                    || is.epoch(g) != was.epoch(g)) {
+                throw PsDescriptor.wrongServer(now.generation(), "group " + g + " changed primary while the push "
+                        + "waited here; the push was " + (applied ? "applied here (and replicated for the groups "
+                        + "still led here) but " : "") + "not acknowledged");
+            }
+        }
+        if (!applied) {
+            for (int i = 0; i < groups; i++) {
+                int g = s.groups[i];
+                if (1 + is.backupCount(g) < is.minInSync()) {
+                    throw new PsException(PsException.Code.NOT_ENOUGH_REPLICAS, "group " + g + " has "
+                            + (1 + is.backupCount(g)) + " in-sync copies, fewer than the " + is.minInSync()
+                            + " a push needs; the push was not applied");
+                }
+            }
+        }
+        return now;
+    }
 
     /** Applies the ids whose group has not seen push {@code dedupe} yet. */
     private void applyNew(String name, int dimension, long[] ids, int count, MemorySegment gradients, long dedupe,
@@ -166,18 +277,26 @@ final class Replicator implements AutoCloseable {
             return;
         }
         deduped.increment();
+        if (s.ids.length < count) {
+            s.ids = new long[count * 2];
+        }
+        int k = 0;
+        for (int i = 0; i < count; i++) {
+            if (window.contains(RoutingTable.groupOf(ids[i]), dedupe)) {
+                s.ids[k++] = ids[i];
+            }
+        }
+        // First, before anything is applied: a move's new owner may fence the retry out.
+        server.resendMoving(name, s.ids, k, left, dedupe);
         if (fresh == 0) {
             return;
-        }
-        if (s.ids.length < fresh) {
-            s.ids = new long[fresh * 2];
         }
         if (s.grads.length < fresh * dimension) {
             s.grads = new float[fresh * dimension * 2];
         }
         MemorySegment grads = MemorySegment.ofArray(s.grads);
         long rowBytes = (long) dimension * Float.BYTES;
-        int k = 0;
+        k = 0;
         for (int i = 0; i < count; i++) {
             if (!window.contains(RoutingTable.groupOf(ids[i]), dedupe)) {
                 s.ids[k] = ids[i];
@@ -208,12 +327,12 @@ final class Replicator implements AutoCloseable {
         }
     }
 
-    private void replicate(PsServer.View v, String name, long[] ids, int count, long dedupe, long deadline, Scratch s,
+    private void replicate(PsServer.View v, String name, long[] ids, int count, long dedupe, long deadline, int[] gs,
             int groups) {
         Replicas replicas = v.replicas();
         List<Share> shares = null;
         for (int i = 0; i < groups; i++) {
-            int g = s.groups[i];
+            int g = gs[i];
             for (int b = 0; b < replicas.backupCount(g); b++) {
                 int backup = replicas.backup(g, b);
                 boolean seen = false;
@@ -226,7 +345,7 @@ final class Replicator implements AutoCloseable {
                     if (shares == null) {
                         shares = new ArrayList<>(2);
                     }
-                    shares.add(share(v, name, ids, count, dedupe, backup, s, groups));
+                    shares.add(share(v, name, ids, count, dedupe, backup, gs, groups));
                 }
             }
         }
@@ -255,7 +374,7 @@ final class Replicator implements AutoCloseable {
     }
 
     /** The request for {@code backup}: every id of the push whose group it backs up. */
-    private Share share(PsServer.View v, String name, long[] ids, int count, long dedupe, int backup, Scratch s,
+    private Share share(PsServer.View v, String name, long[] ids, int count, long dedupe, int backup, int[] gs,
             int groups) {
         Replicas replicas = v.replicas();
         int n = 0;
@@ -273,15 +392,15 @@ final class Replicator implements AutoCloseable {
         }
         int m = 0;
         for (int i = 0; i < groups; i++) {
-            m += replicas.isBackup(s.groups[i], backup) ? 1 : 0;
+            m += replicas.isBackup(gs[i], backup) ? 1 : 0;
         }
         int[] its = new int[m];
         long[] epochs = new long[m];
         m = 0;
         for (int i = 0; i < groups; i++) {
-            if (replicas.isBackup(s.groups[i], backup)) {
-                its[m] = s.groups[i];
-                epochs[m++] = replicas.epoch(s.groups[i]);
+            if (replicas.isBackup(gs[i], backup)) {
+                its[m] = gs[i];
+                epochs[m++] = replicas.epoch(gs[i]);
             }
         }
         SparseTable table = ps.table(name);

@@ -17,13 +17,21 @@ import dev.ferry.rpc.RpcTimeoutException;
  */
 final class RetryPolicy {
 
+    /** How often the route is looked at while a retry waits for a newer one. */
+    private static final long WATCH_MILLIS = 5;
+    /** How often a retry that waits for a newer route asks the servers for it. */
+    private static final long REFRESH_MILLIS = 100;
+
     private final RoutingFollower routing;
+    private final long deadlineMillis;
     private final LongAdder retries = new LongAdder();
     private volatile int attempts = PsClient.DEFAULT_ATTEMPTS;
     private volatile long maxBackoffMillis = PsClient.DEFAULT_MAX_BACKOFF_MILLIS;
 
-    RetryPolicy(RoutingFollower routing) {
+    /** {@code deadlineMillis}: the calls' deadline, the longest a retry waits for a newer route. */
+    RetryPolicy(RoutingFollower routing, long deadlineMillis) {
         this.routing = routing;
+        this.deadlineMillis = deadlineMillis;
     }
 
     void set(int maxAttempts, long maxBackoff) {
@@ -49,8 +57,11 @@ final class RetryPolicy {
 
     /**
      * Whether a part that failed so is tried again: after {@code WRONG_SERVER} (nothing was
-     * applied), or an unavailable server (gone or restarted; its rows are reassigned), and for a
-     * pull also after a timeout. Never for a bad request.
+     * applied), or an unavailable server (gone or restarted; its rows are reassigned), and after
+     * a timeout for a pull, and for a push in a cluster run by a controller: its servers record a
+     * push's dedupe id with its rows (and pass it on to backups, moves and copies), so the same
+     * push sent again is applied at most once wherever it lands. A fixed cluster's servers keep
+     * no such record: there a push that timed out fails. Never for a bad request.
      */
     boolean retryable(Throwable failure, boolean idempotent, int attempt) {
         if (attempt + 1 >= attempts) {
@@ -60,22 +71,67 @@ final class RetryPolicy {
         if (cause instanceof PsException ps) {
             return ps.code() == PsException.Code.WRONG_SERVER;
         }
-        return cause instanceof PeerUnavailableException || idempotent && cause instanceof RpcTimeoutException;
+        return cause instanceof PeerUnavailableException
+                || cause instanceof RpcTimeoutException && (idempotent || dedupes());
     }
 
-    /** Waits the backoff of an attempt, then fetches a newer routing table if there is one. */
-    CompletableFuture<Void> pause(Throwable failure, int attempt) {
+    /** Whether the servers dedupe pushes: a controller's cluster (its table names members). */
+    private boolean dedupes() {
+        return !routing.route().table().members().isEmpty();
+    }
+
+    /**
+     * Waits the backoff of an attempt that failed at the server at {@code address}, for ids
+     * such as {@code id}, then fetches a newer routing table if there is one. After a timeout or
+     * an unavailable server in a cluster run by a controller, it waits until the table routes
+     * {@code id} to another server (asking every server every {@value #REFRESH_MILLIS} ms, and
+     * following the generations other answers carry), up to one call deadline: a dead server's
+     * groups are handed to their backups once its session expires, and the part goes there at
+     * once instead of waiting out another deadline at the dead one. A newer table that still
+     * names the lost server (one that only dropped it as a backup, say) is not enough. A server
+     * that was only slow is tried again after that wait.
+     */
+    CompletableFuture<Void> pause(Throwable failure, int attempt, String address, long id) {
         retries.increment();
         long millis = Math.min(maxBackoffMillis, 1L << Math.min(attempt, 20));
         Throwable cause = ClientCalls.unwrap(failure);
         long named = cause instanceof PsException ps ? PsDescriptor.wrongServerGeneration(ps) : -1;
         Executor later = CompletableFuture.delayedExecutor(millis, TimeUnit.MILLISECONDS);
-        return CompletableFuture.runAsync(() -> { }, later).thenCompose(v -> {
+        CompletableFuture<Void> paused = CompletableFuture.runAsync(() -> { }, later);
+        boolean lost = cause instanceof PeerUnavailableException || cause instanceof RpcTimeoutException;
+        if (lost && dedupes()) {
+            long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
+            long refreshNow = System.nanoTime() - TimeUnit.MILLISECONDS.toNanos(REFRESH_MILLIS + 1);
+            return paused.thenCompose(v -> awaitMoved(address, id, until, refreshNow));
+        }
+        return paused.thenCompose(v -> {
             if (named >= 0 && named <= routing.route().generation() && attempt == 0) {
                 // The server is behind the client: give it time, keep the table.
                 return CompletableFuture.completedFuture(null);
             }
             return routing.refresh().handle((ok, refreshFailure) -> null);
         });
+    }
+
+    /**
+     * Completes once the route sends {@code id} elsewhere than {@code address}, or at
+     * {@code until}. Every {@value #REFRESH_MILLIS} ms it asks every server at once in the
+     * background (asking in turn would wait out a deadline at the dead one); a newer table that
+     * any answer brings is seen within {@value #WATCH_MILLIS} ms.
+     */
+    private CompletableFuture<Void> awaitMoved(String address, long id, long until, long lastRefresh) {
+        long now = System.nanoTime();
+        Route r = routing.route();
+        if (!r.addresses().get(r.table().slots().serverOf(id)).equals(address) || now - until > 0) {
+            return CompletableFuture.completedFuture(null);
+        }
+        long refreshed = lastRefresh;
+        if (now - lastRefresh > TimeUnit.MILLISECONDS.toNanos(REFRESH_MILLIS)) {
+            routing.refreshFromAll();
+            refreshed = now;
+        }
+        long next = refreshed;
+        return CompletableFuture.runAsync(() -> { }, CompletableFuture.delayedExecutor(WATCH_MILLIS,
+                TimeUnit.MILLISECONDS)).thenCompose(v -> awaitMoved(address, id, until, next));
     }
 }

@@ -25,6 +25,7 @@ final class RoutingFollower {
     private final ClientCalls calls;
     private final List<String> bootstrap;
     private final AtomicBoolean refreshing = new AtomicBoolean();
+    private final AtomicBoolean refreshingAll = new AtomicBoolean();
     private final AtomicInteger nextRefreshServer = new AtomicInteger();
     private final LongAdder refreshes = new LongAdder();
     private volatile Route route;
@@ -66,6 +67,32 @@ final class RoutingFollower {
     void observe(long generation, Route r) {
         if (generation > r.generation() && generation > route.generation() && refreshing.compareAndSet(false, true)) {
             refresh().whenComplete((v, failure) -> refreshing.set(false));
+        }
+    }
+
+    /**
+     * Asks every server at once for its routing table, in the background, and routes by the
+     * newest (unless such a round is under way): after a server died, asking in turn would wait
+     * out a call deadline whenever the dead one comes first.
+     */
+    void refreshFromAll() {
+        Route r = route;
+        if (r.table().members().isEmpty() || !refreshingAll.compareAndSet(false, true)) {
+            return;
+        }
+        List<String> candidates = new ArrayList<>(r.addresses());
+        for (String b : bootstrap) {
+            if (!candidates.contains(b)) {
+                candidates.add(b);
+            }
+        }
+        AtomicInteger left = new AtomicInteger(candidates.size());
+        for (String address : candidates) {
+            fetchRouting(address).whenComplete((v, failure) -> {
+                if (failure == null || left.decrementAndGet() == 0) {
+                    refreshingAll.set(false); // one answered (the newest it knows is installed), or none can
+                }
+            });
         }
     }
 

@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 import dev.ferry.ps.Optimizer;
@@ -25,8 +24,6 @@ import dev.ferry.ps.TableConfig;
  * in-sync backups must get its rows, and a group that changed primary meanwhile must fail it
  * unacknowledged. Forced with {@link Replicator#afterLocked}; in-process members on tcp.
  */
-@Disabled("the stale-view fix (commit 894a7e2) is reverted: ReplicaKillTest failed 2 runs of 3 with it;"
-        + " see docs/replication.md, Open")
 class ReplicaStaleViewTest extends PsNetTestBase {
 
     private static final long ID = 7;

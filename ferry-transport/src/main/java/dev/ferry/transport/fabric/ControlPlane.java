@@ -156,6 +156,7 @@ final class ControlPlane implements AutoCloseable {
             });
             awaitReady(peer);
             socket.setSoTimeout(0);
+            holdShmRegion(peer);
             peer.established = true;
             startControlReader(peer);
             return peer;
@@ -276,6 +277,7 @@ final class ControlPlane implements AutoCloseable {
             Link[] created = proxy.call(() -> transport.links.accept(fresh, hello));
             HandshakeDescriptor.writeAnswer(out, hello(null, created));
             socket.setSoTimeout(0);
+            holdShmRegion(peer);
             peer.established = true;
             startControlReader(peer);
         } catch (IOException | RuntimeException e) {
@@ -477,19 +479,28 @@ final class ControlPlane implements AutoCloseable {
             return;
         }
         byte[] fabricAddress = peer.remoteFabricAddress;
-        if (fabricAddress != null && transport.provider().startsWith("shm")) {
+        java.nio.channels.FileChannel region = peer.shmRegion;
+        if (fabricAddress != null && region != null) {
             // A peer killed inside shm's progress leaves its region locked, and the progress
             // thread may be spinning on that lock in fi_send right now: it would never reach
             // the teardown below.
             Thread.ofVirtual().name("ferry-shm-lock-check").start(() -> {
                 try {
-                    ShmRegionLocks.releaseIfOwnerDead(fabricAddress, DEAD_OWNER_WAIT_MILLIS);
+                    ShmRegionLocks.releaseIfOwnerDead(fabricAddress, region, DEAD_OWNER_WAIT_MILLIS);
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
             });
         }
         proxy.run(() -> transport.links.teardown(peer, cause, true));
+    }
+
+    /** shm: a handle on the peer's region while it is alive, to release its lock should it die holding it. */
+    private void holdShmRegion(FabricPeer peer) {
+        byte[] fabricAddress = peer.remoteFabricAddress;
+        if (fabricAddress != null && transport.provider().startsWith("shm")) {
+            peer.shmRegion = ShmRegionLocks.open(fabricAddress);
+        }
     }
 
     /** Stops accepting; the acceptor ends within {@code millis}. */

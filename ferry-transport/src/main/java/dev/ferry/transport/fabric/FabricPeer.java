@@ -38,6 +38,8 @@ final class FabricPeer implements Peer {
     final java.util.concurrent.CountDownLatch controlEnded = new java.util.concurrent.CountDownLatch(1);
     /** The peer's fabric address: what endpoints of further links connect to. */
     volatile byte[] remoteFabricAddress;
+    /** shm only: a handle on the peer's region, taken at the handshake (ShmRegionLocks); closed at teardown. */
+    volatile java.nio.channels.FileChannel shmRegion;
     /** Bytes in flight to this peer; guarded by the {@link SendWindow}. */
     long inFlight;
     /** Rendezvous bytes advertised to this peer and not released; guarded by the {@link SendWindow}. */

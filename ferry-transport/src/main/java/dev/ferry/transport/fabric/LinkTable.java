@@ -528,6 +528,7 @@ final class LinkTable {
         }
         transport.peers.remove(peer.address(), peer);
         peer.control.close();
+        ControlPlane.closeQuietly(peer.shmRegion);
         if (first && notify && !transport.isClosed()) {
             try {
                 transport.handler.onPeerClosed(peer, cause);

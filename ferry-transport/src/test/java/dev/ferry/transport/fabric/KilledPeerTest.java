@@ -94,26 +94,12 @@ class KilledPeerTest {
     @MethodSource("providers")
     @Timeout(300)
     void aKilledPeerFailsOnTheSurvivingSideWhichCarriesOn(String provider) throws Exception {
-        AtomicReference<Peer> child = new AtomicReference<>();
-        AtomicInteger received = new AtomicInteger();
-        AtomicReference<Throwable> closeCause = new AtomicReference<>();
-        CountDownLatch childFailed = new CountDownLatch(1);
-        Transport survivor = open(config(provider, HOST), new MessageHandler() {
-            @Override
-            public void onMessage(Peer from, InboundMessage message) {
-                child.compareAndSet(null, from);
-                received.incrementAndGet();
-                message.release();
-            }
-
-            @Override
-            public void onPeerClosed(Peer peer, Throwable cause) {
-                if (peer == child.get()) {
-                    closeCause.compareAndSet(null, cause);
-                    childFailed.countDown();
-                }
-            }
-        });
+        SurvivorHandler handler = new SurvivorHandler();
+        AtomicReference<Peer> child = handler.child;
+        AtomicInteger received = handler.received;
+        AtomicReference<Throwable> closeCause = handler.closeCause;
+        CountDownLatch childFailed = handler.childFailed;
+        Transport survivor = open(config(provider, HOST), handler);
         Process process = start(provider, survivor.localAddress());
         assertTrue(FabricTransportFixture.waitFor(() -> received.get() >= 20, BOUND_SECONDS * 1000), "the peer's messages never arrived");
         Peer peer = child.get();
@@ -226,24 +212,11 @@ class KilledPeerTest {
     void aShmPeerKilledHoldingItsRegionLockDoesNotStopTheSurvivor() throws Exception {
         String provider = System.getProperty("ferry.transport.provider", "shm");
         org.junit.jupiter.api.Assumptions.assumeTrue(provider.equals("shm"), "shm only");
-        AtomicReference<Peer> child = new AtomicReference<>();
-        AtomicInteger received = new AtomicInteger();
-        CountDownLatch childFailed = new CountDownLatch(1);
-        Transport survivor = open(config(provider, HOST), new MessageHandler() {
-            @Override
-            public void onMessage(Peer from, InboundMessage message) {
-                child.compareAndSet(null, from);
-                received.incrementAndGet();
-                message.release();
-            }
-
-            @Override
-            public void onPeerClosed(Peer peer, Throwable cause) {
-                if (peer == child.get()) {
-                    childFailed.countDown();
-                }
-            }
-        });
+        SurvivorHandler handler = new SurvivorHandler();
+        AtomicReference<Peer> child = handler.child;
+        AtomicInteger received = handler.received;
+        CountDownLatch childFailed = handler.childFailed;
+        Transport survivor = open(config(provider, HOST), handler);
         AtomicReference<String> locked = new AtomicReference<>();
         Process process = start(provider, survivor.localAddress(), "hold-lock", locked);
         assertTrue(FabricTransportFixture.waitFor(() -> received.get() >= 8, BOUND_SECONDS * 1000), "the peer's messages never arrived");
@@ -288,6 +261,29 @@ class KilledPeerTest {
         Peer back = survivor.connect(other.localAddress());
         back.send(2, filled(back, 1 << 10)).get(BOUND_SECONDS, TimeUnit.SECONDS);
         assertTrue(echoed.await(BOUND_SECONDS, TimeUnit.SECONDS), "the survivor's message to the new peer never arrived");
+    }
+
+    /** The survivor's handler: the first peer it hears from is the child, and its failure is counted. */
+    private static final class SurvivorHandler implements MessageHandler {
+        final AtomicReference<Peer> child = new AtomicReference<>();
+        final AtomicInteger received = new AtomicInteger();
+        final AtomicReference<Throwable> closeCause = new AtomicReference<>();
+        final CountDownLatch childFailed = new CountDownLatch(1);
+
+        @Override
+        public void onMessage(Peer from, InboundMessage message) {
+            child.compareAndSet(null, from);
+            received.incrementAndGet();
+            message.release();
+        }
+
+        @Override
+        public void onPeerClosed(Peer peer, Throwable cause) {
+            if (peer == child.get()) {
+                closeCause.compareAndSet(null, cause);
+                childFailed.countDown();
+            }
+        }
     }
 
     /** The stacks of this JVM's transport threads, virtual ones too, for a failure's report. */

@@ -279,7 +279,11 @@ final class MoveSource implements AutoCloseable {
         }
     }
 
-    /** Stops forwarding for {@code moveId} (flipped or cancelled); another id is ignored. */
+    /**
+     * Stops forwarding for {@code moveId} (flipped or cancelled); another id is ignored. Does not
+     * wait for the pushes in flight: the caller (a cluster member's event thread) must go on
+     * installing tables, which such a push may be waiting for.
+     */
     void end(long moveId) {
         Outgoing o = outgoing;
         if (o == null || o.id() != moveId) {
@@ -288,7 +292,23 @@ final class MoveSource implements AutoCloseable {
         // First the flag, which pushes waiting in forward() watch; then the barrier, so that no push
         // that saw the move is still between its ownership check and its forward when it is gone.
         o.ended = true;
-        barrier.writeLock().lock();
+        if (barrier.writeLock().tryLock()) {
+            clear(o);
+            return;
+        }
+        // A push holds the barrier, and may hold it until the caller installs a newer table (one
+        // whose backup did not answer waits for the table without it): waiting for the barrier
+        // here stalled that install, and the push, until the push's deadline. The flag is set, so
+        // a push that still sees the move meanwhile forwards as before, or returns once the
+        // target refuses (a copy whose target ended it; a flipped move's pushes fail the check).
+        Thread.ofVirtual().name("ferry-move-end-" + moveId).start(() -> {
+            barrier.writeLock().lock();
+            clear(o);
+        });
+    }
+
+    /** Under {@link #barrier}'s write lock, which it releases: forgets {@code o} if it is still the move. */
+    private void clear(Outgoing o) {
         try {
             if (outgoing == o) {
                 outgoing = null;

@@ -1,6 +1,5 @@
 package dev.ferry.cluster;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
@@ -65,11 +64,15 @@ class ClusterTest {
                         System.out.printf("[cluster] join and drain under load: %d pushes, drain of b took %d ms,"
                                 + " client retried %d parts, fetched %d tables%n", load.pushes(), drainMillis,
                                 client.retries(), client.refreshes());
-                        // The last bump (b gone from the table) reaches the client with its next answer.
-                        client.pull("t", new long[] {1, 2, 3});
-                        Members.await(() -> client.routingTable().generation() == members.newest().generation(),
-                                "the client to follow the last generation");
-                        assertEquals(members.newest().generation(), client.routingTable().generation());
+                        // The last bumps reach the client with its next answers. A balanced table can still
+                        // be short of backups (those the leaver held): their copies run on, each a generation
+                        // when it starts and one when it flips, so the client asks until it has caught up with
+                        // a table with no move in flight.
+                        Members.await(() -> {
+                            client.pull("t", new long[] {1, 2, 3});
+                            Assignment newest = members.newest();
+                            return newest.move() == null && client.routingTable().generation() == newest.generation();
+                        }, "the client to follow the last generation");
                         assertTrue(c.server().routingTable().groupCount(c.server().index()) > 0);
                     }
                 }

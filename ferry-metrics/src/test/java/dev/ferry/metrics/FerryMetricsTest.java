@@ -56,14 +56,16 @@ class FerryMetricsTest {
                 before = stats; // until the evictor's pass has ended
                 java.util.concurrent.locks.LockSupport.parkNanos(50_000_000L);
             }
-            metrics.refresh();
             String table = "table=\"ev\"";
-            Map<String, Double> s = Exposition.parse(metrics.scrape());
-            while (Exposition.value(s, "ferry_ps_table_evicted_total", table, "reason=\"capacity\"")
-                    != stats.evictedCapacity() && System.nanoTime() < deadline) {
-                Thread.onSpinWait(); // the table snapshot is cached for 100 ms
+            Map<String, Double> s;
+            do {
+                // The table's meters appear, and its snapshot is renewed, at a refresh after the
+                // cached one (100 ms) has aged: until then the sample may be missing or old.
+                java.util.concurrent.locks.LockSupport.parkNanos(20_000_000L);
+                metrics.refresh();
                 s = Exposition.parse(metrics.scrape());
-            }
+            } while (!hasValue(s, "ferry_ps_table_evicted_total", stats.evictedCapacity(), table, "reason=\"capacity\"")
+                    && System.nanoTime() < deadline);
             assertTrue(stats.evictedCapacity() > 0 && stats.rows() <= 750, stats.toString());
             assertEquals(stats.admitted() - stats.evictedCapacity(), stats.rows());
             assertEquals(1_500, stats.admitted() + stats.rejected());
@@ -73,6 +75,15 @@ class FerryMetricsTest {
             assertEquals(stats.refusedFull(), Exposition.value(s, "ferry_ps_table_refused_full_total", table));
             assertEquals(stats.admitted(), Exposition.value(s, "ferry_ps_table_admitted_total", table));
             assertEquals(stats.rejected(), Exposition.value(s, "ferry_ps_table_rejected_total", table));
+        }
+    }
+
+    /** Whether {@code samples} hold {@code name} with these labels at {@code expected}; false if it is not there yet. */
+    private static boolean hasValue(Map<String, Double> samples, String name, double expected, String... labels) {
+        try {
+            return Exposition.value(samples, name, labels) == expected;
+        } catch (AssertionError missing) {
+            return false;
         }
     }
 

@@ -213,7 +213,7 @@ final class MoveSource implements AutoCloseable {
         long left = remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart);
         try {
             DenseMove.apply(tensor, gradients, dedupe, window);
-            forwardBody(o, DenseMove.body(o.id(), tensor, dedupe, false), left);
+            sendForward(o, DenseMove.MOVE_DENSE, "tensor", DenseMove.body(o.id(), tensor, dedupe, false), left);
         } finally {
             o.forwarding.unlock();
         }
@@ -231,53 +231,13 @@ final class MoveSource implements AutoCloseable {
         long waitStart = System.nanoTime();
         lockForwarding(o, remainingMillis);
         try {
-            forwardBody(o, DenseMove.body(o.id(), tensor, 0, false),
+            sendForward(o, DenseMove.MOVE_DENSE, "tensor", DenseMove.body(o.id(), tensor, 0, false),
                     remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart));
         } finally {
             o.forwarding.unlock();
         }
     }
 
-    /**
-     * {@link #forward}'s sending loop for a ready body (a dense tensor's row): the same answers
-     * to a fence, a cancelled move and a deadline.
-     */
-    private void forwardBody(Outgoing o, byte[] body, long remainingMillis) {
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
-        boolean unknown = false; // an earlier attempt may have been merged there
-        while (true) {
-            try {
-                send(o.target(), DenseMove.MOVE_DENSE, body);
-                return;
-            } catch (RuntimeException unreachable) {
-                if (unreachable instanceof PsException e && e.code() == PsException.Code.WRONG_SERVER) {
-                    if (unknown) {
-                        throw new PsException(PsException.Code.CLOSED, "the push was applied and may be in the "
-                                + "tensor of the move's target " + o.target().address() + ", which owns it now: an "
-                                + "earlier copy got no answer; not retried, so as not to apply it twice");
-                    }
-                    RoutingTable t = server.routingTable();
-                    throw PsDescriptor.wrongServer(t == null ? -1 : t.generation(), "the tensor's group moved to "
-                            + o.target().address() + "; this push was not acknowledged here: " + e.getMessage());
-                }
-                unknown |= !(unreachable instanceof PsException);
-                if (o.ended && ownsStill(o)) {
-                    return; // cancelled: the group stays here, and so does the push
-                }
-                if (System.nanoTime() > deadline) {
-                    throw new PsException(PsException.Code.CLOSED, "the push was applied but the tensor could not "
-                            + "be copied to the move's target " + o.target().address() + " in time: "
-                            + unreachable.getMessage());
-                }
-                try {
-                    Thread.sleep(20);
-                } catch (InterruptedException interrupted) {
-                    Thread.currentThread().interrupt();
-                    throw new PsException(PsException.Code.CLOSED, "interrupted while forwarding a push");
-                }
-            }
-        }
-    }
 
     /**
      * Stops forwarding for {@code moveId} (flipped or cancelled); another id is ignored. Does not
@@ -459,22 +419,34 @@ final class MoveSource implements AutoCloseable {
         // A forward carries its push's dedupe id (in the generation field): the new owner records it
         // with the rows, so that a client's retry there after a failover is not applied twice.
         PsDescriptor.stamp(MemorySegment.ofArray(body), dedupe, o.id());
+        sendForward(o, PsDescriptor.MOVE_ROWS, "rows", body, remainingMillis);
+    }
+
+    /**
+     * Sends a forward ({@code what}: the moved rows, or a dense tensor's row) to the move's
+     * target until it is taken, the move is cancelled, or the call's deadline comes.
+     *
+     * @throws PsException {@code WRONG_SERVER} if the target owns the groups already and never
+     *                     saw this push (the push must be retried there); {@code CLOSED} if an
+     *                     earlier attempt may have been merged there, or the deadline came first
+     */
+    private void sendForward(Outgoing o, RpcMethod method, String what, byte[] body, long remainingMillis) {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
         boolean unknown = false; // an earlier attempt may have been merged there
         while (true) {
             try {
-                send(o.target(), PsDescriptor.MOVE_ROWS, body);
+                send(o.target(), method, body);
                 return;
             } catch (RuntimeException unreachable) {
                 if (unreachable instanceof PsException e && e.code() == PsException.Code.WRONG_SERVER) {
                     if (unknown) {
-                        throw new PsException(PsException.Code.CLOSED, "the push was applied and may be in the rows "
-                                + "of the move's target " + o.target().address() + ", which owns its ids now: "
+                        throw new PsException(PsException.Code.CLOSED, "the push was applied and may be in the " + what
+                                + " of the move's target " + o.target().address() + ", which owns them now: "
                                 + "an earlier copy got no answer; not retried, so as not to apply it twice");
                     }
                     // Fenced: the target owns the groups now and never saw this push.
                     RoutingTable t = server.routingTable();
-                    throw PsDescriptor.wrongServer(t == null ? -1 : t.generation(), "the ids' groups moved to "
+                    throw PsDescriptor.wrongServer(t == null ? -1 : t.generation(), "the push's groups moved to "
                             + o.target().address() + "; this push was not acknowledged here: " + e.getMessage());
                 }
                 unknown |= !(unreachable instanceof PsException);
@@ -482,8 +454,8 @@ final class MoveSource implements AutoCloseable {
                     return; // cancelled: the groups stay here, and so does the push
                 }
                 if (System.nanoTime() > deadline) {
-                    throw new PsException(PsException.Code.CLOSED, "the push was applied but its rows could not "
-                            + "be copied to the move's target " + o.target().address() + " in time: "
+                    throw new PsException(PsException.Code.CLOSED, "the push was applied but its " + what
+                            + " could not be copied to the move's target " + o.target().address() + " in time: "
                             + unreachable.getMessage());
                 }
                 try {

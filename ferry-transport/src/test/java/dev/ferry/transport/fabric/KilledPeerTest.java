@@ -182,18 +182,7 @@ class KilledPeerTest {
         }
 
         // The survivor still serves other peers: a new one connects and exchanges messages.
-        CountDownLatch echoed = new CountDownLatch(1);
-        Transport other = open(config(provider, HOST), (from, message) -> {
-            message.release();
-            echoed.countDown();
-        });
-        int before = received.get();
-        Peer fresh = other.connect(survivor.localAddress());
-        fresh.send(1, filled(fresh, 256 << 10)).get(BOUND_SECONDS, TimeUnit.SECONDS);
-        assertTrue(FabricTransportFixture.waitFor(() -> received.get() > before, BOUND_SECONDS * 1000), "the new peer's message never arrived");
-        Peer back = survivor.connect(other.localAddress());
-        back.send(2, filled(back, 1 << 10)).get(BOUND_SECONDS, TimeUnit.SECONDS);
-        assertTrue(echoed.await(BOUND_SECONDS, TimeUnit.SECONDS), "the survivor's message to the new peer never arrived");
+        assertServesANewPeer(provider, survivor, received, 256 << 10);
         assertEquals(0, survivor.counters().receiveBuffersHeld(), "the survivor holds receive buffers");
         System.out.printf("[killed peer %s] %d messages from the peer before the kill, %d sends failed after%n",
                 provider, receivedAtKill, failed);
@@ -249,6 +238,11 @@ class KilledPeerTest {
                 fail("a send to the killed lock holder neither completed nor failed");
             }
         }
+        assertServesANewPeer(provider, survivor, received, 1 << 10);
+    }
+
+    /** A new peer connects to the survivor and both exchange a message ({@code size} bytes to it). */
+    private void assertServesANewPeer(String provider, Transport survivor, AtomicInteger received, int size) throws Exception {
         CountDownLatch echoed = new CountDownLatch(1);
         Transport other = open(config(provider, HOST), (from, message) -> {
             message.release();
@@ -256,7 +250,7 @@ class KilledPeerTest {
         });
         int before = received.get();
         Peer fresh = other.connect(survivor.localAddress());
-        fresh.send(1, filled(fresh, 1 << 10)).get(BOUND_SECONDS, TimeUnit.SECONDS);
+        fresh.send(1, filled(fresh, size)).get(BOUND_SECONDS, TimeUnit.SECONDS);
         assertTrue(FabricTransportFixture.waitFor(() -> received.get() > before, BOUND_SECONDS * 1000), "the new peer's message never arrived");
         Peer back = survivor.connect(other.localAddress());
         back.send(2, filled(back, 1 << 10)).get(BOUND_SECONDS, TimeUnit.SECONDS);

@@ -93,45 +93,7 @@ final class TableEvictor {
     /** Deletes every row whose last update is more than the TTL before {@code now}. */
     private int expire(long now) {
         long ttl = eviction.ttlNanos();
-        int deleted = 0;
-        for (int s = 0; s < table.shardCount(); s++) {
-            Shard shard = table.shard(s);
-            for (int from = 0;; from += STEP_ROWS) {
-                int n = 0;
-                shard.lock.lock();
-                try {
-                    table.checkOpenLocked(shard);
-                    int end = Math.min(shard.rows(), from + STEP_ROWS);
-                    if (from >= end) {
-                        break;
-                    }
-                    boolean writing = false;
-                    try {
-                        for (int row = from; row < end; row++) {
-                            if (shard.live(row) && now - shard.stamp(row) > ttl) {
-                                if (!writing) {
-                                    shard.beginWrite();
-                                    writing = true;
-                                }
-                                shard.remove(row);
-                                n++;
-                            }
-                        }
-                    } finally {
-                        if (writing) {
-                            shard.endWrite();
-                        }
-                    }
-                } finally {
-                    shard.lock.unlock();
-                }
-                if (n > 0) {
-                    table.evicted(n, true);
-                    deleted += n;
-                }
-            }
-        }
-        return deleted;
+        return deleteWhere(Integer.MAX_VALUE, true, (shard, row) -> now - shard.stamp(row) > ttl);
     }
 
     /** One capacity pass: collect, select, delete. */
@@ -233,10 +195,34 @@ final class TableEvictor {
     /** Deletes up to {@code k} rows whose (first, second, id) key is at most (a, b, c), read under the locks. */
     private int delete(long a, long b, long c, int k) {
         boolean lfu = eviction.policy() == EvictionPolicy.LEAST_FREQUENTLY_USED;
+        return deleteWhere(k, false, (shard, row) -> {
+            long at = shard.offset(row);
+            long stamp = shard.stamp(row);
+            long x = lfu ? shard.chunk(row).get(RowLayout.LONG, at + RowLayout.STEPS_OFFSET) : stamp;
+            long y = lfu ? stamp : 0;
+            if (x != a || y != b) {
+                return x < a || (x == a && y < b);
+            }
+            return shard.chunk(row).get(RowLayout.LONG, at + RowLayout.ID_OFFSET) <= c;
+        });
+    }
+
+    /** Which live rows a pass deletes; read under the shard's lock. */
+    @FunctionalInterface
+    private interface Doomed {
+        boolean test(Shard shard, int row);
+    }
+
+    /**
+     * Deletes up to {@code limit} live rows that {@code doomed} picks, shard by shard, in steps
+     * of {@value #STEP_ROWS} row slots under the shard's lock (never across a whole shard), and
+     * counts them as evicted by TTL ({@code ttl}) or by capacity.
+     */
+    private int deleteWhere(int limit, boolean ttl, Doomed doomed) {
         int deleted = 0;
-        for (int s = 0; s < table.shardCount() && deleted < k; s++) {
+        for (int s = 0; s < table.shardCount() && deleted < limit; s++) {
             Shard shard = table.shard(s);
-            for (int from = 0; deleted < k; from += STEP_ROWS) {
+            for (int from = 0; deleted < limit; from += STEP_ROWS) {
                 int n = 0;
                 shard.lock.lock();
                 try {
@@ -247,18 +233,8 @@ final class TableEvictor {
                     }
                     boolean writing = false;
                     try {
-                        for (int row = from; row < end && deleted + n < k; row++) {
-                            if (!shard.live(row)) {
-                                continue;
-                            }
-                            long at = shard.offset(row);
-                            long stamp = shard.stamp(row);
-                            long x = lfu ? shard.chunk(row).get(RowLayout.LONG, at + RowLayout.STEPS_OFFSET) : stamp;
-                            long y = lfu ? stamp : 0;
-                            if (x > a || (x == a && y > b)) {
-                                continue;
-                            }
-                            if (x == a && y == b && shard.chunk(row).get(RowLayout.LONG, at + RowLayout.ID_OFFSET) > c) {
+                        for (int row = from; row < end && deleted + n < limit; row++) {
+                            if (!shard.live(row) || !doomed.test(shard, row)) {
                                 continue;
                             }
                             if (!writing) {
@@ -277,7 +253,7 @@ final class TableEvictor {
                     shard.lock.unlock();
                 }
                 if (n > 0) {
-                    table.evicted(n, false);
+                    table.evicted(n, ttl);
                     deleted += n;
                 }
             }

@@ -36,13 +36,7 @@ class MoveForwardRaceTest extends PsNetTestBase {
         List<String> ids = List.of("m0", "m1");
         List<String> addresses = new ArrayList<>();
         List<PsServer> servers = new ArrayList<>();
-        for (String id : ids) {
-            ParameterServer ps = ParameterServer.create(PsConfig.defaults());
-            PsServer server = PsServer.openMember(ps, id, null, rpc(), false);
-            addresses.add(server.listen(config(provider)));
-            track(ps, server);
-            servers.add(server);
-        }
+        openMembers(provider, ids, addresses, servers, null, false);
         int[] owners = new int[RoutingTable.GROUPS];
         servers.forEach(s -> s.install(RoutingTable.of(1, ids, addresses, owners)));
         PsClient client = client(provider, List.of(addresses.get(0)));

@@ -11,6 +11,8 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.stream.Stream;
 
 import dev.ferry.ps.ParameterServer;
+import dev.ferry.ps.Optimizer;
+import dev.ferry.ps.TableConfig;
 import dev.ferry.ps.PsConfig;
 import dev.ferry.ps.PsException;
 import dev.ferry.rpc.RpcConfig;
@@ -81,6 +83,29 @@ abstract class PsNetTestBase {
             watched.add(server.rpcServer().transports().getLast());
         }
         return new Cluster(servers, rpcServers, addresses, client(provider, addresses));
+    }
+
+    /**
+     * Opens a cluster member per id on {@code provider} (no controller: the test installs the
+     * tables), tracked like {@link #track}; adds each one's address, server and store to the
+     * lists, and creates the table {@code t} (dimension 2, SGD with learning rate 1) in each store
+     * if {@code withTable}.
+     */
+    void openMembers(String provider, List<String> ids, List<String> addresses, List<PsServer> servers,
+            List<ParameterServer> stores, boolean withTable) {
+        for (String id : ids) {
+            ParameterServer ps = ParameterServer.create(PsConfig.defaults());
+            PsServer server = PsServer.openMember(ps, id, null, rpc(), false);
+            addresses.add(server.listen(config(provider)));
+            track(ps, server);
+            servers.add(server);
+            if (stores != null) {
+                stores.add(ps);
+            }
+            if (withTable) {
+                ps.createTable(TableConfig.of("t", 2, Optimizer.sgd(1)));
+            }
+        }
     }
 
     /** Closes {@code ps} and {@code server} at the end of the test and checks the server's buffers. */

@@ -55,15 +55,7 @@ class ReplicaMoveFenceTest extends PsNetTestBase {
     }
 
     private void start() {
-        for (String id : ids) {
-            ParameterServer ps = ParameterServer.create(PsConfig.defaults());
-            PsServer server = PsServer.openMember(ps, id, null, rpc(), false);
-            addresses.add(server.listen(config("tcp")));
-            track(ps, server);
-            servers.add(server);
-            stores.add(ps);
-            ps.createTable(TableConfig.of("t", 2, Optimizer.sgd(1)));
-        }
+        openMembers("tcp", ids, addresses, servers, stores, true);
         raw = RpcClient.open(rpc(), config("tcp"));
     }
 

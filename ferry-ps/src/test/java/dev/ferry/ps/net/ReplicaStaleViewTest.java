@@ -34,14 +34,7 @@ class ReplicaStaleViewTest extends PsNetTestBase {
     private final List<ParameterServer> stores = new ArrayList<>();
 
     private PsClient start() {
-        for (String id : ids) {
-            ParameterServer ps = ParameterServer.create(PsConfig.defaults());
-            PsServer server = PsServer.openMember(ps, id, null, rpc(), false);
-            addresses.add(server.listen(config("tcp")));
-            track(ps, server);
-            servers.add(server);
-            stores.add(ps);
-        }
+        openMembers("tcp", ids, addresses, servers, stores, false);
         install(1, 0, false, 0);
         PsClient client = client("tcp", List.of(addresses.get(0)));
         client.createTable(TableConfig.of("t", 2, Optimizer.sgd(1)));

@@ -55,15 +55,7 @@ class ReplicaTimeoutRetryTest extends PsNetTestBase {
     }
 
     private PsClient start() {
-        for (String id : ids) {
-            ParameterServer ps = ParameterServer.create(PsConfig.defaults());
-            PsServer server = PsServer.openMember(ps, id, null, rpc(), false);
-            addresses.add(server.listen(config("tcp")));
-            track(ps, server);
-            servers.add(server);
-            stores.add(ps);
-            ps.createTable(TableConfig.of("t", 2, Optimizer.sgd(1)));
-        }
+        openMembers("tcp", ids, addresses, servers, stores, true);
         install(1, 0, 0, true, 0, 1);
         PsClient client = PsClient.connect(rpc().withDefaultDeadlineMillis(2_000), config("tcp"), addresses);
         clients.add(client);

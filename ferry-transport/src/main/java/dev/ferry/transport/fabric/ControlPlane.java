@@ -416,6 +416,10 @@ final class ControlPlane implements AutoCloseable {
                     + config.heartbeatTimeoutMillis() + " ms", e));
         } catch (IOException e) {
             peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " broke: " + e.getMessage(), e));
+        } catch (RuntimeException e) {
+            // Whatever ends the reader ends the peer: a peer left open here would never be torn down.
+            LOG.log(System.Logger.Level.WARNING, "control reader of " + peer.address() + " failed", e);
+            peerLost(peer, new TransportException(Reason.PEER_FAILED, "control channel to " + peer.address() + " failed: " + e, e));
         } finally {
             peer.controlEnded.countDown();
         }

@@ -30,6 +30,8 @@ public final class ParameterServer implements AutoCloseable {
 
     private final PsConfig config;
     private final boolean readOnly;
+    /** Serving mode whose tables are made here and fed by a training cluster's export. */
+    private boolean follows;
     private final Map<String, SparseTable> tables = new ConcurrentHashMap<>();
     private final Map<String, DenseTensor> tensors = new ConcurrentHashMap<>();
     private final Object checkpointLock = new Object();
@@ -67,6 +69,18 @@ public final class ParameterServer implements AutoCloseable {
     /** An empty training server. */
     public static ParameterServer create(PsConfig config) {
         return new ParameterServer(config, false, null, null, List.of());
+    }
+
+    /**
+     * An empty read-only server whose rows come from a training cluster's export (merged whole
+     * rows, {@link RowTransfer#merge}): pushes are rejected with {@code READ_ONLY} as in serving
+     * mode, but sparse tables can be created (read-only ones), by the export's follower or by a
+     * slot move within the serving cluster.
+     */
+    public static ParameterServer follower(PsConfig config) {
+        ParameterServer ps = new ParameterServer(config, true, null, null, List.of());
+        ps.follows = true;
+        return ps;
     }
 
     /**
@@ -354,7 +368,9 @@ public final class ParameterServer implements AutoCloseable {
 
     private void checkCreate(String name) {
         checkOpen();
-        checkWritable();
+        if (!follows) {
+            checkWritable();
+        }
         if (tables.containsKey(name) || tensors.containsKey(name)) {
             throw new PsException(PsException.Code.TABLE_EXISTS, "a table or tensor named '" + name + "' exists");
         }

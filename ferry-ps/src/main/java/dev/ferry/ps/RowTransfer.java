@@ -86,6 +86,15 @@ public final class RowTransfer {
     }
 
     /**
+     * Copies the whole rows of those of {@code ids[0, count)} the table stores into {@code out}
+     * (room for {@code count} rows), back to back; absent ids are skipped and not created.
+     * Returns the rows copied.
+     */
+    public static int copyPresent(SparseTable table, long[] ids, int count, MemorySegment out) {
+        return table.copyPresentRows(ids, count, out);
+    }
+
+    /**
      * Merges whole rows: per id the one with more steps wins (ties: the incoming one).
      *
      * @throws PsException {@code LENGTH_MISMATCH} if {@code rows} is not whole rows of this table

@@ -60,6 +60,8 @@ public final class SparseTable {
     /** Deletes rows per {@link TableConfig#eviction()}; null when there is none, or the table is read-only. */
     private final TableEvictor evictor;
     private volatile boolean closed;
+    /** Told of every row a push or a merge changed ({@link #onChange}); null: nobody listens. */
+    private volatile RowListener changes;
 
     SparseTable(TableConfig config, PsConfig limits, boolean readOnly) {
         this(config, limits, readOnly, System::nanoTime);
@@ -399,6 +401,10 @@ public final class SparseTable {
                     } finally {
                         shard.endWrite();
                     }
+                    RowListener listener = changes;
+                    if (listener != null) {
+                        listener.changed(id);
+                    }
                 }
             } finally {
                 shard.lock.unlock();
@@ -514,6 +520,10 @@ public final class SparseTable {
                     shard.endWrite();
                 }
                 written++;
+                RowListener listener = changes;
+                if (listener != null) {
+                    listener.changed(id);
+                }
             } finally {
                 shard.lock.unlock();
             }
@@ -571,6 +581,40 @@ public final class SparseTable {
                 shard.lock.unlock();
             }
         }
+    }
+
+    /**
+     * Tells {@code listener} (null: nobody) of every row changed from now on: after each
+     * optimizer step of a push and each row a merge wrote, on the writing thread, under the
+     * row's shard lock, once the row holds the new values. One listener per table.
+     */
+    public void onChange(RowListener listener) {
+        this.changes = listener;
+    }
+
+    /**
+     * Copies the whole rows of those of {@code ids[0, count)} that are stored to {@code out}, back
+     * to back, each under its shard's lock (so whole); absent ids are skipped, nothing is created.
+     * Returns how many rows were copied; {@code out} must hold {@code count} rows.
+     */
+    int copyPresentRows(long[] ids, int count, MemorySegment out) {
+        int copied = 0;
+        for (int i = 0; i < count; i++) {
+            long hash = Slots.mix(ids[i]);
+            Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
+            shard.lock.lock();
+            try {
+                checkOpen(shard);
+                int row = shard.find(ids[i], hash);
+                if (row >= 0) {
+                    MemorySegment.copy(shard.chunk(row), shard.offset(row), out, copied * rowBytes, rowBytes);
+                    copied++;
+                }
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+        return copied;
     }
 
     /** Frees the table's memory; later calls fail with {@code CLOSED}. */

@@ -12,6 +12,8 @@ import java.util.concurrent.TimeUnit;
 
 import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsConfig;
+import dev.ferry.ps.net.DeltaFollower;
+import dev.ferry.ps.net.ExportService;
 import dev.ferry.ps.net.PsServer;
 import dev.ferry.ps.net.PsServerMain;
 import dev.ferry.rpc.RpcConfig;
@@ -29,6 +31,7 @@ import dev.ferry.transport.TransportConfig;
  *                   [--transport shm|tcp|netty] [--checkpoint-dir d] [--session-timeout ms]
  *                   [--replicas r] [--min-in-sync m] [--replication-timeout ms] [--cut-off-grace ms]
  *                   [--exit-on-stdin-eof] [--no-auth]
+ *                   [--serving --follow zk://host:port/training|ferry://host:port,... [--export-interval ms]]
  * </pre>
  * The RPC secret comes from {@code FERRY_RPC_SECRET} or {@code FERRY_RPC_SECRET_FILE} unless
  * {@code --no-auth} (one host only).
@@ -144,7 +147,18 @@ public final class ClusterServerMain {
     }
 
     public static void main(String[] args) {
-        PsServerMain.run(args, Options::parse, options -> serve(options, System.out, System.err));
+        List<String> rest = new ArrayList<>();
+        ExportOptions export;
+        try {
+            export = ExportOptions.extract(args, rest);
+        } catch (IllegalArgumentException e) {
+            System.err.println("ferry server: " + e.getMessage());
+            System.exit(2);
+            return;
+        }
+        PsServerMain.run(rest.toArray(String[]::new), Options::parse,
+                options -> serve(options, export, System.out, System.err, new PsServerMain.Listener() {
+                }));
     }
 
     /** Runs a member server until SIGTERM, end of input (with {@code exitOnStdinEof}) or drained. */
@@ -158,7 +172,19 @@ public final class ClusterServerMain {
      * server is made, it serves once it has joined the cluster, it stops.
      */
     public static int serve(Options options, PrintStream out, PrintStream err, PsServerMain.Listener listener) {
-        ParameterServer ps = ParameterServer.create(PsConfig.defaults());
+        return serve(options, ExportOptions.NONE, out, err, listener);
+    }
+
+    /**
+     * {@link #serve(Options, PrintStream, PrintStream, PsServerMain.Listener)} with the live
+     * export's options: a training member answers followers ({@link ExportService}); with
+     * {@link ExportOptions#serving()} the member is a read-only serving server that follows the
+     * training cluster {@link ExportOptions#follow()} ({@link DeltaFollower}).
+     */
+    public static int serve(Options options, ExportOptions export, PrintStream out, PrintStream err,
+            PsServerMain.Listener listener) {
+        ParameterServer ps = export.serving() ? ParameterServer.follower(PsConfig.defaults())
+                : ParameterServer.create(PsConfig.defaults());
         RpcConfig rpc = RpcConfig.defaults().withHandlerThreads(Math.max(4, Runtime.getRuntime().availableProcessors()));
         if (options.noAuth()) {
             rpc = rpc.withoutAuthentication();
@@ -166,10 +192,14 @@ public final class ClusterServerMain {
         Path own = options.checkpointDir() == null ? null : options.checkpointDir().resolve(options.id());
         PsServer server = PsServer.openMember(ps, options.id(), own, rpc, false);
         listener.opened(server);
+        if (!export.serving()) {
+            listener.exporting(ExportService.attach(server));
+        }
         String address;
+        TransportConfig transport = PsServerMain.withBindHost(TransportConfig.defaults(options.transport()),
+                options.bindHost());
         try {
-            address = server.listen(PsServerMain.withBindHost(TransportConfig.defaults(options.transport()),
-                    options.bindHost()).withBindPort(options.port()));
+            address = server.listen(transport.withBindPort(options.port()));
         } catch (RuntimeException e) {
             err.println("ferry server: cannot listen on " + options.transport() + ": " + e.getMessage());
             out.println("ERROR cannot listen on " + options.transport() + ": " + e.getMessage()); // for a launcher
@@ -195,12 +225,26 @@ public final class ClusterServerMain {
         }
         err.printf("ferry server: member %s of %s on %s at %s%n", options.id(), options.cluster().uri(),
                 options.transport(), address);
+        DeltaFollower follower = null;
+        FollowedCluster followed = null;
+        if (export.serving()) {
+            followed = FollowedCluster.of(export.follow(), options.transport());
+            follower = DeltaFollower.start(server, followed, rpc, transport, export.intervalMillis());
+            listener.following(follower);
+            err.printf("ferry server: serving, following %s every %d ms%n", export.follow(), export.intervalMillis());
+        }
         listener.listening(server, address);
         out.println(JOINED + " " + options.id());
         out.flush();
         CountDownLatch stopped = new CountDownLatch(1);
+        DeltaFollower stopFollower = follower;
+        FollowedCluster stopFollowed = followed;
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             listener.stopping();
+            if (stopFollower != null) {
+                stopFollower.close();
+                stopFollowed.close();
+            }
             member.close();
             server.close();
             ps.close();

@@ -51,13 +51,15 @@ import dev.ferry.transport.TransportConfig;
 public final class DeltaFollower implements AutoCloseable {
 
     private static final Logger LOG = Logger.getLogger(DeltaFollower.class.getName());
-    private static final long CALL_MILLIS = 10_000;
+    private static final long MAX_CALL_MILLIS = 10_000;
 
     private final PsServer server;
     private final ParameterServer ps;
     private final Supplier<List<String>> sources;
     private final long intervalMillis;
     private final int pageRows;
+    /** A call's deadline: two intervals, within [2 s, 10 s]. */
+    private final long callMillis;
     private final RpcClient client;
     private final ScheduledExecutorService poller;
     private final long startNanos = System.nanoTime();
@@ -91,6 +93,7 @@ public final class DeltaFollower implements AutoCloseable {
         }
         this.intervalMillis = intervalMillis;
         this.pageRows = pageRows;
+        this.callMillis = Math.min(MAX_CALL_MILLIS, Math.max(2_000, 2 * intervalMillis));
         this.client = RpcClient.open(rpc, transport);
         this.poller = Executors.newSingleThreadScheduledExecutor(Thread.ofPlatform().daemon()
                 .name("ferry-export-follower").factory());
@@ -172,7 +175,7 @@ public final class DeltaFollower implements AutoCloseable {
     public void close() {
         poller.shutdownNow();
         try {
-            poller.awaitTermination(CALL_MILLIS, TimeUnit.MILLISECONDS);
+            poller.awaitTermination(callMillis + 1_000, TimeUnit.MILLISECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
@@ -399,10 +402,10 @@ public final class DeltaFollower implements AutoCloseable {
         }
     }
 
-    private static RpcResponse call(RpcChannel channel, RpcMethod method, byte[] body) {
+    private RpcResponse call(RpcChannel channel, RpcMethod method, byte[] body) {
         RequestWriter writer = segment -> MemorySegment.copy(MemorySegment.ofArray(body), 0, segment, 0, body.length);
         try {
-            return channel.call(method, body.length, writer, CALL_MILLIS).get(CALL_MILLIS + 1_000,
+            return channel.call(method, body.length, writer, callMillis).get(callMillis + 1_000,
                     TimeUnit.MILLISECONDS);
         } catch (ExecutionException e) {
             Throwable cause = e.getCause();

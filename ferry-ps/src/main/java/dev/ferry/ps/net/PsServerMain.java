@@ -198,6 +198,14 @@ public final class PsServerMain {
         /** The server is about to close (SIGTERM). */
         default void stopping() {
         }
+
+        /** The server answers the live export's followers with {@code service}. */
+        default void exporting(ExportService service) {
+        }
+
+        /** The server follows a training cluster with {@code follower}. */
+        default void following(DeltaFollower follower) {
+        }
     }
 
     /** {@link #serve(Options, PrintStream, PrintStream)}, telling {@code listener} of each step. */

@@ -37,6 +37,16 @@ final class MetricsEndpoint implements PsServerMain.Listener, AutoCloseable {
     }
 
     @Override
+    public void exporting(dev.ferry.ps.net.ExportService service) {
+        dev.ferry.metrics.ExportMeters.bind(metrics.registry(), service);
+    }
+
+    @Override
+    public void following(dev.ferry.ps.net.DeltaFollower follower) {
+        dev.ferry.metrics.ExportMeters.bind(metrics.registry(), follower);
+    }
+
+    @Override
     public void listening(PsServer server, String address) {
         ready.set(true);
     }

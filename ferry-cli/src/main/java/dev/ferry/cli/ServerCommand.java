@@ -23,7 +23,8 @@ import picocli.CommandLine.Spec;
                 "  FERRY_RPC_SECRET=... ferry server --port 7001 --transport shm --checkpoint-dir /var/lib/ferry/ps0",
                 "  ferry server --transport netty --index 1 --servers 2 --no-auth",
                 "  ferry server --serving --checkpoint-dir /var/lib/ferry/ps0 --no-auth",
-                "  ferry server --cluster zk://zk1:2181,zk2:2181,zk3:2181/prod --id ps-7 --transport tcp"})
+                "  ferry server --cluster zk://zk1:2181,zk2:2181,zk3:2181/prod --id ps-7 --transport tcp",
+                "  ferry server --cluster zk://zk1:2181/serving --id sv-1 --serving --follow zk://zk1:2181/prod"})
 public final class ServerCommand implements Callable<Integer> {
 
     @Spec
@@ -48,8 +49,19 @@ public final class ServerCommand implements Callable<Integer> {
     private Path checkpointDir;
 
     @Option(names = "--serving",
-            description = "Read-only: load the newest checkpoint of --checkpoint-dir and reject pushes.")
+            description = "Read-only: load the newest checkpoint of --checkpoint-dir and reject pushes. "
+                    + "With --cluster and --follow: a serving member fed by a training cluster's live export.")
     private boolean serving;
+
+    @Option(names = "--follow", paramLabel = "<zk://host:port/name>",
+            description = "With --cluster and --serving: the training cluster to follow (zk://host:port/name, "
+                    + "or ferry://host:port,...); every --export-interval this member asks each training server "
+                    + "for the rows of its slots changed since it last asked.")
+    private String follow;
+
+    @Option(names = "--export-interval", paramLabel = "<ms>", defaultValue = "10000",
+            description = "How often a --follow member asks for changed rows. Default: ${DEFAULT-VALUE}.")
+    private long exportInterval;
 
     @Option(names = "--index", paramLabel = "<i>", defaultValue = "0",
             description = "This server's index in the cluster. Default: ${DEFAULT-VALUE}.")
@@ -93,12 +105,20 @@ public final class ServerCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         dev.ferry.cluster.ClusterServerMain.Options member = null;
+        dev.ferry.cluster.ExportOptions export = dev.ferry.cluster.ExportOptions.NONE;
+        if (follow != null && cluster == null) {
+            throw new ParameterException(spec.commandLine(), "--follow needs --cluster (the serving cluster's own "
+                    + "zk://host:port/name) and --serving");
+        }
         if (cluster != null) {
             try {
                 String memberId = id != null ? id : java.net.InetAddress.getLocalHost().getHostName() + "-" + port;
                 member = new dev.ferry.cluster.ClusterServerMain.Options(dev.ferry.cluster.ClusterConfig.parse(cluster)
                         .withSessionTimeoutMillis(sessionTimeout), memberId, port, bindHost, transport, checkpointDir,
                         exitOnStdinEof, noAuth);
+                if (serving || follow != null) {
+                    export = new dev.ferry.cluster.ExportOptions(serving, follow, exportInterval);
+                }
             } catch (IllegalArgumentException | java.io.IOException e) {
                 throw new ParameterException(spec.commandLine(), e.getMessage(), e);
             }
@@ -113,8 +133,9 @@ public final class ServerCommand implements Callable<Integer> {
             }
         }
         if (metricsPort == null) {
-            return member != null ? dev.ferry.cluster.ClusterServerMain.serve(member, System.out, System.err)
-                    : PsServerMain.serve(options, System.out, System.err);
+            return member != null ? dev.ferry.cluster.ClusterServerMain.serve(member, export, System.out, System.err,
+                    new PsServerMain.Listener() {
+                    }) : PsServerMain.serve(options, System.out, System.err);
         }
         MetricsEndpoint endpoint;
         try {
@@ -125,7 +146,8 @@ public final class ServerCommand implements Callable<Integer> {
         }
         System.err.println("ferry server: metrics on http://" + endpoint.address() + "/metrics");
         try {
-            return member != null ? dev.ferry.cluster.ClusterServerMain.serve(member, System.out, System.err, endpoint)
+            return member != null ? dev.ferry.cluster.ClusterServerMain.serve(member, export, System.out, System.err,
+                    endpoint)
                     : PsServerMain.serve(options, System.out, System.err, endpoint);
         } finally {
             endpoint.close();

@@ -66,6 +66,8 @@ public final class DeltaFollower implements AutoCloseable {
     /** Poller thread only. */
     private final Map<String, Cursor> cursors = new HashMap<>();
     private long[] lastSlots;
+    /** Per source failing now, the reason last logged. */
+    private final Map<String, String> failing = new HashMap<>();
     private Thread owner;
     /** Per source, when the poll that completed last started (read by other threads). */
     private final Map<String, Long> syncedAt = new java.util.concurrent.ConcurrentHashMap<>();
@@ -202,15 +204,23 @@ public final class DeltaFollower implements AutoCloseable {
             lastSources = now;
             cursors.keySet().retainAll(new HashSet<>(now));
             syncedAt.keySet().retainAll(new HashSet<>(now));
+            failing.keySet().retainAll(new HashSet<>(now));
             for (String source : now) {
                 long started = System.nanoTime();
                 try {
                     poll(source, slots);
                     syncedAt.put(source, started);
+                    if (failing.remove(source) != null) {
+                        LOG.info(() -> "export: caught up with training server " + source + " again");
+                    }
                 } catch (RuntimeException e) {
                     failures.increment();
                     lastError = "training server " + source + ": " + e.getMessage();
-                    LOG.log(Level.FINE, lastError, e);
+                    // Once per source and reason, not every interval.
+                    if (!lastError.equals(failing.put(source, lastError))) {
+                        LOG.log(Level.WARNING, "export: " + lastError + " (serving the values it has; asking again"
+                                + " every " + intervalMillis + " ms)");
+                    }
                 }
             }
             rounds.increment();

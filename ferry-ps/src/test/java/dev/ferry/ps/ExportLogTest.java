@@ -13,7 +13,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.TreeSet;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.junit.jupiter.api.Test;
@@ -22,6 +21,7 @@ import org.junit.jupiter.api.Test;
 class ExportLogTest {
 
     private static final int DIM = 4;
+    private static final long PUSHED = 100_000;
 
     private static void push(ParameterServer ps, long... ids) {
         float[] g = new float[ids.length * DIM];
@@ -170,25 +170,30 @@ class ExportLogTest {
             ps.createTable(TableConfig.of("t", DIM, Optimizer.sgd(1)));
             ExportLog log = new ExportLog(ps);
             long since = log.seal();
-            AtomicBoolean stop = new AtomicBoolean();
             AtomicLong next = new AtomicLong(1);
+            java.util.concurrent.ConcurrentLinkedQueue<Throwable> failures = new java.util.concurrent.ConcurrentLinkedQueue<>();
             List<Thread> pushers = new ArrayList<>();
             for (int t = 0; t < 2; t++) {
                 pushers.add(Thread.ofPlatform().start(() -> {
-                    while (!stop.get()) {
-                        push(ps, next.getAndIncrement());
+                    try {
+                        for (long id = next.getAndIncrement(); id <= PUSHED; id = next.getAndIncrement()) {
+                            push(ps, id);
+                        }
+                    } catch (RuntimeException e) {
+                        failures.add(e);
                     }
                 }));
             }
             TreeSet<Long> seen = new TreeSet<>();
-            for (int i = 0; i < 200; i++) {
+            int seals = 0;
+            while (pushers.stream().anyMatch(Thread::isAlive)) {
                 long upTo = log.seal();
+                seals++;
                 for (long id : all(log, since, upTo)) {
                     seen.add(id);
                 }
                 since = upTo;
             }
-            stop.set(true);
             for (Thread t : pushers) {
                 t.join();
             }
@@ -196,7 +201,9 @@ class ExportLogTest {
             for (long id : all(log, since, upTo)) {
                 seen.add(id);
             }
-            long pushed = next.get() - 1;
+            assertTrue(failures.isEmpty(), () -> "pushes failed: " + failures);
+            assertTrue(seals > 1, "seals while pushing: " + seals);
+            long pushed = PUSHED;
             assertEquals(pushed, seen.size(), "every pushed id once in some range");
             assertEquals(1L, seen.first());
             assertEquals(pushed, seen.last());

@@ -24,8 +24,9 @@ import dev.ferry.transport.SharedSecret;
 /**
  * A serving server process ({@code ClusterServerMain --serving --follow}, a child JVM) killed
  * with SIGKILL while a training member takes SGD pushes (unique integer gradients), then started
- * again with the same id: it rejoins its serving cluster empty, resyncs from the training
- * server, and once training stops every row it serves equals training's. Nothing is lost.
+ * again with the same id. The other serving member (in this JVM) takes the dead one's groups
+ * empty and resyncs them; the restarted one gets groups back by a move, empty, and resyncs too;
+ * once training stops every row the serving cluster serves equals training's. Nothing is lost.
  */
 class ExportKillTest {
 
@@ -41,6 +42,9 @@ class ExportKillTest {
                     .withSessionTimeoutMillis(SESSION_MILLIS).withReplication(1, 1);
             List<ChildJvm> children = new ArrayList<>();
             ExportClusterTest.Node t0 = ExportClusterTest.training(train, "t0");
+            // An in-process serving member first (the serving cluster's controller), then the process.
+            FollowedCluster followed = FollowedCluster.of(train.uri(), "tcp");
+            ExportClusterTest.Node s0 = ExportClusterTest.serving(serve, "s0", followed);
             try (ClusterAdmin admin = ClusterAdmin.connect(serve)) {
                 ChildJvm first = startServing(serve, train, children);
                 String address = first.expect(PsServerMain.LISTENING, 60_000).split(" ")[1];
@@ -92,7 +96,8 @@ class ExportKillTest {
                         assertTrue(failed.get() == null, () -> "a push failed: " + failed.get());
                         float[] expected = trainer.pull("emb", ids);
                         long stopped = System.nanoTime();
-                        try (PsClient reader = PsClient.connect(rpc, Members.transport("tcp"), "ferry://" + again)) {
+                        try (PsClient reader = PsClient.connect(rpc, Members.transport("tcp"),
+                                "ferry://" + s0.address() + "," + again)) {
                             String[] last = {"nothing pulled"};
                             try {
                                 Members.await60(() -> {
@@ -127,6 +132,8 @@ class ExportKillTest {
                 for (ChildJvm child : children) {
                     child.close();
                 }
+                s0.close();
+                followed.close();
                 t0.close();
             }
         }

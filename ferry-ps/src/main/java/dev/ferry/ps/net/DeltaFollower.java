@@ -80,6 +80,7 @@ public final class DeltaFollower implements AutoCloseable {
     private final LongAdder failures = new LongAdder();
     private final LongAdder rejected = new LongAdder();
     private volatile String lastError;
+    private volatile boolean closed;
 
     private record Cursor(long logId, long tick) {
     }
@@ -175,6 +176,7 @@ public final class DeltaFollower implements AutoCloseable {
 
     @Override
     public void close() {
+        closed = true;
         poller.shutdownNow();
         try {
             poller.awaitTermination(callMillis + 1_000, TimeUnit.MILLISECONDS);
@@ -214,6 +216,9 @@ public final class DeltaFollower implements AutoCloseable {
                         LOG.info(() -> "export: caught up with training server " + source + " again");
                     }
                 } catch (RuntimeException e) {
+                    if (closed) {
+                        return; // interrupted by close
+                    }
                     failures.increment();
                     lastError = "training server " + source + ": " + e.getMessage();
                     // Once per source and reason, not every interval.

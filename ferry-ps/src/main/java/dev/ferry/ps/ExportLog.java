@@ -121,9 +121,9 @@ public final class ExportLog {
         for (Stripe s : t.stripes) {
             s.lock.lock();
             try {
-                for (int i = 0; i < s.ticks.length; i++) {
-                    long tick = s.ticks[i];
-                    long key = s.keys[i];
+                for (int i = 0; i < s.capacity(); i++) {
+                    long tick = s.tick(i);
+                    long key = s.key(i);
                     if (tick > since && tick <= upTo && (first || key > afterId) && slots.test(Slots.slotOf(key))) {
                         if (n == found.length) {
                             found = Arrays.copyOf(found, n * 2);
@@ -173,7 +173,7 @@ public final class ExportLog {
             for (Stripe s : t.stripes) {
                 s.lock.lock();
                 try {
-                    n += 16L * s.keys.length;
+                    n += 8L * s.entries.length;
                 } finally {
                     s.lock.unlock();
                 }
@@ -217,66 +217,80 @@ public final class ExportLog {
 
     /**
      * An open-addressing map of id to tick with linear probing, guarded by its lock; tick 0 marks
-     * a free slot. Grows by doubling at half full; deletion shifts the following run back.
+     * a free slot. Id and tick sit side by side ({@code entries[2i]}, {@code entries[2i + 1]}), so
+     * a mark touches one cache line. Grows by doubling at half full; deletion shifts the following
+     * run back.
      */
     private static final class Stripe {
         final ReentrantLock lock = new ReentrantLock();
-        long[] keys = new long[64];
-        long[] ticks = new long[64];
+        /** Slots of id, tick. */
+        long[] entries = new long[2 * 64];
         int size;
 
+        int capacity() {
+            return entries.length >>> 1;
+        }
+
+        long key(int i) {
+            return entries[2 * i];
+        }
+
+        long tick(int i) {
+            return entries[2 * i + 1];
+        }
+
         void put(long id, long hash, long tick) {
-            int mask = keys.length - 1;
+            long[] e = entries;
+            int mask = (e.length >>> 1) - 1;
             for (int i = (int) hash & mask;; i = (i + 1) & mask) {
-                if (ticks[i] == 0) {
-                    keys[i] = id;
-                    ticks[i] = tick;
-                    if (++size * 2 > keys.length) {
+                if (e[2 * i + 1] == 0) {
+                    e[2 * i] = id;
+                    e[2 * i + 1] = tick;
+                    if (++size * 2 > capacity()) {
                         grow();
                     }
                     return;
                 }
-                if (keys[i] == id) {
-                    ticks[i] = tick;
+                if (e[2 * i] == id) {
+                    e[2 * i + 1] = tick;
                     return;
                 }
             }
         }
 
         void remove(long id, long hash, long upTo) {
-            int mask = keys.length - 1;
+            long[] e = entries;
+            int mask = (e.length >>> 1) - 1;
             int i = (int) hash & mask;
-            while (ticks[i] != 0 && keys[i] != id) {
+            while (e[2 * i + 1] != 0 && e[2 * i] != id) {
                 i = (i + 1) & mask;
             }
-            if (ticks[i] == 0 || ticks[i] > upTo) {
+            if (e[2 * i + 1] == 0 || e[2 * i + 1] > upTo) {
                 return;
             }
             // Backward shift: move later entries of the run into the hole where their probe allows.
             int hole = i;
-            for (int j = (hole + 1) & mask; ticks[j] != 0; j = (j + 1) & mask) {
-                int home = (int) (Slots.mix(keys[j]) >>> 6) & mask;
+            for (int j = (hole + 1) & mask; e[2 * j + 1] != 0; j = (j + 1) & mask) {
+                int home = (int) (Slots.mix(e[2 * j]) >>> 6) & mask;
                 boolean movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
                 if (movable) {
-                    keys[hole] = keys[j];
-                    ticks[hole] = ticks[j];
+                    e[2 * hole] = e[2 * j];
+                    e[2 * hole + 1] = e[2 * j + 1];
                     hole = j;
                 }
             }
-            ticks[hole] = 0;
-            keys[hole] = 0;
+            e[2 * hole] = 0;
+            e[2 * hole + 1] = 0;
             size--;
         }
 
         private void grow() {
-            long[] oldKeys = keys;
-            long[] oldTicks = ticks;
-            keys = new long[oldKeys.length * 2];
-            ticks = new long[oldKeys.length * 2];
+            long[] old = entries;
+            entries = new long[old.length * 2];
             size = 0;
-            for (int i = 0; i < oldKeys.length; i++) {
-                if (oldTicks[i] != 0) {
-                    put(oldKeys[i], Slots.mix(oldKeys[i]) >>> 6, oldTicks[i]);
+            for (int i = 0; i < old.length; i += 2) {
+                if (old[i + 1] != 0) {
+                    put(old[i], Slots.mix(old[i]) >>> 6, old[i + 1]);
                 }
             }
         }

@@ -232,6 +232,9 @@ public final class PsServerMain {
             return 1;
         }
         listener.opened(server);
+        if (!options.serving()) {
+            listener.exporting(ExportService.attach(server)); // followers may poll it (ferry://)
+        }
         CountDownLatch stopped = new CountDownLatch(1);
         Thread hook = new Thread(() -> {
             listener.stopping();

@@ -163,7 +163,7 @@ final class Shard {
             return false;
         }
         try {
-            MemorySegment.copy(chunk, offset(row) + from, out, at, bytes);
+            Kernels.copy(chunk, offset(row) + from, out, at, bytes);
             return true;
         } catch (IllegalStateException closedMeanwhile) {
             return false;

@@ -215,54 +215,64 @@ public final class SparseTable {
     }
 
     /**
-     * Gathers without the shard locks: first the row of every id (so that the index lookups'
-     * cache misses overlap), then each row's copy, validated against its shard's version
-     * ({@link Shard}); a row written meanwhile is read again, and a row that is absent (to be
+     * Gathers without the shard locks, in three passes: the row of every id (so that the index
+     * lookups' cache misses overlap); each found row's copy, validated against its shard's
+     * version ({@link Shard}), in one short loop (so that the rows' misses overlap too); then the
+     * ids that loop left: a row written meanwhile is read again, and a row that is absent (to be
      * created) or keeps changing is read under its shard's lock.
      */
     private void gatherChunk(long[] ids, int offset, int count, MemorySegment out, long outAt, Scratch scratch) {
         long[] hash = scratch.hash;
         long[] version = scratch.version;
         int[] rowOf = scratch.row;
+        int[] left = scratch.order;
+        Shard[] shards = this.shards;
         int mask = shards.length - 1;
         for (int i = 0; i < count; i++) {
-            long h = Slots.mix(ids[offset + i]);
+            long id = ids[offset + i];
+            long h = Slots.mix(id);
             Shard shard = shards[(int) (h >>> 40) & mask];
             long v = shard.readVersion();
             hash[i] = h;
             version[i] = v;
-            rowOf[i] = (v & 1) == 0 ? findQuietly(shard, ids[offset + i], h) : RETRY;
+            rowOf[i] = (v & 1) == 0 ? findQuietly(shard, id, h) : RETRY;
         }
+        int lefts = 0;
         for (int i = 0; i < count; i++) {
-            long h = hash[i];
-            Shard shard = shards[(int) (h >>> 40) & mask];
-            long at = outAt + i * payloadBytes;
+            Shard shard = shards[(int) (hash[i] >>> 40) & mask];
             int row = rowOf[i];
-            long v = version[i];
-            boolean done = false;
-            for (int attempt = 1;; attempt++) {
-                if (row >= 0) {
-                    if (shard.copyQuietly(row, RowLayout.WEIGHTS_OFFSET, out, at, payloadBytes) && shard.validate(v)) {
-                        done = true;
-                        break;
-                    }
-                } else if (row == ABSENT && shard.validate(v)) {
-                    if (readOnly) {
-                        kernel.initWeights(ids[offset + i], dimension(), out, at);
-                        done = true;
-                    }
-                    break; // else it is created under the lock
-                }
-                if (attempt == OPTIMISTIC_ATTEMPTS) {
-                    break;
-                }
-                v = shard.readVersion();
-                row = (v & 1) == 0 ? findQuietly(shard, ids[offset + i], h) : RETRY;
-            }
-            if (!done) {
-                gatherLocked(shard, ids[offset + i], h, out, at);
+            if (row < 0 || !shard.copyQuietly(row, RowLayout.WEIGHTS_OFFSET, out, outAt + i * payloadBytes, payloadBytes)
+                    || !shard.validate(version[i])) {
+                left[lefts++] = i;
             }
         }
+        for (int k = 0; k < lefts; k++) {
+            int i = left[k];
+            gatherAgain(ids[offset + i], hash[i], shards[(int) (hash[i] >>> 40) & mask], rowOf[i], version[i], out,
+                    outAt + i * payloadBytes);
+        }
+    }
+
+    /** One id that the optimistic pass left: read again (a few attempts), else under the lock. */
+    private void gatherAgain(long id, long h, Shard shard, int row, long v, MemorySegment out, long at) {
+        for (int attempt = 1;; attempt++) {
+            if (row == ABSENT && shard.validate(v)) {
+                if (readOnly) {
+                    kernel.initWeights(id, dimension(), out, at);
+                    return;
+                }
+                break; // it is created under the lock
+            }
+            if (attempt == OPTIMISTIC_ATTEMPTS) {
+                break;
+            }
+            v = shard.readVersion();
+            row = (v & 1) == 0 ? findQuietly(shard, id, h) : RETRY;
+            if (row >= 0 && shard.copyQuietly(row, RowLayout.WEIGHTS_OFFSET, out, at, payloadBytes) && shard.validate(v)) {
+                return;
+            }
+        }
+        gatherLocked(shard, id, h, out, at);
     }
 
     /** Optimistic reads of one row before a gather takes its shard's lock instead. */

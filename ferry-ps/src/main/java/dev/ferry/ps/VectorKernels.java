@@ -2,6 +2,7 @@ package dev.ferry.ps;
 
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteOrder;
+import jdk.incubator.vector.ByteVector;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
@@ -18,6 +19,8 @@ final class VectorKernels {
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
     private static final int LANES = F.length();
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
+    private static final VectorSpecies<Byte> B = ByteVector.SPECIES_PREFERRED;
+    private static final int BYTE_LANES = B.length();
 
     private VectorKernels() {
     }
@@ -122,6 +125,16 @@ final class VectorKernels {
         if (j < n) {
             long o = 4L * j;
             ScalarKernels.add(out, to + o, in, from + o, n - j);
+        }
+    }
+
+    static void copy(MemorySegment in, long from, MemorySegment out, long to, long bytes) {
+        long j = 0;
+        for (; j <= bytes - BYTE_LANES; j += BYTE_LANES) {
+            ByteVector.fromMemorySegment(B, in, from + j, LE).intoMemorySegment(out, to + j, LE);
+        }
+        if (j < bytes) {
+            MemorySegment.copy(in, from + j, out, to + j, bytes - j);
         }
     }
 

@@ -78,7 +78,7 @@ public final class SparseTable {
         this.gates = new AdmissionGate[config.shards()];
         long seed = Slots.mix(config.name().hashCode());
         for (int s = 0; s < shards.length; s++) {
-            shards[s] = new Shard(rowBytes);
+            shards[s] = new Shard(config.dimension(), config.optimizer().stateSlots());
             gates[s] = AdmissionGate.of(config.admission(), s, shards.length, seed, shards[s].lock);
         }
         Eviction eviction = config.eviction();
@@ -241,7 +241,7 @@ public final class SparseTable {
         for (int i = 0; i < count; i++) {
             Shard shard = shards[(int) (hash[i] >>> 40) & mask];
             int row = rowOf[i];
-            if (row < 0 || !shard.copyQuietly(row, RowLayout.WEIGHTS_OFFSET, out, outAt + i * payloadBytes, payloadBytes)
+            if (row < 0 || !shard.copyQuietly(row, out, outAt + i * payloadBytes, payloadBytes)
                     || !shard.validate(version[i])) {
                 left[lefts++] = i;
             }
@@ -268,7 +268,7 @@ public final class SparseTable {
             }
             v = shard.readVersion();
             row = (v & 1) == 0 ? findQuietly(shard, id, h) : RETRY;
-            if (row >= 0 && shard.copyQuietly(row, RowLayout.WEIGHTS_OFFSET, out, at, payloadBytes) && shard.validate(v)) {
+            if (row >= 0 && shard.copyQuietly(row, out, at, payloadBytes) && shard.validate(v)) {
                 return;
             }
         }
@@ -302,7 +302,7 @@ public final class SparseTable {
                     return;
                 }
             }
-            MemorySegment.copy(shard.chunk(row), shard.offset(row) + RowLayout.WEIGHTS_OFFSET, out, at, payloadBytes);
+            MemorySegment.copy(shard.chunk(row), shard.weightsAt(row), out, at, payloadBytes);
         } finally {
             shard.lock.unlock();
         }
@@ -404,7 +404,10 @@ public final class SparseTable {
                     }
                     shard.beginWrite();
                     try {
-                        kernel.step(shard.chunk(row), shard.offset(row), dimension, gradients, pos * payloadBytes);
+                        MemorySegment chunk = shard.chunk(row);
+                        long record = shard.recordAt(row);
+                        kernel.step(chunk, shard.weightsAt(row), chunk, record + StoredRow.STEPS, record + StoredRow.STATE,
+                                dimension, gradients, pos * payloadBytes);
                         shard.touch(row, now);
                     } finally {
                         shard.endWrite();
@@ -424,8 +427,12 @@ public final class SparseTable {
         try {
             checkOpen(shard);
             int row = shard.find(id, hash);
-            return row < 0 ? null
-                    : shard.chunk(row).asSlice(shard.offset(row), rowBytes).toArray(ValueLayout.JAVA_BYTE);
+            if (row < 0) {
+                return null;
+            }
+            byte[] bytes = new byte[(int) rowBytes];
+            shard.readRow(row, MemorySegment.ofArray(bytes), 0);
+            return bytes;
         } finally {
             shard.lock.unlock();
         }
@@ -483,7 +490,7 @@ public final class SparseTable {
                     throw corrupt(source, "row " + at / rowBytes + " (id " + id + ") has a negative step count");
                 }
                 int row = shard.append(id, hash);
-                MemorySegment.copy(data, at, shard.chunk(row), shard.offset(row), rowBytes);
+                shard.writeRow(row, data, at);
                 shard.touch(row, now);
             }
         } finally {
@@ -513,12 +520,12 @@ public final class SparseTable {
                 int row = shard.find(id, hash);
                 if (row < 0) {
                     row = create(shard, id, hash);
-                } else if (shard.chunk(row).get(RowLayout.LONG, shard.offset(row) + RowLayout.STEPS_OFFSET) > steps) {
+                } else if (shard.steps(row) > steps) {
                     continue;
                 }
                 shard.beginWrite();
                 try {
-                    MemorySegment.copy(rows, at, shard.chunk(row), shard.offset(row), rowBytes);
+                    shard.writeRow(row, rows, at);
                     shard.touch(row, clock.getAsLong());
                 } finally {
                     shard.endWrite();
@@ -542,14 +549,11 @@ public final class SparseTable {
                     if (!shard.live(row)) {
                         continue;
                     }
-                    MemorySegment chunk = shard.chunk(row);
-                    long at = shard.offset(row);
-                    long id = chunk.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
+                    long id = shard.id(row);
                     if (reset.test(id)) {
                         shard.beginWrite();
                         try {
-                            chunk.asSlice(at, rowBytes).fill((byte) 0);
-                            kernel.initRow(chunk, at, id, dimension());
+                            initStored(shard, row, id, true);
                         } finally {
                             shard.endWrite();
                         }
@@ -576,7 +580,7 @@ public final class SparseTable {
                     row = create(shard, ids[i], hash);
                     shard.touch(row, clock.getAsLong());
                 }
-                MemorySegment.copy(shard.chunk(row), shard.offset(row), out, i * rowBytes, rowBytes);
+                shard.readRow(row, out, i * rowBytes);
             } finally {
                 shard.lock.unlock();
             }
@@ -665,11 +669,24 @@ public final class SparseTable {
         shard.beginWrite();
         try {
             int row = shard.append(id, hash);
-            kernel.initRow(shard.chunk(row), shard.offset(row), id, dimension());
+            initStored(shard, row, id, false);
             return row;
         } finally {
             shard.endWrite();
         }
+    }
+
+    /** Writes the initial row of {@code id} to slot {@code row}, zeroed first if {@code zero}, its stamp kept. */
+    private void initStored(Shard shard, int row, long id, boolean zero) {
+        MemorySegment chunk = shard.chunk(row);
+        long w = shard.weightsAt(row);
+        long r = shard.recordAt(row);
+        StoredRow layout = shard.layout();
+        if (zero) {
+            chunk.asSlice(w, layout.weightStride).fill((byte) 0);
+            chunk.asSlice(r + StoredRow.STATE, layout.recordStride - StoredRow.STATE).fill((byte) 0);
+        }
+        kernel.initRow(chunk, w, chunk, r + StoredRow.ID, r + StoredRow.STEPS, r + StoredRow.STATE, id, dimension());
     }
 
     /** Validates a request's range and size; returns its payload bytes. */

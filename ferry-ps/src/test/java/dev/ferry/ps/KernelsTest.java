@@ -55,19 +55,19 @@ class KernelsTest {
                                 VectorKernels.sgd(vector, w, g, 0, dimension, 0.05f);
                             }
                             case 1 -> {
-                                ScalarKernels.adagrad(scalar, w, s0, g, 0, dimension, 0.1f, 1e-10f);
-                                VectorKernels.adagrad(vector, w, s0, g, 0, dimension, 0.1f, 1e-10f);
+                                ScalarKernels.adagrad(scalar, w, scalar, s0, g, 0, dimension, 0.1f, 1e-10f);
+                                VectorKernels.adagrad(vector, w, vector, s0, g, 0, dimension, 0.1f, 1e-10f);
                             }
                             case 2 -> {
-                                ScalarKernels.adam(scalar, w, s0, s1, g, 0, dimension, 0.9f, 0.1f, 0.999f, 0.001f,
+                                ScalarKernels.adam(scalar, w, scalar, s0, s1, g, 0, dimension, 0.9f, 0.1f, 0.999f, 0.001f,
                                         0.003f, 3e-10f);
-                                VectorKernels.adam(vector, w, s0, s1, g, 0, dimension, 0.9f, 0.1f, 0.999f, 0.001f,
+                                VectorKernels.adam(vector, w, vector, s0, s1, g, 0, dimension, 0.9f, 0.1f, 0.999f, 0.001f,
                                         0.003f, 3e-10f);
                             }
                             default -> {
-                                ScalarKernels.ftrl(scalar, w, s0, s1, g, 0, dimension, 10f, 1f, trial % 2 * 0.5f,
+                                ScalarKernels.ftrl(scalar, w, scalar, s0, s1, g, 0, dimension, 10f, 1f, trial % 2 * 0.5f,
                                         0.1f);
-                                VectorKernels.ftrl(vector, w, s0, s1, g, 0, dimension, 10f, 1f, trial % 2 * 0.5f,
+                                VectorKernels.ftrl(vector, w, vector, s0, s1, g, 0, dimension, 10f, 1f, trial % 2 * 0.5f,
                                         0.1f);
                             }
                         }

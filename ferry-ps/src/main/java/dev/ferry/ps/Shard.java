@@ -274,7 +274,9 @@ final class Shard {
     /** Whether slot {@code row} holds the live row of {@code id} (not freed, nor reused for another id). */
     boolean holds(int row, long id) {
         assert lock.isHeldByCurrentThread();
-        return live(row) && id(row) == id;
+        MemorySegment chunk = chunk(row);
+        long r = recordAt(row);
+        return chunk.get(RowLayout.LONG, r + StoredRow.STEPS) != FREE_STEPS && chunk.get(RowLayout.LONG, r + StoredRow.ID) == id;
     }
 
     /**
@@ -327,22 +329,33 @@ final class Shard {
         return chunks[chunkIndex(row)];
     }
 
-    /** Row {@code row}'s place among its chunk's rows. */
-    private long local(int row) {
-        if (row < firstFixedRow) {
-            return row - firstRow(chunkIndex(row));
-        }
-        return (row - firstFixedRow) & ((1 << (baseShift + growth)) - 1);
-    }
-
     /** The offset of {@code row}'s weights in its chunk. */
     long weightsAt(int row) {
-        return local(row) * weightStride;
+        return (long) (row - firstRow(chunkIndex(row))) * weightStride;
     }
 
     /** The offset of {@code row}'s record (id, steps, stamp, state; {@link StoredRow}) in its chunk. */
     long recordAt(int row) {
-        return chunkRows(chunkIndex(row)) * weightStride + local(row) * recordStride;
+        int c = chunkIndex(row);
+        return recordAt(row, c);
+    }
+
+    private long recordAt(int row, int c) {
+        return chunkRows(c) * weightStride + (long) (row - firstRow(c)) * recordStride;
+    }
+
+    /**
+     * One optimizer step on row {@code row} with the gradient row at {@code g} of {@code grads},
+     * and its stamp set to {@code now} (inside a write).
+     */
+    void step(int row, OptimizerKernel kernel, int dimension, MemorySegment grads, long g, long now) {
+        assert lock.isHeldByCurrentThread();
+        int c = chunkIndex(row);
+        MemorySegment chunk = chunks[c];
+        long r = recordAt(row, c);
+        kernel.step(chunk, (long) (row - firstRow(c)) * weightStride, chunk, r + StoredRow.STEPS, r + StoredRow.STATE,
+                dimension, grads, g);
+        chunk.set(RowLayout.LONG, r + StoredRow.STAMP, now);
     }
 
     /** Writes row {@code row} in the {@link RowLayout} form (header, weights, state) to {@code out[at]}. */

@@ -404,11 +404,7 @@ public final class SparseTable {
                     }
                     shard.beginWrite();
                     try {
-                        MemorySegment chunk = shard.chunk(row);
-                        long record = shard.recordAt(row);
-                        kernel.step(chunk, shard.weightsAt(row), chunk, record + StoredRow.STEPS, record + StoredRow.STATE,
-                                dimension, gradients, pos * payloadBytes);
-                        shard.touch(row, now);
+                        shard.step(row, kernel, dimension, gradients, pos * payloadBytes, now);
                     } finally {
                         shard.endWrite();
                     }

@@ -58,30 +58,29 @@ final class Kernels {
         }
     }
 
-    static void adagrad(MemorySegment s, long w, MemorySegment st, long a, MemorySegment g, long go, int n, float lr,
-            float eps) {
-        if (vector(s, g) && st.isNative()) {
-            VectorKernels.adagrad(s, w, st, a, g, go, n, lr, eps);
+    static void adagrad(MemorySegment s, long w, long a, MemorySegment g, long go, int n, float lr, float eps) {
+        if (vector(s, g)) {
+            VectorKernels.adagrad(s, w, a, g, go, n, lr, eps);
         } else {
-            ScalarKernels.adagrad(s, w, st, a, g, go, n, lr, eps);
+            ScalarKernels.adagrad(s, w, a, g, go, n, lr, eps);
         }
     }
 
-    static void adam(MemorySegment s, long w, MemorySegment st, long m, long v, MemorySegment g, long go, int n,
-            float b1, float oneMinusB1, float b2, float oneMinusB2, float scale, float epsHat) {
-        if (vector(s, g) && st.isNative()) {
-            VectorKernels.adam(s, w, st, m, v, g, go, n, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);
+    static void adam(MemorySegment s, long w, long m, long v, MemorySegment g, long go, int n, float b1,
+            float oneMinusB1, float b2, float oneMinusB2, float scale, float epsHat) {
+        if (vector(s, g)) {
+            VectorKernels.adam(s, w, m, v, g, go, n, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);
         } else {
-            ScalarKernels.adam(s, w, st, m, v, g, go, n, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);
+            ScalarKernels.adam(s, w, m, v, g, go, n, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);
         }
     }
 
-    static void ftrl(MemorySegment s, long w, MemorySegment st, long z, long nAt, MemorySegment g, long go, int n,
-            float invAlpha, float beta, float l1, float l2) {
-        if (vector(s, g) && st.isNative()) {
-            VectorKernels.ftrl(s, w, st, z, nAt, g, go, n, invAlpha, beta, l1, l2);
+    static void ftrl(MemorySegment s, long w, long z, long nAt, MemorySegment g, long go, int n, float invAlpha,
+            float beta, float l1, float l2) {
+        if (vector(s, g)) {
+            VectorKernels.ftrl(s, w, z, nAt, g, go, n, invAlpha, beta, l1, l2);
         } else {
-            ScalarKernels.ftrl(s, w, st, z, nAt, g, go, n, invAlpha, beta, l1, l2);
+            ScalarKernels.ftrl(s, w, z, nAt, g, go, n, invAlpha, beta, l1, l2);
         }
     }
 
@@ -100,20 +99,6 @@ final class Kernels {
             VectorKernels.add(out, to, in, from, n);
         } else {
             ScalarKernels.add(out, to, in, from, n);
-        }
-    }
-
-    /**
-     * Copies {@code bytes} bytes, bit for bit, from {@code in[from..]} to {@code out[to..]}: with
-     * vector loads and stores when both are native (a row of 256 bytes in 4 instructions, no
-     * call to the bulk copy stub, whose per-call cost is most of a row's copy), else by
-     * {@link MemorySegment#copy}.
-     */
-    static void copy(MemorySegment in, long from, MemorySegment out, long to, long bytes) {
-        if (vector(out, in)) {
-            VectorKernels.copy(in, from, out, to, bytes);
-        } else {
-            MemorySegment.copy(in, from, out, to, bytes);
         }
     }
 

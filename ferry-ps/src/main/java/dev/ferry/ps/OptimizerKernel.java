@@ -111,27 +111,26 @@ final class OptimizerKernel {
 
     /** Writes a new row ({@link RowLayout}): header, initial weights, initial optimizer state (the segment is zeroed). */
     void initRow(MemorySegment s, long row, long id, long dimension) {
-        initRow(s, row + RowLayout.WEIGHTS_OFFSET, s, row + RowLayout.ID_OFFSET, row + RowLayout.STEPS_OFFSET,
+        initRow(s, row + RowLayout.WEIGHTS_OFFSET, row + RowLayout.ID_OFFSET, row + RowLayout.STEPS_OFFSET,
                 row + RowLayout.state(dimension, 0, 0), id, dimension);
     }
 
     /**
-     * Writes a new row whose weights start at {@code w} of {@code ws} and whose id, step count and
-     * state are at {@code idAt}, {@code stepsAt} and {@code stateAt} of {@code ss} (zeroed).
+     * Writes a new row of {@code s} whose weights start at {@code w} and whose id, step count and
+     * state are at {@code idAt}, {@code stepsAt} and {@code stateAt} (zeroed).
      */
-    void initRow(MemorySegment ws, long w, MemorySegment ss, long idAt, long stepsAt, long stateAt, long id,
-            long dimension) {
-        ss.set(LONG, idAt, id);
-        ss.set(LONG, stepsAt, 0L);
+    void initRow(MemorySegment s, long w, long idAt, long stepsAt, long stateAt, long id, long dimension) {
+        s.set(LONG, idAt, id);
+        s.set(LONG, stepsAt, 0L);
         if (!(initializer instanceof Initializer.Zeros)) {
             for (long j = 0; j < dimension; j++) {
-                ws.set(FLOAT, w + (long) Float.BYTES * j, initializer.valueAt(id, j));
+                s.set(FLOAT, w + (long) Float.BYTES * j, initializer.valueAt(id, j));
             }
         }
         if (optimizer instanceof Optimizer.Adagrad a && a.initialAccumulator() != 0) {
             float initial = (float) a.initialAccumulator();
             for (long j = 0; j < dimension; j++) {
-                ss.set(FLOAT, stateAt + (long) Float.BYTES * j, initial);
+                s.set(FLOAT, stateAt + (long) Float.BYTES * j, initial);
             }
         }
     }
@@ -145,24 +144,23 @@ final class OptimizerKernel {
 
     /** One step on the row at {@code row} of {@code s} ({@link RowLayout}) with the gradient row at {@code g} of {@code grads}. */
     void step(MemorySegment s, long row, int dimension, MemorySegment grads, long g) {
-        step(s, row + RowLayout.WEIGHTS_OFFSET, s, row + RowLayout.STEPS_OFFSET, row + RowLayout.state(dimension, 0, 0),
+        step(s, row + RowLayout.WEIGHTS_OFFSET, row + RowLayout.STEPS_OFFSET, row + RowLayout.state(dimension, 0, 0),
                 dimension, grads, g);
     }
 
     /**
-     * One step on the row whose weights start at {@code w} of {@code ws} and whose step count and
+     * One step on the row of {@code s} whose weights start at {@code w} and whose step count and
      * state ({@link Optimizer#stateSlots()} runs of {@code dimension} floats) are at
-     * {@code stepsAt} and {@code stateAt} of {@code ss}.
+     * {@code stepsAt} and {@code stateAt}.
      */
-    void step(MemorySegment ws, long w, MemorySegment ss, long stepsAt, long stateAt, int dimension,
-            MemorySegment grads, long g) {
-        long steps = ss.get(LONG, stepsAt) + 1;
-        ss.set(LONG, stepsAt, steps);
+    void step(MemorySegment s, long w, long stepsAt, long stateAt, int dimension, MemorySegment grads, long g) {
+        long steps = s.get(LONG, stepsAt) + 1;
+        s.set(LONG, stepsAt, steps);
         long s0 = stateAt;
         long s1 = s0 + (long) Float.BYTES * dimension;
         switch (optimizer) {
-            case Optimizer.Sgd o -> Kernels.sgd(ws, w, grads, g, dimension, lr);
-            case Optimizer.Adagrad o -> Kernels.adagrad(ws, w, ss, s0, grads, g, dimension, lr, eps);
+            case Optimizer.Sgd o -> Kernels.sgd(s, w, grads, g, dimension, lr);
+            case Optimizer.Adagrad o -> Kernels.adagrad(s, w, s0, grads, g, dimension, lr, eps);
             case Optimizer.Adam o -> {
                 // lr * (m / c1) / (sqrt(v / c2) + eps) == (lr sqrt(c2) / c1) * m / (sqrt(v) + eps sqrt(c2)).
                 float scale = lr;
@@ -174,9 +172,9 @@ final class OptimizerKernel {
                     scale = adamScale(steps);
                     epsHat = adamEpsilon(steps);
                 }
-                Kernels.adam(ws, w, ss, s0, s1, grads, g, dimension, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);
+                Kernels.adam(s, w, s0, s1, grads, g, dimension, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);
             }
-            case Optimizer.Ftrl o -> Kernels.ftrl(ws, w, ss, s0, s1, grads, g, dimension, invAlpha, beta, l1, l2);
+            case Optimizer.Ftrl o -> Kernels.ftrl(s, w, s0, s1, grads, g, dimension, invAlpha, beta, l1, l2);
         }
     }
 

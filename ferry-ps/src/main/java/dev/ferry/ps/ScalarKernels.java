@@ -10,8 +10,7 @@ import java.lang.foreign.MemorySegment;
  * bits; this one serves when the Vector API is absent, for heap segments, and for the elements
  * past the last whole vector of a row.
  *
- * <p>{@code s} holds the weights and {@code st} the optimizer state (the same segment or
- * another). Offsets are in bytes; {@code n} counts floats. Arguments are checked by the callers.
+ * <p>Offsets are in bytes; {@code n} counts floats. Arguments are checked by the callers.
  */
 final class ScalarKernels {
 
@@ -27,26 +26,26 @@ final class ScalarKernels {
     }
 
     /** {@code a += g*g; w -= lr * g / (sqrt(a) + eps)}. */
-    static void adagrad(MemorySegment s, long w, MemorySegment st, long a, MemorySegment g, long go, int n, float lr, float eps) {
+    static void adagrad(MemorySegment s, long w, long a, MemorySegment g, long go, int n, float lr, float eps) {
         for (int j = 0; j < n; j++) {
             long o = 4L * j;
             float grad = g.get(FLOAT, go + o);
-            float acc = st.get(FLOAT, a + o) + grad * grad;
-            st.set(FLOAT, a + o, acc);
+            float acc = s.get(FLOAT, a + o) + grad * grad;
+            s.set(FLOAT, a + o, acc);
             s.set(FLOAT, w + o, s.get(FLOAT, w + o) - lr * grad / ((float) Math.sqrt(acc) + eps));
         }
     }
 
     /** {@code m = b1 m + (1-b1) g; v = b2 v + (1-b2) g*g; w -= scale * m / (sqrt(v) + epsHat)}. */
-    static void adam(MemorySegment s, long w, MemorySegment st, long mAt, long vAt, MemorySegment g, long go, int n, float b1,
+    static void adam(MemorySegment s, long w, long mAt, long vAt, MemorySegment g, long go, int n, float b1,
             float oneMinusB1, float b2, float oneMinusB2, float scale, float epsHat) {
         for (int j = 0; j < n; j++) {
             long o = 4L * j;
             float grad = g.get(FLOAT, go + o);
-            float m = st.get(FLOAT, mAt + o) * b1 + grad * oneMinusB1;
-            float v = st.get(FLOAT, vAt + o) * b2 + grad * grad * oneMinusB2;
-            st.set(FLOAT, mAt + o, m);
-            st.set(FLOAT, vAt + o, v);
+            float m = s.get(FLOAT, mAt + o) * b1 + grad * oneMinusB1;
+            float v = s.get(FLOAT, vAt + o) * b2 + grad * grad * oneMinusB2;
+            s.set(FLOAT, mAt + o, m);
+            s.set(FLOAT, vAt + o, v);
             s.set(FLOAT, w + o, s.get(FLOAT, w + o) - scale * m / ((float) Math.sqrt(v) + epsHat));
         }
     }
@@ -56,19 +55,19 @@ final class ScalarKernels {
      * {@code g*g / (sqrt(n + g*g) + sqrt(n)) / alpha}, which does not cancel in f32;
      * {@code z += g - sigma w; n += g*g; w = |z| <= l1 ? 0 : -(z - sign(z) l1) / ((beta + sqrt(n)) / alpha + l2)}.
      */
-    static void ftrl(MemorySegment s, long w, MemorySegment st, long zAt, long nAt, MemorySegment g, long go, int n, float invAlpha,
+    static void ftrl(MemorySegment s, long w, long zAt, long nAt, MemorySegment g, long go, int n, float invAlpha,
             float beta, float l1, float l2) {
         for (int j = 0; j < n; j++) {
             long o = 4L * j;
             float grad = g.get(FLOAT, go + o);
             float squared = grad * grad;
-            float before = st.get(FLOAT, nAt + o);
+            float before = s.get(FLOAT, nAt + o);
             float after = before + squared;
             float rootAfter = (float) Math.sqrt(after);
             float sigma = squared / Math.max((float) Math.sqrt(before) + rootAfter, Float.MIN_NORMAL) * invAlpha;
-            float z = st.get(FLOAT, zAt + o) + (grad - sigma * s.get(FLOAT, w + o));
-            st.set(FLOAT, zAt + o, z);
-            st.set(FLOAT, nAt + o, after);
+            float z = s.get(FLOAT, zAt + o) + (grad - sigma * s.get(FLOAT, w + o));
+            s.set(FLOAT, zAt + o, z);
+            s.set(FLOAT, nAt + o, after);
             float magnitude = Math.abs(z);
             float shrunk = (magnitude - l1) / ((beta + rootAfter) * invAlpha + l2);
             s.set(FLOAT, w + o, magnitude <= l1 ? 0f : z < 0 ? shrunk : -shrunk);

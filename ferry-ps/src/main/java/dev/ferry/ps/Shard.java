@@ -78,6 +78,10 @@ final class Shard {
     private final long recordStride;
     /** Bytes of one row in a chunk, weights and record. */
     private final long rowBytes;
+    /** Offsets of the id, step count and stamp in a record. */
+    private final long idAt;
+    private final long stepsAt;
+    private final long stampAt;
     /** Rows of chunk 0: {@code 1 << baseShift}. */
     private final int baseShift;
     /** Chunks that double; later ones have {@code 1 << (baseShift + growth)} rows. */
@@ -104,6 +108,9 @@ final class Shard {
         this.weightStride = layout.weightStride;
         this.recordStride = layout.recordStride;
         this.rowBytes = layout.stride();
+        this.idAt = layout.id;
+        this.stepsAt = layout.steps;
+        this.stampAt = layout.stamp;
         this.baseShift = 63 - Long.numberOfLeadingZeros(Math.max(1, CHUNK_TARGET_BYTES / rowBytes));
         int top = baseShift;
         while ((rowBytes << top) < RowMemory.HUGE_PAGE && top < 30) {
@@ -174,7 +181,7 @@ final class Shard {
             return false;
         }
         try {
-            Kernels.copy(chunk, weightsAt(row), out, at, bytes);
+            MemorySegment.copy(chunk, (long) (row - firstRow(c)) * weightStride, out, at, bytes);
             return true;
         } catch (IllegalStateException closedMeanwhile) {
             return false;
@@ -192,7 +199,7 @@ final class Shard {
             MemorySegment chunk = chunk(row);
             chunk.asSlice(weightsAt(row), weightStride).fill((byte) 0);
             chunk.asSlice(recordAt(row), recordStride).fill((byte) 0);
-            chunk.set(RowLayout.LONG, recordAt(row) + StoredRow.ID, id);
+            chunk.set(RowLayout.LONG, recordAt(row) + idAt, id);
             insert(id, hash, row);
             return row;
         }
@@ -210,7 +217,7 @@ final class Shard {
             chunkCount++;
         }
         rows++;
-        chunk(row).set(RowLayout.LONG, recordAt(row) + StoredRow.ID, id);
+        chunk(row).set(RowLayout.LONG, recordAt(row) + idAt, id);
         insert(id, hash, row);
         return row;
     }
@@ -224,7 +231,7 @@ final class Shard {
         assert live(row) : "row " + row + " is free";
         MemorySegment chunk = chunk(row);
         long at = recordAt(row);
-        long id = chunk.get(RowLayout.LONG, at + StoredRow.ID);
+        long id = chunk.get(RowLayout.LONG, at + idAt);
         MemorySegment entries = index;
         long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
         long i = Slots.mix(id) & mask;
@@ -248,8 +255,8 @@ final class Shard {
         }
         entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, 0L);
         entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, 0L);
-        chunk.set(RowLayout.LONG, at + StoredRow.ID, 0L);
-        chunk.set(RowLayout.LONG, at + StoredRow.STEPS, FREE_STEPS);
+        chunk.set(RowLayout.LONG, at + idAt, 0L);
+        chunk.set(RowLayout.LONG, at + stepsAt, FREE_STEPS);
         if (freeCount == free.length) {
             free = Arrays.copyOf(free, free.length * 2);
         }
@@ -263,12 +270,12 @@ final class Shard {
 
     /** The id of row {@code row} (0 for a free slot). */
     long id(int row) {
-        return chunk(row).get(RowLayout.LONG, recordAt(row) + StoredRow.ID);
+        return chunk(row).get(RowLayout.LONG, recordAt(row) + idAt);
     }
 
     /** The optimizer steps applied to row {@code row} ({@link #FREE_STEPS} for a free slot). */
     long steps(int row) {
-        return chunk(row).get(RowLayout.LONG, recordAt(row) + StoredRow.STEPS);
+        return chunk(row).get(RowLayout.LONG, recordAt(row) + stepsAt);
     }
 
     /** Whether slot {@code row} holds the live row of {@code id} (not freed, nor reused for another id). */
@@ -276,7 +283,7 @@ final class Shard {
         assert lock.isHeldByCurrentThread();
         MemorySegment chunk = chunk(row);
         long r = recordAt(row);
-        return chunk.get(RowLayout.LONG, r + StoredRow.STEPS) != FREE_STEPS && chunk.get(RowLayout.LONG, r + StoredRow.ID) == id;
+        return chunk.get(RowLayout.LONG, r + stepsAt) != FREE_STEPS && chunk.get(RowLayout.LONG, r + idAt) == id;
     }
 
     /**
@@ -310,13 +317,13 @@ final class Shard {
     /** The time of the last update of {@code row}. */
     long stamp(int row) {
         assert lock.isHeldByCurrentThread();
-        return chunk(row).get(RowLayout.LONG, recordAt(row) + StoredRow.STAMP);
+        return chunk(row).get(RowLayout.LONG, recordAt(row) + stampAt);
     }
 
     /** Records an update of {@code row} at {@code now}. */
     void touch(int row, long now) {
         assert lock.isHeldByCurrentThread();
-        chunk(row).set(RowLayout.LONG, recordAt(row) + StoredRow.STAMP, now);
+        chunk(row).set(RowLayout.LONG, recordAt(row) + stampAt, now);
     }
 
     /** Rows stored: slots minus free ones. */
@@ -353,9 +360,9 @@ final class Shard {
         int c = chunkIndex(row);
         MemorySegment chunk = chunks[c];
         long r = recordAt(row, c);
-        kernel.step(chunk, (long) (row - firstRow(c)) * weightStride, chunk, r + StoredRow.STEPS, r + StoredRow.STATE,
-                dimension, grads, g);
-        chunk.set(RowLayout.LONG, r + StoredRow.STAMP, now);
+        kernel.step(chunk, (long) (row - firstRow(c)) * weightStride, r + stepsAt, r + StoredRow.STATE, dimension,
+                grads, g);
+        chunk.set(RowLayout.LONG, r + stampAt, now);
     }
 
     /** Writes row {@code row} in the {@link RowLayout} form (header, weights, state) to {@code out[at]}. */

@@ -680,9 +680,9 @@ public final class SparseTable {
         StoredRow layout = shard.layout();
         if (zero) {
             chunk.asSlice(w, layout.weightStride).fill((byte) 0);
-            chunk.asSlice(r + StoredRow.STATE, layout.recordStride - StoredRow.STATE).fill((byte) 0);
+            chunk.asSlice(r + StoredRow.STATE, layout.id).fill((byte) 0);
         }
-        kernel.initRow(chunk, w, chunk, r + StoredRow.ID, r + StoredRow.STEPS, r + StoredRow.STATE, id, dimension());
+        kernel.initRow(chunk, w, r + layout.id, r + layout.steps, r + StoredRow.STATE, id, dimension());
     }
 
     /** Validates a request's range and size; returns its payload bytes. */

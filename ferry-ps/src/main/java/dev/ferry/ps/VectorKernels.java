@@ -2,7 +2,6 @@ package dev.ferry.ps;
 
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteOrder;
-import jdk.incubator.vector.ByteVector;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
@@ -19,8 +18,6 @@ final class VectorKernels {
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
     private static final int LANES = F.length();
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
-    private static final VectorSpecies<Byte> B = ByteVector.SPECIES_PREFERRED;
-    private static final int BYTE_LANES = B.length();
 
     private VectorKernels() {
     }
@@ -39,58 +36,58 @@ final class VectorKernels {
         }
     }
 
-    static void adagrad(MemorySegment s, long w, MemorySegment st, long a, MemorySegment g, long go, int n, float lr, float eps) {
+    static void adagrad(MemorySegment s, long w, long a, MemorySegment g, long go, int n, float lr, float eps) {
         int j = 0;
         for (; j <= n - LANES; j += LANES) {
             long o = 4L * j;
             FloatVector grad = FloatVector.fromMemorySegment(F, g, go + o, LE);
-            FloatVector acc = FloatVector.fromMemorySegment(F, st, a + o, LE).add(grad.mul(grad));
-            acc.intoMemorySegment(st, a + o, LE);
+            FloatVector acc = FloatVector.fromMemorySegment(F, s, a + o, LE).add(grad.mul(grad));
+            acc.intoMemorySegment(s, a + o, LE);
             FloatVector weight = FloatVector.fromMemorySegment(F, s, w + o, LE);
             weight.sub(grad.mul(lr).div(acc.sqrt().add(eps))).intoMemorySegment(s, w + o, LE);
         }
         if (j < n) {
             long o = 4L * j;
-            ScalarKernels.adagrad(s, w + o, st, a + o, g, go + o, n - j, lr, eps);
+            ScalarKernels.adagrad(s, w + o, a + o, g, go + o, n - j, lr, eps);
         }
     }
 
-    static void adam(MemorySegment s, long w, MemorySegment st, long mAt, long vAt, MemorySegment g, long go, int n, float b1,
+    static void adam(MemorySegment s, long w, long mAt, long vAt, MemorySegment g, long go, int n, float b1,
             float oneMinusB1, float b2, float oneMinusB2, float scale, float epsHat) {
         int j = 0;
         for (; j <= n - LANES; j += LANES) {
             long o = 4L * j;
             FloatVector grad = FloatVector.fromMemorySegment(F, g, go + o, LE);
-            FloatVector m = FloatVector.fromMemorySegment(F, st, mAt + o, LE).mul(b1).add(grad.mul(oneMinusB1));
-            FloatVector v = FloatVector.fromMemorySegment(F, st, vAt + o, LE).mul(b2)
+            FloatVector m = FloatVector.fromMemorySegment(F, s, mAt + o, LE).mul(b1).add(grad.mul(oneMinusB1));
+            FloatVector v = FloatVector.fromMemorySegment(F, s, vAt + o, LE).mul(b2)
                     .add(grad.mul(grad).mul(oneMinusB2));
-            m.intoMemorySegment(st, mAt + o, LE);
-            v.intoMemorySegment(st, vAt + o, LE);
+            m.intoMemorySegment(s, mAt + o, LE);
+            v.intoMemorySegment(s, vAt + o, LE);
             FloatVector weight = FloatVector.fromMemorySegment(F, s, w + o, LE);
             weight.sub(m.mul(scale).div(v.sqrt().add(epsHat))).intoMemorySegment(s, w + o, LE);
         }
         if (j < n) {
             long o = 4L * j;
-            ScalarKernels.adam(s, w + o, st, mAt + o, vAt + o, g, go + o, n - j, b1, oneMinusB1, b2, oneMinusB2, scale,
+            ScalarKernels.adam(s, w + o, mAt + o, vAt + o, g, go + o, n - j, b1, oneMinusB1, b2, oneMinusB2, scale,
                     epsHat);
         }
     }
 
-    static void ftrl(MemorySegment s, long w, MemorySegment st, long zAt, long nAt, MemorySegment g, long go, int n, float invAlpha,
+    static void ftrl(MemorySegment s, long w, long zAt, long nAt, MemorySegment g, long go, int n, float invAlpha,
             float beta, float l1, float l2) {
         int j = 0;
         for (; j <= n - LANES; j += LANES) {
             long o = 4L * j;
             FloatVector grad = FloatVector.fromMemorySegment(F, g, go + o, LE);
             FloatVector squared = grad.mul(grad);
-            FloatVector before = FloatVector.fromMemorySegment(F, st, nAt + o, LE);
+            FloatVector before = FloatVector.fromMemorySegment(F, s, nAt + o, LE);
             FloatVector after = before.add(squared);
             FloatVector rootAfter = after.sqrt();
             FloatVector sigma = squared.div(before.sqrt().add(rootAfter).max(Float.MIN_NORMAL)).mul(invAlpha);
             FloatVector weight = FloatVector.fromMemorySegment(F, s, w + o, LE);
-            FloatVector z = FloatVector.fromMemorySegment(F, st, zAt + o, LE).add(grad.sub(sigma.mul(weight)));
-            z.intoMemorySegment(st, zAt + o, LE);
-            after.intoMemorySegment(st, nAt + o, LE);
+            FloatVector z = FloatVector.fromMemorySegment(F, s, zAt + o, LE).add(grad.sub(sigma.mul(weight)));
+            z.intoMemorySegment(s, zAt + o, LE);
+            after.intoMemorySegment(s, nAt + o, LE);
             FloatVector magnitude = z.abs();
             FloatVector shrunk = magnitude.sub(l1).div(rootAfter.add(beta).mul(invAlpha).add(l2));
             VectorMask<Float> negative = z.compare(VectorOperators.LT, 0f);
@@ -99,7 +96,7 @@ final class VectorKernels {
         }
         if (j < n) {
             long o = 4L * j;
-            ScalarKernels.ftrl(s, w + o, st, zAt + o, nAt + o, g, go + o, n - j, invAlpha, beta, l1, l2);
+            ScalarKernels.ftrl(s, w + o, zAt + o, nAt + o, g, go + o, n - j, invAlpha, beta, l1, l2);
         }
     }
 
@@ -125,16 +122,6 @@ final class VectorKernels {
         if (j < n) {
             long o = 4L * j;
             ScalarKernels.add(out, to + o, in, from + o, n - j);
-        }
-    }
-
-    static void copy(MemorySegment in, long from, MemorySegment out, long to, long bytes) {
-        long j = 0;
-        for (; j <= bytes - BYTE_LANES; j += BYTE_LANES) {
-            ByteVector.fromMemorySegment(B, in, from + j, LE).intoMemorySegment(out, to + j, LE);
-        }
-        if (j < bytes) {
-            MemorySegment.copy(in, from + j, out, to + j, bytes - j);
         }
     }
 

@@ -10,8 +10,8 @@ import java.util.concurrent.atomic.LongAdder;
 import java.util.function.LongSupplier;
 
 /**
- * A sparse embedding table on this server: int64 id to {@code dimension} f32 weights with the
- * optimizer state inline, in {@link TableConfig#shards()} lock stripes. Rows live off-heap and
+ * A sparse embedding table on this server: int64 id to {@code dimension} f32 weights and their
+ * optimizer state (stored apart, {@link StoredRow}), in {@link TableConfig#shards()} lock stripes. Rows live off-heap and
  * are created by their first pull or push with the table's {@link Initializer}.
  *
  * <p>Neither method allocates in steady state: their working arrays are per thread

@@ -27,7 +27,7 @@ import dev.ferry.ps.net.RoutingTable;
  * joins and one leaves cleanly while two threads push integer gradients (1 to 4,093 in turn; SGD, learning
  * rate 1) to many tensors and one pulls them. The tensors move with their slot groups; after
  * each change every tensor equals the exact sum of the pushes acknowledged to it, and the one
- * client followed. One copy per group: dense pushes are not replicated to backups.
+ * client followed. One copy per group here (r = 1); DenseFailoverTest has r = 2.
  */
 class DenseClusterTest {
 

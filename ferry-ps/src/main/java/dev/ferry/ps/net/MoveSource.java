@@ -63,8 +63,6 @@ final class MoveSource implements AutoCloseable {
     /** Read: a push from its ownership check to its forward. Write: a move starting. */
     final ReentrantReadWriteLock barrier = new ReentrantReadWriteLock();
     private volatile Outgoing outgoing;
-    /** The move that carries its groups' dense tensors, or -1 ({@link #run}). */
-    private volatile long denseMove = -1;
     private RpcClient peers;
 
     /** The move being sent; {@code ended} is set (without the barrier) when it is over. */
@@ -113,16 +111,6 @@ final class MoveSource implements AutoCloseable {
      *                     move is then ended here
      */
     void run(long moveId, int[] groups, String targetAddress, TransportConfig transport) {
-        run(moveId, groups, targetAddress, transport, true);
-    }
-
-    /**
-     * {@link #run(long, int[], String, TransportConfig)}; {@code carryDense} false leaves the
-     * groups' dense tensors out (a copy to a backup: dense pushes are not replicated, so a copy
-     * there would go stale, and a promoted backup must refuse the tensor rather than serve it stale).
-     */
-    void run(long moveId, int[] groups, String targetAddress, TransportConfig transport, boolean carryDense) {
-        denseMove = carryDense ? moveId : -1;
         RpcChannel target = channel(targetAddress, transport);
         boolean[] moving = new boolean[RoutingTable.GROUPS];
         for (int g : groups) {
@@ -157,9 +145,7 @@ final class MoveSource implements AutoCloseable {
                     send(target, PsDescriptor.MOVE_ROWS, rowsBody(moveId, name, table.dimension(), count, rows));
                 });
             }
-            if (carryDense) {
-                sendDense(o, moving);
-            }
+            sendDense(o, moving);
         } catch (RuntimeException e) {
             end(moveId);
             throw e;
@@ -204,7 +190,7 @@ final class MoveSource implements AutoCloseable {
      */
     void pushDense(DenseTensor tensor, MemorySegment gradients, long remainingMillis, long dedupe) {
         Outgoing o = outgoing;
-        if (o == null || o.id() != denseMove || !o.groups()[DenseMove.groupOf(tensor.name())]) {
+        if (o == null || !o.groups()[DenseMove.groupOf(tensor.name())]) {
             DenseMove.apply(tensor, gradients, dedupe, window);
             return;
         }
@@ -225,7 +211,7 @@ final class MoveSource implements AutoCloseable {
      */
     void createdDense(DenseTensor tensor, long remainingMillis) {
         Outgoing o = outgoing;
-        if (o == null || o.id() != denseMove || !o.groups()[DenseMove.groupOf(tensor.name())]) {
+        if (o == null || !o.groups()[DenseMove.groupOf(tensor.name())]) {
             return;
         }
         long waitStart = System.nanoTime();

@@ -11,6 +11,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
 
+import dev.ferry.ps.DenseTensor;
 import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.RowTransfer;
@@ -18,6 +19,7 @@ import dev.ferry.ps.SparseTable;
 import dev.ferry.rpc.RpcChannel;
 import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcConfig;
+import dev.ferry.rpc.RpcMethod;
 import dev.ferry.rpc.RpcResponse;
 import dev.ferry.transport.TransportConfig;
 
@@ -114,18 +116,79 @@ final class Replicator implements AutoCloseable {
      */
     void push(PsServer.View v, String name, int dimension, long[] ids, int count, MemorySegment gradients, long dedupe,
             long remainingMillis, Apply apply) {
-        long start = System.nanoTime();
-        long deadline = start + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
-        Replicas replicas = v.replicas();
         Scratch s = SCRATCH.get();
         int groups = groupsOf(ids, count, s);
+        run(v, s.groups, groups, dedupe, remainingMillis, ReplicationDescriptor.REPLICATE, deadline -> {
+            applyNew(name, dimension, ids, count, gradients, dedupe, deadline, apply, s);
+            for (int i = 0; i < groups; i++) {
+                window.record(s.groups[i], dedupe);
+            }
+        }, (now, backup, its, epochs) -> sparseBody(now, name, ids, count, dedupe, its, epochs));
+    }
+
+    /**
+     * A dense push ({@link DenseReplication}): {@code apply} steps the tensor here (deduped by the
+     * group's window, forwarded if the group moves: {@link MoveSource#pushDense}); then its whole
+     * row goes with the push's dedupe id to every in-sync backup of the tensor's group, exactly as
+     * a sparse push's rows do, under the same group lock, checks and fencing. A deduped retry
+     * replicates the current row again, so the backups have it before it is acknowledged.
+     *
+     * @throws PsException as {@link #push}
+     */
+    void pushDense(PsServer.View v, DenseTensor tensor, long dedupe, long remainingMillis, DenseApply apply) {
+        Scratch s = SCRATCH.get();
+        s.groups[0] = DenseMove.groupOf(tensor.name());
+        run(v, s.groups, 1, dedupe, remainingMillis, DenseReplication.REPLICATE_DENSE,
+                deadline -> apply.apply(TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()) + 100),
+                (now, backup, its, epochs) -> DenseReplication.body(now.generation(), dedupe, its[0], epochs[0], tensor));
+    }
+
+    /**
+     * A dense tensor just created here: its first row (no steps yet) goes to the in-sync backups
+     * of its group, so that a backup promoted before the first push serves it too. Best effort:
+     * a backup that misses it gets it with the first push.
+     */
+    void createdDense(PsServer.View v, DenseTensor tensor, long remainingMillis) {
+        try {
+            pushDense(v, tensor, 0, remainingMillis, left -> { });
+        } catch (RuntimeException notYet) {
+            // The tensor exists here; the first push's row creates it on the backups.
+        }
+    }
+
+    /** Steps a dense tensor locally within {@code remainingMillis}: the move-aware apply of {@link PsServer}. */
+    @FunctionalInterface
+    interface DenseApply {
+        void apply(long remainingMillis);
+    }
+
+    /** The local step of a push, before {@code deadline} (nanoTime). */
+    @FunctionalInterface
+    private interface Step {
+        void apply(long deadline);
+    }
+
+    /** Writes one backup's {@code REPLICATE} body: the push's rows of {@code groups} (sorted), at {@code epochs}. */
+    @FunctionalInterface
+    private interface Body {
+        byte[] write(PsServer.View v, int backup, int[] groups, long[] epochs);
+    }
+
+    /**
+     * The push protocol, sparse or dense: the groups' locks, the checks, the local step, the
+     * checks again, then {@code method} with {@code body} to every in-sync backup.
+     */
+    private void run(PsServer.View v, int[] gs, int groups, long dedupe, long remainingMillis,
+            RpcMethod method, Step step, Body body) {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
+        Replicas replicas = v.replicas();
         int locked = 0;
         try {
             for (; locked < groups; locked++) {
-                lock(locks[s.groups[locked]], deadline);
+                lock(locks[gs[locked]], deadline);
             }
             for (int i = 0; i < groups; i++) {
-                int g = s.groups[i];
+                int g = gs[i];
                 if (1 + replicas.backupCount(g) < replicas.minInSync()) {
                     throw new PsException(PsException.Code.NOT_ENOUGH_REPLICAS, "group " + g + " has "
                             + (1 + replicas.backupCount(g)) + " in-sync copies, fewer than the " + replicas.minInSync()
@@ -136,33 +199,30 @@ final class Replicator implements AutoCloseable {
             if (hook != null) {
                 hook.run();
             }
-            v = current(v, s, groups, false);
+            v = current(v, gs, groups, false);
             try {
-                applyNew(name, dimension, ids, count, gradients, dedupe, deadline, apply, s);
+                step.apply(deadline);
             } catch (RuntimeException failed) {
                 // Some ids may be applied (a move's forward that failed after its apply records them).
-                replicateApplied(v, name, ids, count, dedupe, deadline, s, groups);
+                replicateApplied(v, dedupe, deadline, gs, groups, method, body);
                 throw failed;
-            }
-            for (int i = 0; i < groups; i++) {
-                window.record(s.groups[i], dedupe);
             }
             // The view once more: the apply may have waited (a copy's forward until the copy ended).
             PsServer.View now;
             try {
-                now = current(v, s, groups, true);
+                now = current(v, gs, groups, true);
             } catch (PsException moved) {
-                replicateApplied(v, name, ids, count, dedupe, deadline, s, groups);
+                replicateApplied(v, dedupe, deadline, gs, groups, method, body);
                 throw moved;
             }
-            replicate(now, name, ids, count, dedupe, deadline, s.groups, groups);
+            replicate(now, deadline, gs, groups, method, body);
             Runnable replicated = afterReplicated;
             if (replicated != null) {
                 replicated.run();
             }
         } finally {
             for (int i = 0; i < locked; i++) {
-                locks[s.groups[i]].unlock();
+                locks[gs[i]].unlock();
             }
         }
     }
@@ -180,8 +240,8 @@ final class Replicator implements AutoCloseable {
      * already and have fenced pushes that are in these rows (the move's forward decides instead).
      * Best effort: the push fails either way.
      */
-    private void replicateApplied(PsServer.View checked, String name, long[] ids, int count, long dedupe,
-            long deadline, Scratch s, int groups) {
+    private void replicateApplied(PsServer.View checked, long dedupe, long deadline, int[] gs, int groups,
+            RpcMethod method, Body body) {
         PsServer.View now = server.view();
         Replicas was = checked.replicas();
         Replicas is = now.replicas();
@@ -191,7 +251,7 @@ final class Replicator implements AutoCloseable {
         int[] kept = new int[groups];
         int k = 0;
         for (int i = 0; i < groups; i++) {
-            int g = s.groups[i];
+            int g = gs[i];
             if (window.contains(g, dedupe) && now.table().ownerOfGroup(g) == now.self() && is.epoch(g) == was.epoch(g)
                     && !server.movingOut(g)) {
                 kept[k++] = g;
@@ -200,19 +260,8 @@ final class Replicator implements AutoCloseable {
         if (k == 0) {
             return;
         }
-        long[] mine = new long[count];
-        int n = 0;
-        for (int i = 0; i < count; i++) {
-            int g = RoutingTable.groupOf(ids[i]);
-            for (int j = 0; j < k; j++) {
-                if (kept[j] == g) {
-                    mine[n++] = ids[i];
-                    break;
-                }
-            }
-        }
         try {
-            replicate(now, name, mine, n, dedupe, deadline, kept, k);
+            replicate(now, deadline, kept, k, method, body);
         } catch (RuntimeException alsoFailed) {
             // The push fails with its first reason; a backup lost here was reported as usual.
         }
@@ -233,7 +282,7 @@ final class Replicator implements AutoCloseable {
      * led here get the rows ({@link #replicateApplied}); the client retries at the new primary, as
      * after a {@code FENCED} answer.
      */
-    private PsServer.View current(PsServer.View checked, Scratch s, int groups, boolean applied) {
+    private PsServer.View current(PsServer.View checked, int[] gs, int groups, boolean applied) {
         PsServer.View now = server.view();
         if (now == checked || now.generation() == checked.generation()) {
             return checked;
@@ -241,7 +290,7 @@ final class Replicator implements AutoCloseable {
         Replicas was = checked.replicas();
         Replicas is = now.replicas();
         for (int i = 0; i < groups; i++) {
-            int g = s.groups[i];
+            int g = gs[i];
             if (is == null || now.table() == null || now.self() < 0 || now.table().ownerOfGroup(g) != now.self()
                     || is.epoch(g) != was.epoch(g)) {
                 throw PsDescriptor.wrongServer(now.generation(), "group " + g + " changed primary while the push "
@@ -251,7 +300,7 @@ final class Replicator implements AutoCloseable {
         }
         if (!applied) {
             for (int i = 0; i < groups; i++) {
-                int g = s.groups[i];
+                int g = gs[i];
                 if (1 + is.backupCount(g) < is.minInSync()) {
                     throw new PsException(PsException.Code.NOT_ENOUGH_REPLICAS, "group " + g + " has "
                             + (1 + is.backupCount(g)) + " in-sync copies, fewer than the " + is.minInSync()
@@ -307,28 +356,29 @@ final class Replicator implements AutoCloseable {
         apply.apply(s.ids, fresh, grads.asSlice(0, fresh * rowBytes), left);
     }
 
-    /** One backup's share of a push: its server index, its ids, the request, the call in flight. */
+    /** One backup's share of a push: its server index, its groups, the request, the call in flight. */
     private static final class Share {
         final int backup;
         final String member;
         final String address;
         final int[] groups;
         final long[] epochs;
+        final RpcMethod method;
         final byte[] body;
         CompletableFuture<RpcResponse> call;
 
-        Share(int backup, String member, String address, int[] groups, long[] epochs, byte[] body) {
+        Share(int backup, String member, String address, int[] groups, long[] epochs, RpcMethod method, byte[] body) {
             this.backup = backup;
             this.member = member;
             this.address = address;
             this.groups = groups;
             this.epochs = epochs;
+            this.method = method;
             this.body = body;
         }
     }
 
-    private void replicate(PsServer.View v, String name, long[] ids, int count, long dedupe, long deadline, int[] gs,
-            int groups) {
+    private void replicate(PsServer.View v, long deadline, int[] gs, int groups, RpcMethod method, Body body) {
         Replicas replicas = v.replicas();
         List<Share> shares = null;
         for (int i = 0; i < groups; i++) {
@@ -345,7 +395,7 @@ final class Replicator implements AutoCloseable {
                     if (shares == null) {
                         shares = new ArrayList<>(2);
                     }
-                    shares.add(share(v, name, ids, count, dedupe, backup, gs, groups));
+                    shares.add(share(v, backup, gs, groups, method, body));
                 }
             }
         }
@@ -373,23 +423,9 @@ final class Replicator implements AutoCloseable {
         }
     }
 
-    /** The request for {@code backup}: every id of the push whose group it backs up. */
-    private Share share(PsServer.View v, String name, long[] ids, int count, long dedupe, int backup, int[] gs,
-            int groups) {
+    /** The request for {@code backup}: the push's part in the groups of {@code gs} that it backs up. */
+    private static Share share(PsServer.View v, int backup, int[] gs, int groups, RpcMethod method, Body body) {
         Replicas replicas = v.replicas();
-        int n = 0;
-        for (int i = 0; i < count; i++) {
-            if (replicas.isBackup(RoutingTable.groupOf(ids[i]), backup)) {
-                n++;
-            }
-        }
-        long[] mine = new long[n];
-        n = 0;
-        for (int i = 0; i < count; i++) {
-            if (replicas.isBackup(RoutingTable.groupOf(ids[i]), backup)) {
-                mine[n++] = ids[i];
-            }
-        }
         int m = 0;
         for (int i = 0; i < groups; i++) {
             m += replicas.isBackup(gs[i], backup) ? 1 : 0;
@@ -403,6 +439,27 @@ final class Replicator implements AutoCloseable {
                 epochs[m++] = replicas.epoch(gs[i]);
             }
         }
+        return new Share(backup, v.table().members().get(backup), v.table().addresses().get(backup), its, epochs,
+                method, body.write(v, backup, its, epochs));
+    }
+
+    /** A sparse {@code REPLICATE} body: every id of the push in {@code its} (sorted groups), with its whole row. */
+    private byte[] sparseBody(PsServer.View v, String name, long[] ids, int count, long dedupe, int[] its,
+            long[] epochs) {
+        int n = 0;
+        for (int i = 0; i < count; i++) {
+            if (java.util.Arrays.binarySearch(its, RoutingTable.groupOf(ids[i])) >= 0) {
+                n++;
+            }
+        }
+        long[] mine = new long[n];
+        n = 0;
+        for (int i = 0; i < count; i++) {
+            if (java.util.Arrays.binarySearch(its, RoutingTable.groupOf(ids[i])) >= 0) {
+                mine[n++] = ids[i];
+            }
+        }
+        int m = its.length;
         SparseTable table = ps.table(name);
         long rowBytes = RowTransfer.rowBytes(table);
         byte[] nameBytes = PsDescriptor.nameBytes(name);
@@ -416,13 +473,12 @@ final class Replicator implements AutoCloseable {
         }
         long rowsAt = groupsAt + (long) m * ReplicationDescriptor.GROUP_ENTRY;
         RowTransfer.copy(table, mine, n, seg.asSlice(rowsAt, n * rowBytes));
-        return new Share(backup, v.table().members().get(backup), v.table().addresses().get(backup), its, epochs, body);
+        return body;
     }
-
     private void send(Share sh, long deadline) {
         long millis = Math.max(1, Math.min(timeoutMillis, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
         byte[] body = sh.body;
-        sh.call = channel(sh.address).call(ReplicationDescriptor.REPLICATE, body.length,
+        sh.call = channel(sh.address).call(sh.method, body.length,
                 segment -> MemorySegment.copy(MemorySegment.ofArray(body), 0, segment, 0, body.length), millis);
     }
 

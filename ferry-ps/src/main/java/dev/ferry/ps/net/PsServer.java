@@ -445,7 +445,16 @@ public final class PsServer implements AutoCloseable {
             moveSource.barrier.readLock().lock();
             try {
                 View v = checkDenseOwner(config.name());
-                DenseTensor tensor = ps.createDense(config);
+                DenseTensor tensor;
+                try {
+                    tensor = ps.createDense(config);
+                } catch (PsException e) {
+                    if (memberId == null || e.code() != PsException.Code.TABLE_EXISTS || !sameDense(config)) {
+                        throw e;
+                    }
+                    // A client's retry after a lost answer (its creation may not have reached the backups).
+                    tensor = ps.dense(config.name());
+                }
                 moveSource.createdDense(tensor, call.remainingMillis());
                 if (v.replicas() != null) {
                     replicator.createdDense(v, tensor, call.remainingMillis());
@@ -531,6 +540,14 @@ public final class PsServer implements AutoCloseable {
     private boolean sameTable(dev.ferry.ps.TableConfig config) {
         try {
             return ps.table(config.name()).config().equals(config);
+        } catch (PsException unknown) {
+            return false;
+        }
+    }
+
+    private boolean sameDense(dev.ferry.ps.DenseConfig config) {
+        try {
+            return ps.dense(config.name()).config().equals(config);
         } catch (PsException unknown) {
             return false;
         }

@@ -129,6 +129,9 @@ class DenseReplicaTest extends PsNetTestBase {
 
         assertNull(push(P, 1, a, -1), "A acknowledged at P");
         assertArrayEquals(new float[] {1, 1}, weights(B), "and replicated to B");
+        create(P); // a client's retry of the creation after a lost answer: done, nothing reset
+        assertArrayEquals(new float[] {1, 1}, weights(P));
+        assertArrayEquals(new float[] {1, 1}, weights(B));
         assertNull(push(P, 1, a, -1), "A's retry at P: deduped, acknowledged");
         assertNull(push(P, 1, x, -10), "X acknowledged at P");
         assertArrayEquals(new float[] {11, 11}, weights(P));

@@ -9,6 +9,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.IntFunction;
 import java.util.function.Supplier;
 
 import dev.ferry.ps.DenseTensor;
@@ -123,7 +124,11 @@ final class Replicator implements AutoCloseable {
             for (int i = 0; i < groups; i++) {
                 window.record(s.groups[i], dedupe);
             }
-        }, (now, backup, its, epochs) -> sparseBody(now, name, ids, count, dedupe, its, epochs));
+        }, (now, backup, its, epochs) -> sparseBody(now, name, ids, count, dedupe, its, epochs), g -> {
+            // The ids are the request's (a per-thread array): a kept push takes its own copy.
+            long[] mine = java.util.Arrays.stream(ids, 0, count).filter(id -> RoutingTable.groupOf(id) == g).toArray();
+            return (now, backup, its, epochs) -> sparseBody(now, name, mine, mine.length, dedupe, its, epochs);
+        });
     }
 
     /**
@@ -140,7 +145,8 @@ final class Replicator implements AutoCloseable {
         s.groups[0] = DenseMove.groupOf(tensor.name());
         run(v, s.groups, 1, dedupe, remainingMillis, DenseReplication.REPLICATE_DENSE,
                 deadline -> apply.apply(TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()) + 100),
-                (now, backup, its, epochs) -> DenseReplication.body(now.generation(), dedupe, its[0], epochs[0], tensor));
+                (now, backup, its, epochs) -> DenseReplication.body(now.generation(), dedupe, its[0], epochs[0], tensor),
+                null);
     }
 
     /**
@@ -179,7 +185,8 @@ final class Replicator implements AutoCloseable {
      * checks again, then {@code method} with {@code body} to every in-sync backup.
      */
     private void run(PsServer.View v, int[] gs, int groups, long dedupe, long remainingMillis,
-            RpcMethod method, Step step, Body body) {
+            RpcMethod method, Step step, Body body, IntFunction<Body> keep) {
+        IntFunction<Body> kept = keep == null ? g -> body : keep;
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
         Replicas replicas = v.replicas();
         int locked = 0;
@@ -204,7 +211,7 @@ final class Replicator implements AutoCloseable {
                 step.apply(deadline);
             } catch (RuntimeException failed) {
                 // Some ids may be applied (a move's forward that failed after its apply records them).
-                replicateApplied(v, dedupe, deadline, gs, groups, method, body);
+                replicateApplied(v, dedupe, deadline, gs, groups, method, body, kept);
                 throw failed;
             }
             // The view once more: the apply may have waited (a copy's forward until the copy ended).
@@ -212,10 +219,17 @@ final class Replicator implements AutoCloseable {
             try {
                 now = current(v, gs, groups, true);
             } catch (PsException moved) {
-                replicateApplied(v, dedupe, deadline, gs, groups, method, body);
+                replicateApplied(v, dedupe, deadline, gs, groups, method, body, kept);
                 throw moved;
             }
-            replicate(now, deadline, gs, groups, method, body);
+            try {
+                replicateAfterKept(now, deadline, gs, groups, method, body);
+            } catch (RuntimeException failed) {
+                for (int i = 0; i < groups; i++) {
+                    keep(now, gs[i], dedupe, method, kept);
+                }
+                throw failed;
+            }
             Runnable replicated = afterReplicated;
             if (replicated != null) {
                 replicated.run();
@@ -241,30 +255,102 @@ final class Replicator implements AutoCloseable {
      * Best effort: the push fails either way.
      */
     private void replicateApplied(PsServer.View checked, long dedupe, long deadline, int[] gs, int groups,
-            RpcMethod method, Body body) {
+            RpcMethod method, Body body, IntFunction<Body> keep) {
         PsServer.View now = server.view();
         Replicas was = checked.replicas();
         Replicas is = now.replicas();
         if (is == null || was == null || now.table() == null || now.self() < 0) {
             return;
         }
-        int[] kept = new int[groups];
+        int[] led = new int[groups];
         int k = 0;
         for (int i = 0; i < groups; i++) {
             int g = gs[i];
-            if (window.contains(g, dedupe) && now.table().ownerOfGroup(g) == now.self() && is.epoch(g) == was.epoch(g)
-                    && !server.movingOut(g)) {
-                kept[k++] = g;
+            if (window.contains(g, dedupe) && now.table().ownerOfGroup(g) == now.self() && is.epoch(g) == was.epoch(g)) {
+                if (server.movingOut(g)) {
+                    keep(now, g, dedupe, method, keep); // for the next push on it that reaches the backups
+                } else {
+                    led[k++] = g;
+                }
             }
         }
         if (k == 0) {
             return;
         }
         try {
-            replicate(now, deadline, kept, k, method, body);
+            replicateAfterKept(now, deadline, led, k, method, body);
         } catch (RuntimeException alsoFailed) {
             // The push fails with its first reason; a backup lost here was reported as usual.
+            for (int i = 0; i < k; i++) {
+                keep(now, led[i], dedupe, method, keep);
+            }
         }
+    }
+
+    /**
+     * A push applied here, on a group led here, whose rows may have reached no backup: its own
+     * forward to a move's target failed (the group is moving, whose target may own it already:
+     * its rows are not sent to the backups now, see {@link #replicateApplied}), or its replication
+     * did. Its rows (current then) and its id go to the group's backups before the next push on
+     * the group replicates ({@link #replicateAfterKept}), whose whole rows would carry its effect
+     * there without its id: after a promotion, its client's retry was applied twice. That next
+     * push reaching the backups shows this server still leads the group at the same epoch (and a
+     * move's target had not fenced it): the same condition under which its own rows go. Guarded
+     * by the group's lock; at most {@link DedupeWindow#PER_GROUP} per group, the oldest dropped.
+     */
+    private void keep(PsServer.View now, int g, long dedupe, RpcMethod method, IntFunction<Body> keep) {
+        if (dedupe == 0 || now.replicas() == null || !window.contains(g, dedupe)) {
+            return;
+        }
+        assert locks[g].isHeldByCurrentThread();
+        KeptQueue q = unreplicated[g];
+        if (q == null) {
+            q = new KeptQueue();
+            unreplicated[g] = q;
+        }
+        if (q.size() == DedupeWindow.PER_GROUP) {
+            q.removeFirst();
+        }
+        q.addLast(new Kept(now.replicas().epoch(g), method, keep.apply(g)));
+    }
+
+    /** A push kept for its group's backups ({@link #keep}): the epoch it was applied at and its request. */
+    private record Kept(long epoch, RpcMethod method, Body body) {
+    }
+
+    /** The pushes kept for one group's backups, oldest first. */
+    private static final class KeptQueue extends java.util.ArrayDeque<Kept> {
+        private static final long serialVersionUID = 1L;
+    }
+
+    /** Per group, the pushes kept for its backups ({@link #keep}); each guarded by the group's lock. */
+    private final KeptQueue[] unreplicated = new KeptQueue[RoutingTable.GROUPS];
+
+    /** Pushes kept for the backups of {@code group} (tests). */
+    int kept(int group) {
+        KeptQueue q = unreplicated[group];
+        return q == null ? 0 : q.size();
+    }
+
+    /**
+     * {@link #replicate}, first sending the pushes kept for these groups ({@link #keep}), oldest
+     * first; those of another epoch are dropped (this server led the group before, and a move or
+     * promotion since reset what it holds). A kept push is forgotten once its backups have it.
+     */
+    private void replicateAfterKept(PsServer.View now, long deadline, int[] gs, int groups, RpcMethod method,
+            Body body) {
+        for (int i = 0; i < groups; i++) {
+            int g = gs[i];
+            KeptQueue q = unreplicated[g];
+            while (q != null && !q.isEmpty()) {
+                Kept k = q.peekFirst();
+                if (k.epoch() == now.replicas().epoch(g)) {
+                    replicate(now, deadline, new int[] {g}, 1, k.method(), k.body());
+                }
+                q.removeFirst();
+            }
+        }
+        replicate(now, deadline, gs, groups, method, body);
     }
 
     /** Tests only: runs once a push holds its groups' locks, before it looks at the replicas again. */

@@ -39,8 +39,9 @@ class ForwardTimeoutTest extends PsNetTestBase {
     private static final String TENSOR = "w";
     private static final int P = 0;
     private static final int T = 1;
+    private static final int B = 2;
 
-    private final List<String> ids = List.of("p", "t");
+    private final List<String> ids = List.of("p", "t", "b");
     private final List<String> addresses = new ArrayList<>();
     private final List<PsServer> servers = new ArrayList<>();
     private final List<ParameterServer> stores = new ArrayList<>();
@@ -69,16 +70,25 @@ class ForwardTimeoutTest extends PsNetTestBase {
      * none); replicas without backups, as a controller's members run with r = 1 (and dedupe).
      */
     private void install(long gen, int group) {
+        install(gen, group, group < 0 ? P : T, group < 0 ? 0 : 1, new int[0], P, T, B);
+    }
+
+    /** Generation {@code gen}: {@code group} led by {@code owner} at {@code epoch} with {@code backups}; the rest P's. */
+    private void install(long gen, int group, int owner, long epoch, int[] backups, int... on) {
         int[] owners = new int[RoutingTable.GROUPS];
         Arrays.fill(owners, P);
         long[] epochs = new long[RoutingTable.GROUPS];
+        int[][] b = new int[RoutingTable.GROUPS][];
         if (group >= 0) {
-            owners[group] = T;
-            epochs[group] = 1;
+            owners[group] = owner;
+            epochs[group] = epoch;
+            b[group] = backups;
         }
         RoutingTable table = RoutingTable.of(gen, ids, addresses, owners);
-        Replicas replicas = Replicas.of(gen, epochs, new int[RoutingTable.GROUPS][], 1);
-        servers.forEach(s -> s.install(table, replicas));
+        Replicas replicas = Replicas.of(gen, epochs, b, 1);
+        for (int s : on) {
+            servers.get(s).install(table, replicas);
+        }
     }
 
     private PsException.Code call(int server, RpcMethod method, int bytes, RequestWriter writer, long deadline)
@@ -139,6 +149,53 @@ class ForwardTimeoutTest extends PsNetTestBase {
     @Test
     void aDensePushWhoseForwardRanOutOfTimeIsNotAppliedTwiceAtTheNewOwner() throws Exception {
         retryAfterTheFlipIsDeduped(true, DenseMove.groupOf(TENSOR));
+    }
+
+    /**
+     * The same with a backup B of the group: X reached no backup (its group was moving), and Y's
+     * rows, which hold X, went to B. The move is then cancelled and P lost before X's retry: B,
+     * promoted, held X's effect without its id and applied the retry again. Now X's rows go to B
+     * with its id before Y's.
+     */
+    @Test
+    void aPushWhoseForwardRanOutOfTimeReachesTheBackupWithItsIdBeforeTheNextPush() throws Exception {
+        for (boolean dense : new boolean[] {false, true}) {
+            int group = dense ? DenseMove.groupOf(TENSOR) : RoutingTable.groupOf(ID);
+            long base = dense ? 0x100 : 0x200;
+            long a = base + 1;
+            long x = base + 2;
+            long y = base + 3;
+            if (!dense) {
+                start();
+            }
+            long gen = dense ? 10 : 2;
+            install(gen, group, P, 0, new int[] {B}, P, T, B);
+            assertNull(push(dense, P, gen, a, -1, 5_000), "A acknowledged at P");
+            assertArrayEquals(new float[] {1, 1}, value(dense, B), "A replicated to B");
+            servers.get(P).moveOut(gen, new int[] {group}, addresses.get(T));
+
+            MoveSource.forwardFault = body -> PsDescriptor.generation(MemorySegment.ofArray(body)) == x;
+            try {
+                assertEquals(PsException.Code.CLOSED, push(dense, P, gen, x, -10, 700), "X not acknowledged");
+            } catch (ExecutionException e) {
+                assertEquals(dev.ferry.rpc.RpcTimeoutException.class, e.getCause().getClass(), e::toString);
+            }
+            assertNull(push(dense, P, gen, y, -100, 5_000), "Y on the same row (it waits for X to give up)");
+            assertArrayEquals(new float[] {111, 111}, value(dense, B), "Y's row, holding X, reached B");
+
+            // The move is cancelled (P keeps the group), then P is lost before X's client retries.
+            servers.get(P).endMove(gen);
+            servers.get(T).endMove(gen);
+            if (dense) {
+                servers.get(P).close();
+            }
+            install(gen + 1, group, B, 1, new int[0], B);
+            assertNull(push(dense, B, gen + 1, x, -10, 5_000), "X's retry at the promoted B: deduped");
+            assertNull(push(dense, B, gen + 1, y, -100, 5_000), "Y's retry at B: deduped");
+            assertArrayEquals(new float[] {111, 111}, value(dense, B), (dense ? "dense" : "sparse")
+                    + ": A, X and Y exactly once each");
+            MoveSource.forwardFault = null;
+        }
     }
 
     private void retryAfterTheFlipIsDeduped(boolean dense, int group) throws Exception {

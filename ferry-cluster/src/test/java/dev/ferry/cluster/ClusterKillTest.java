@@ -18,6 +18,7 @@ import dev.ferry.ps.net.PsClient;
 import dev.ferry.ps.net.PsServerMain;
 import dev.ferry.ps.net.RoutingTable;
 import dev.ferry.rpc.RpcConfig;
+import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.TransportConfig;
 
 /**
@@ -43,9 +44,12 @@ class ClusterKillTest {
             try (ClusterAdmin admin = ClusterAdmin.connect(config)) {
                 for (int i = 0; i < 3; i++) {
                     ClusterServerMain.Options o = new ClusterServerMain.Options(config, "s" + i, 0, "127.0.0.1", "tcp",
-                            checkpoints, true, true);
-                    ChildJvm child = ChildJvm.start(ChildJvm.javaCommand(List.of("-Xmx256m", "-XX:+UseSerialGC"),
-                            ClusterServerMain.class.getName(), o.toArgs()), "s" + i);
+                            checkpoints, true, false);
+                    ProcessBuilder builder = new ProcessBuilder(ChildJvm.javaCommand(
+                            List.of("-Xmx256m", "-XX:+UseSerialGC"), ClusterServerMain.class.getName(), o.toArgs()));
+                    builder.environment().remove(SharedSecret.ENV_SECRET_FILE);
+                    builder.environment().put(SharedSecret.ENV_SECRET, Members.SECRET);
+                    ChildJvm child = ChildJvm.start(builder, "s" + i);
                     children.add(child);
                 }
                 for (ChildJvm child : children) {
@@ -53,7 +57,7 @@ class ClusterKillTest {
                     child.expect(ClusterServerMain.JOINED, 60_000);
                 }
                 Members.await(() -> balanced(admin.status(), 3), "three balanced members");
-                RpcConfig rpc = RpcConfig.defaults().withoutAuthentication().withDefaultDeadlineMillis(3_000);
+                RpcConfig rpc = Members.rpc().withDefaultDeadlineMillis(3_000);
                 TransportConfig transport = Members.transport("tcp");
                 try (PsClient client = PsClient.connect(rpc, transport, "ferry://" + addresses.get(0))) {
                     client.createTable(TableConfig.of("t", 1, Optimizer.sgd(1)));

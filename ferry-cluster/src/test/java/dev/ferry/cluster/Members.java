@@ -16,7 +16,11 @@ import dev.ferry.transport.TransportConfig;
 /** In-process member servers of one cluster for tests, closed in reverse order. */
 final class Members implements AutoCloseable {
 
-    static final String SECRET = "ferry-cluster-test-secret-0123456789";
+    /**
+     * This JVM's RPC secret: two suites running on one host reuse each other's freed ports, and a
+     * client still routed to a closed member of one would otherwise reach a member of the other.
+     */
+    static final String SECRET = "ferry-cluster-test-" + java.util.UUID.randomUUID();
 
     /** One member: its tables, its server, its membership. */
     record Member(String id, ParameterServer ps, PsServer server, String address, ClusterMember membership) {

@@ -1,13 +1,7 @@
 package dev.ferry.ps.net;
 
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Objects;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.IntFunction;
 import java.util.function.Supplier;
@@ -17,18 +11,17 @@ import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.RowTransfer;
 import dev.ferry.ps.SparseTable;
-import dev.ferry.rpc.RpcChannel;
-import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcConfig;
 import dev.ferry.rpc.RpcMethod;
-import dev.ferry.rpc.RpcResponse;
 import dev.ferry.transport.TransportConfig;
 
 /**
  * The primary's end of push replication: applies a push, sends the updated whole rows (weights,
  * optimizer state, step count) with the push's dedupe id to every in-sync backup of their groups
  * ({@code REPLICATE}, {@link ReplicationDescriptor}), and returns only when every one of them
- * applied them, or was removed from the in-sync set by the controller first.
+ * applied them, or was removed from the in-sync set by the controller first. A dense push is the
+ * same with the tensor's whole row ({@code REPLICATE_DENSE}, {@link DenseReplication}) for the
+ * tensor's group. The round trip itself is {@link BackupCalls}.
  *
  * <p>One push at a time per slot group, from the apply to the last backup's answer (a lock per
  * group, taken in ascending order). Whole rows are cumulative: without it, push B could copy a
@@ -41,6 +34,10 @@ import dev.ferry.transport.TransportConfig;
  * already (here, or on the primary that replicated it here before a failover): its ids of that
  * group are not applied again, but their current rows are replicated again, so the backups
  * have it too before it is acknowledged.
+ *
+ * <p>A push applied on a group led here whose rows may have reached no backup (its move forward
+ * or its replication failed) is kept and sent to the group's backups, with its id, before the
+ * next push on the group ({@link #keep}).
  *
  * <p>A backup that does not answer within the replication timeout, or answers that it is not in
  * sync, is reported ({@link InSyncReporter}); the push waits until the routing table installed
@@ -57,25 +54,18 @@ final class Replicator implements AutoCloseable {
         void apply(long[] ids, int count, MemorySegment gradients, long remainingMillis);
     }
 
-    private static final long PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
-
     private final ParameterServer ps;
     private final PsServer server;
-    private final RpcConfig config;
-    private final Supplier<TransportConfig> transport;
+    private final BackupCalls backups;
     private final DedupeWindow window;
     private final ReentrantLock[] locks = new ReentrantLock[RoutingTable.GROUPS];
     private final java.util.concurrent.atomic.LongAdder deduped = new java.util.concurrent.atomic.LongAdder();
-    private volatile long timeoutMillis = 1_000;
-    private volatile InSyncReporter reporter = (backup, groups, epochs) -> { };
-    private RpcClient peers;
 
     Replicator(ParameterServer ps, PsServer server, RpcConfig config, Supplier<TransportConfig> transport,
             DedupeWindow window) {
         this.ps = ps;
         this.server = server;
-        this.config = config;
-        this.transport = transport;
+        this.backups = new BackupCalls(server, config, transport);
         this.window = window;
         for (int g = 0; g < locks.length; g++) {
             locks[g] = new ReentrantLock();
@@ -84,11 +74,7 @@ final class Replicator implements AutoCloseable {
 
     /** Sets the replication timeout and where lost backups are reported. */
     void configure(long timeoutMillis, InSyncReporter reporter) {
-        if (timeoutMillis < 1) {
-            throw new IllegalArgumentException("replication timeout must be >= 1 ms: " + timeoutMillis);
-        }
-        this.timeoutMillis = timeoutMillis;
-        this.reporter = Objects.requireNonNull(reporter, "reporter");
+        backups.configure(timeoutMillis, reporter);
     }
 
     /** Pushes some of whose ids were applied already (a client's retry after a failover or a lost answer). */
@@ -174,19 +160,13 @@ final class Replicator implements AutoCloseable {
         void apply(long deadline);
     }
 
-    /** Writes one backup's {@code REPLICATE} body: the push's rows of {@code groups} (sorted), at {@code epochs}. */
-    @FunctionalInterface
-    private interface Body {
-        byte[] write(PsServer.View v, int backup, int[] groups, long[] epochs);
-    }
-
     /**
      * The push protocol, sparse or dense: the groups' locks, the checks, the local step, the
      * checks again, then {@code method} with {@code body} to every in-sync backup.
      */
     private void run(PsServer.View v, int[] gs, int groups, long dedupe, long remainingMillis,
-            RpcMethod method, Step step, Body body, IntFunction<Body> keep) {
-        IntFunction<Body> kept = keep == null ? g -> body : keep;
+            RpcMethod method, Step step, BackupCalls.Body body, IntFunction<BackupCalls.Body> keep) {
+        IntFunction<BackupCalls.Body> kept = keep == null ? g -> body : keep;
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
         Replicas replicas = v.replicas();
         int locked = 0;
@@ -255,7 +235,7 @@ final class Replicator implements AutoCloseable {
      * Best effort: the push fails either way.
      */
     private void replicateApplied(PsServer.View checked, long dedupe, long deadline, int[] gs, int groups,
-            RpcMethod method, Body body, IntFunction<Body> keep) {
+            RpcMethod method, BackupCalls.Body body, IntFunction<BackupCalls.Body> keep) {
         PsServer.View now = server.view();
         Replicas was = checked.replicas();
         Replicas is = now.replicas();
@@ -298,7 +278,7 @@ final class Replicator implements AutoCloseable {
      * move's target had not fenced it): the same condition under which its own rows go. Guarded
      * by the group's lock; at most {@link DedupeWindow#PER_GROUP} per group, the oldest dropped.
      */
-    private void keep(PsServer.View now, int g, long dedupe, RpcMethod method, IntFunction<Body> keep) {
+    private void keep(PsServer.View now, int g, long dedupe, RpcMethod method, IntFunction<BackupCalls.Body> keep) {
         if (dedupe == 0 || now.replicas() == null || !window.contains(g, dedupe)) {
             return;
         }
@@ -315,7 +295,7 @@ final class Replicator implements AutoCloseable {
     }
 
     /** A push kept for its group's backups ({@link #keep}): the epoch it was applied at and its request. */
-    private record Kept(long epoch, RpcMethod method, Body body) {
+    private record Kept(long epoch, RpcMethod method, BackupCalls.Body body) {
     }
 
     /** The pushes kept for one group's backups, oldest first. */
@@ -338,19 +318,19 @@ final class Replicator implements AutoCloseable {
      * promotion since reset what it holds). A kept push is forgotten once its backups have it.
      */
     private void replicateAfterKept(PsServer.View now, long deadline, int[] gs, int groups, RpcMethod method,
-            Body body) {
+            BackupCalls.Body body) {
         for (int i = 0; i < groups; i++) {
             int g = gs[i];
             KeptQueue q = unreplicated[g];
             while (q != null && !q.isEmpty()) {
                 Kept k = q.peekFirst();
                 if (k.epoch() == now.replicas().epoch(g)) {
-                    replicate(now, deadline, new int[] {g}, 1, k.method(), k.body());
+                    backups.replicate(now, deadline, new int[] {g}, 1, k.method(), k.body());
                 }
                 q.removeFirst();
             }
         }
-        replicate(now, deadline, gs, groups, method, body);
+        backups.replicate(now, deadline, gs, groups, method, body);
     }
 
     /** Tests only: runs once a push holds its groups' locks, before it looks at the replicas again. */
@@ -442,93 +422,6 @@ final class Replicator implements AutoCloseable {
         apply.apply(s.ids, fresh, grads.asSlice(0, fresh * rowBytes), left);
     }
 
-    /** One backup's share of a push: its server index, its groups, the request, the call in flight. */
-    private static final class Share {
-        final int backup;
-        final String member;
-        final String address;
-        final int[] groups;
-        final long[] epochs;
-        final RpcMethod method;
-        final byte[] body;
-        CompletableFuture<RpcResponse> call;
-
-        Share(int backup, String member, String address, int[] groups, long[] epochs, RpcMethod method, byte[] body) {
-            this.backup = backup;
-            this.member = member;
-            this.address = address;
-            this.groups = groups;
-            this.epochs = epochs;
-            this.method = method;
-            this.body = body;
-        }
-    }
-
-    private void replicate(PsServer.View v, long deadline, int[] gs, int groups, RpcMethod method, Body body) {
-        Replicas replicas = v.replicas();
-        List<Share> shares = null;
-        for (int i = 0; i < groups; i++) {
-            int g = gs[i];
-            for (int b = 0; b < replicas.backupCount(g); b++) {
-                int backup = replicas.backup(g, b);
-                boolean seen = false;
-                if (shares != null) {
-                    for (Share sh : shares) {
-                        seen |= sh.backup == backup;
-                    }
-                }
-                if (!seen) {
-                    if (shares == null) {
-                        shares = new ArrayList<>(2);
-                    }
-                    shares.add(share(v, backup, gs, groups, method, body));
-                }
-            }
-        }
-        if (shares == null) {
-            return;
-        }
-        for (Share sh : shares) {
-            send(sh, deadline);
-        }
-        List<Share> lost = null;
-        long until = Math.min(deadline, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis));
-        for (Share sh : shares) {
-            if (!await(sh, v, until)) {
-                if (lost == null) {
-                    lost = new ArrayList<>(1);
-                }
-                lost.add(sh);
-            }
-        }
-        if (lost != null) {
-            for (Share sh : lost) {
-                reporter.outOfSync(sh.member, sh.groups, sh.epochs);
-            }
-            awaitRemoved(v, lost, deadline);
-        }
-    }
-
-    /** The request for {@code backup}: the push's part in the groups of {@code gs} that it backs up. */
-    private static Share share(PsServer.View v, int backup, int[] gs, int groups, RpcMethod method, Body body) {
-        Replicas replicas = v.replicas();
-        int m = 0;
-        for (int i = 0; i < groups; i++) {
-            m += replicas.isBackup(gs[i], backup) ? 1 : 0;
-        }
-        int[] its = new int[m];
-        long[] epochs = new long[m];
-        m = 0;
-        for (int i = 0; i < groups; i++) {
-            if (replicas.isBackup(gs[i], backup)) {
-                its[m] = gs[i];
-                epochs[m++] = replicas.epoch(gs[i]);
-            }
-        }
-        return new Share(backup, v.table().members().get(backup), v.table().addresses().get(backup), its, epochs,
-                method, body.write(v, backup, its, epochs));
-    }
-
     /** A sparse {@code REPLICATE} body: every id of the push in {@code its} (sorted groups), with its whole row. */
     private byte[] sparseBody(PsServer.View v, String name, long[] ids, int count, long dedupe, int[] its,
             long[] epochs) {
@@ -561,96 +454,6 @@ final class Replicator implements AutoCloseable {
         RowTransfer.copy(table, mine, n, seg.asSlice(rowsAt, n * rowBytes));
         return body;
     }
-    private void send(Share sh, long deadline) {
-        long millis = Math.max(1, Math.min(timeoutMillis, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
-        byte[] body = sh.body;
-        sh.call = channel(sh.address).call(sh.method, body.length,
-                segment -> MemorySegment.copy(MemorySegment.ofArray(body), 0, segment, 0, body.length), millis);
-    }
-
-    /**
-     * Waits for one backup within the replication timeout, trying again while it is behind.
-     *
-     * @return true if it applied the rows, false if it is lost (no answer in time, unreachable, or
-     *         not in sync)
-     * @throws PsException {@code WRONG_SERVER} if it fenced this server out
-     */
-    private boolean await(Share sh, PsServer.View v, long until) {
-        while (true) {
-            int status;
-            try {
-                long wait = Math.max(1, TimeUnit.NANOSECONDS.toMillis(until - System.nanoTime()));
-                RpcResponse response = sh.call.get(wait, TimeUnit.MILLISECONDS);
-                try {
-                    status = ReplicationDescriptor.status(response.segment());
-                } finally {
-                    response.release();
-                }
-            } catch (TimeoutException | ExecutionException e) {
-                sh.call.cancel(false);
-                return false;
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new PsException(PsException.Code.CLOSED, "interrupted while replicating a push");
-            }
-            switch (status) {
-                case ReplicationDescriptor.APPLIED:
-                    return true;
-                case ReplicationDescriptor.FENCED:
-                    throw PsDescriptor.wrongServer(v.generation(), "backup " + sh.member + " knows a newer epoch of "
-                            + "these groups: this server is no longer their primary; the push was not acknowledged");
-                case ReplicationDescriptor.NOT_IN_SYNC:
-                    return false;
-                default:
-                    if (System.nanoTime() + PAUSE_NANOS > until) {
-                        return false;
-                    }
-                    java.util.concurrent.locks.LockSupport.parkNanos(PAUSE_NANOS);
-                    send(sh, until);
-            }
-        }
-    }
-
-    /**
-     * Waits until the table installed here no longer lists the lost backups for their groups.
-     *
-     * @throws PsException {@code WRONG_SERVER} if a group changed primary meanwhile, {@code CLOSED}
-     *                     if the controller did not act in time, {@code NOT_ENOUGH_REPLICAS} if
-     *                     too few copies remain (the push was applied, not acknowledged)
-     */
-    private void awaitRemoved(PsServer.View before, List<Share> lost, long deadline) {
-        while (true) {
-            PsServer.View now = server.view();
-            Replicas r = now.replicas();
-            boolean removed = r != null;
-            for (Share sh : lost) {
-                for (int i = 0; removed && i < sh.groups.length; i++) {
-                    int g = sh.groups[i];
-                    if (r.epoch(g) != sh.epochs[i] || now.table().ownerOfGroup(g) != now.self()) {
-                        throw PsDescriptor.wrongServer(now.generation(), "group " + g + " changed primary while its "
-                                + "backup " + sh.member + " was lost; the push was not acknowledged");
-                    }
-                    int index = now.table().indexOf(sh.member);
-                    removed = index < 0 || !r.isBackup(g, index);
-                    if (removed && 1 + r.backupCount(g) < r.minInSync()) {
-                        throw new PsException(PsException.Code.NOT_ENOUGH_REPLICAS, "group " + g + " is down to "
-                                + (1 + r.backupCount(g)) + " in-sync copies after losing " + sh.member
-                                + "; the push was applied here but not acknowledged");
-                    }
-                }
-            }
-            if (removed) {
-                return;
-            }
-            if (System.nanoTime() > deadline) {
-                throw new PsException(PsException.Code.CLOSED, "backup " + lost.get(0).member + " did not answer and "
-                        + "the controller did not take it out of the in-sync set in time; the push was applied here "
-                        + "but not acknowledged");
-            }
-            java.util.concurrent.locks.LockSupport.parkNanos(PAUSE_NANOS);
-        }
-    }
-
     /** The sorted distinct groups of {@code ids} into {@code s.groups}; returns how many. */
     private static int groupsOf(long[] ids, int count, Scratch s) {
         int n = 0;
@@ -683,22 +486,8 @@ final class Replicator implements AutoCloseable {
         }
     }
 
-    private synchronized RpcChannel channel(String address) {
-        if (peers == null) {
-            TransportConfig t = transport.get();
-            if (t == null) {
-                throw new IllegalStateException("the server listens on no transport");
-            }
-            peers = RpcClient.open(config, t);
-        }
-        return peers.channel(address);
-    }
-
     @Override
-    public synchronized void close() {
-        if (peers != null) {
-            peers.close();
-            peers = null;
-        }
+    public void close() {
+        backups.close();
     }
 }

@@ -27,7 +27,7 @@ import dev.ferry.ps.net.RoutingTable;
  * joins and one leaves cleanly while two threads push integer gradients (1 to 4,093 in turn; SGD, learning
  * rate 1) to many tensors and one pulls them. The tensors move with their slot groups; after
  * each change every tensor equals the exact sum of the pushes acknowledged to it, and the one
- * client followed. One copy per group here (r = 1); DenseFailoverTest has r = 2.
+ * client followed; with one copy per group and with two.
  */
 class DenseClusterTest {
 
@@ -36,9 +36,24 @@ class DenseClusterTest {
 
     @Test
     void denseTensorsFollowTheirGroupsAcrossAJoinAndALeave() throws Exception {
+        joinAndLeave(1);
+    }
+
+    /**
+     * The same with two copies of every group: the join and the leave hand groups over to their
+     * backups and rebuild copies, which carry the dense tensors; a tensor's calls after a
+     * hand-over went to a backup that had none ({@code UNKNOWN_TABLE}) before dense pushes were
+     * replicated.
+     */
+    @Test
+    void denseTensorsKeepEveryPushAcrossHandOversAndCopiesWithTwoCopies() throws Exception {
+        joinAndLeave(2);
+    }
+
+    private void joinAndLeave(int replicas) throws Exception {
         try (TestingServer zk = new TestingServer(ClusterTest.spec(), true)) {
             ClusterConfig config = ClusterConfig.of(zk.getConnectString(), "dense").withSessionTimeoutMillis(5_000)
-                    .withMaxGroupsPerMove(256).withReplication(1, 1);
+                    .withMaxGroupsPerMove(256).withReplication(replicas, 1);
             try (Members members = new Members(config, "tcp")) {
                 Members.Member a = members.start("a");
                 Members.Member b = members.start("b");
@@ -67,7 +82,7 @@ class DenseClusterTest {
                     members.awaitBalanced(List.of("a", "c"));
                     load.awaitPushes(200);
                     load.stopAndCheck("b left (it owned " + onB + " tensors)");
-                    System.out.printf("[dense-cluster] %d dense pushes across a join and a leave; the client retried"
+                    System.out.printf("[dense-cluster] r=" + replicas + ": %d dense pushes across a join and a leave; the client retried"
                             + " %d requests, fetched %d tables%n", load.pushes.get(), client.retries(),
                             client.refreshes());
                 }

@@ -55,9 +55,16 @@ class DenseReplicaTest extends PsNetTestBase {
         }
     }
 
-    private void start() {
+    private void start() throws Exception {
         openMembers("tcp", ids, addresses, servers, stores, false);
         raw = RpcClient.open(rpc(), config("tcp"));
+        // A session with every member first: a loaded machine took longer than a call's deadline
+        // to set up the first one with a member the test reaches only after another was closed.
+        for (int s = 0; s < ids.size(); s++) {
+            raw.channel(addresses.get(s)).call(PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(0),
+                    body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, new byte[0], 0, 0, 0), 30_000)
+                    .get(40, TimeUnit.SECONDS).release();
+        }
     }
 
     /** Generation {@code gen}: {@link #GROUP} led by {@code owner} at {@code epoch} with {@code backups}; the rest P's, unreplicated. */

@@ -347,7 +347,10 @@ public final class ClusterMember implements AutoCloseable {
                 try {
                     dev.ferry.ps.RowTransfer.reset(ps.table(stats.name()), inGroups);
                 } catch (PsException dense) {
-                    // dense tensors do not move with groups
+                    // A dense tensor of those groups: a stale copy from an earlier ownership goes.
+                    if (groups[denseGroup(stats.name())]) {
+                        ps.dropDense(stats.name());
+                    }
                 }
             }
             java.nio.file.Path dir = checkpointRoot == null ? null : checkpointRoot.resolve(dead);
@@ -365,6 +368,10 @@ public final class ClusterMember implements AutoCloseable {
                     try {
                         from = restored.table(stats.name());
                     } catch (PsException dense) {
+                        if (groups[denseGroup(stats.name())]) {
+                            restoreDense(restored.dense(stats.name()), ps);
+                            rows[0]++;
+                        }
                         continue;
                     }
                     dev.ferry.ps.SparseTable to;
@@ -385,6 +392,25 @@ public final class ClusterMember implements AutoCloseable {
                         + " from " + dir + "; they restart from their initial values", e);
             }
         });
+    }
+
+    /** The slot group of dense tensor {@code name}. */
+    private static int denseGroup(String name) {
+        return dev.ferry.ps.net.RoutingTable.groupOf(PsDescriptor.denseKey(name));
+    }
+
+    /** A dead owner's dense tensor from its checkpoint, whole row (weights, state, steps), into {@code ps}. */
+    private static void restoreDense(dev.ferry.ps.DenseTensor from, dev.ferry.ps.ParameterServer ps) {
+        dev.ferry.ps.DenseTensor to;
+        try {
+            to = ps.createDense(from.config());
+        } catch (PsException exists) {
+            to = ps.dense(from.config().name()); // not dropped above: a sparse table of that name says so
+        }
+        MemorySegment row = MemorySegment.ofArray(new long[(int) ((dev.ferry.ps.DenseTransfer.rowBytes(from) + 7) / 8)])
+                .asSlice(0, dev.ferry.ps.DenseTransfer.rowBytes(from));
+        dev.ferry.ps.DenseTransfer.copy(from, row);
+        dev.ferry.ps.DenseTransfer.merge(to, row, true);
     }
 
     /**

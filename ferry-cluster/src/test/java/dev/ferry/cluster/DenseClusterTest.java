@@ -27,7 +27,7 @@ import dev.ferry.ps.net.RoutingTable;
  * joins and one leaves cleanly while two threads push integer gradients (1 to 4,093 in turn; SGD, learning
  * rate 1) to many tensors and one pulls them. The tensors move with their slot groups; after
  * each change every tensor equals the exact sum of the pushes acknowledged to it, and the one
- * client followed. One copy per group: dense pushes are not replicated to backups.
+ * client followed; with one copy per group and with two.
  */
 class DenseClusterTest {
 
@@ -36,9 +36,24 @@ class DenseClusterTest {
 
     @Test
     void denseTensorsFollowTheirGroupsAcrossAJoinAndALeave() throws Exception {
+        joinAndLeave(1);
+    }
+
+    /**
+     * The same with two copies of every group: the join and the leave hand groups over to their
+     * backups and rebuild copies, which carry the dense tensors; a tensor's calls after a
+     * hand-over went to a backup that had none ({@code UNKNOWN_TABLE}) before dense pushes were
+     * replicated.
+     */
+    @Test
+    void denseTensorsKeepEveryPushAcrossHandOversAndCopiesWithTwoCopies() throws Exception {
+        joinAndLeave(2);
+    }
+
+    private void joinAndLeave(int replicas) throws Exception {
         try (TestingServer zk = new TestingServer(ClusterTest.spec(), true)) {
             ClusterConfig config = ClusterConfig.of(zk.getConnectString(), "dense").withSessionTimeoutMillis(5_000)
-                    .withMaxGroupsPerMove(256).withReplication(1, 1);
+                    .withMaxGroupsPerMove(256).withReplication(replicas, 1);
             try (Members members = new Members(config, "tcp")) {
                 Members.Member a = members.start("a");
                 Members.Member b = members.start("b");
@@ -67,9 +82,56 @@ class DenseClusterTest {
                     members.awaitBalanced(List.of("a", "c"));
                     load.awaitPushes(200);
                     load.stopAndCheck("b left (it owned " + onB + " tensors)");
-                    System.out.printf("[dense-cluster] %d dense pushes across a join and a leave; the client retried"
+                    System.out.printf("[dense-cluster] r=" + replicas + ": %d dense pushes across a join and a leave; the client retried"
                             + " %d requests, fetched %d tables%n", load.pushes.get(), client.retries(),
                             client.refreshes());
+                }
+            }
+        }
+    }
+
+    /**
+     * Two copies of every group, three members; one of them is lost without a goodbye (closed
+     * without a drain: its member node goes, its groups are promoted on their backups): every
+     * tensor still equals the exact sum of the pushes acknowledged to it, none lost, none applied
+     * twice (the client retries the pushes it sent to the lost member, with their dedupe ids).
+     */
+    @Test
+    void denseTensorsKeepEveryAcknowledgedPushWhenAMemberIsLostWithTwoCopies() throws Exception {
+        try (TestingServer zk = new TestingServer(ClusterTest.spec(), true)) {
+            ClusterConfig config = ClusterConfig.of(zk.getConnectString(), "dense-lost").withSessionTimeoutMillis(5_000)
+                    .withMaxGroupsPerMove(512).withReplication(2, 1);
+            try (Members members = new Members(config, "tcp")) {
+                Members.Member a = members.start("a");
+                Members.Member b = members.start("b");
+                members.start("c");
+                members.awaitBalanced(List.of("a", "b", "c"));
+                Members.await(() -> {
+                    Assignment n = members.newest();
+                    for (int g = 0; g < RoutingTable.GROUPS; g++) {
+                        if (n.backupsOf(g).size() != 1) {
+                            return false;
+                        }
+                    }
+                    return n.move() == null;
+                }, "a backup for every group");
+                try (PsClient client = PsClient.connect(Members.rpc(), Members.transport("tcp"), "ferry://" + a.address())) {
+                    String[] names = new String[TENSORS];
+                    for (int t = 0; t < TENSORS; t++) {
+                        names[t] = "lost" + t;
+                        client.createDense(new DenseConfig(names[t], LENGTH, Optimizer.sgd(1), Initializer.zeros()));
+                    }
+                    Load load = new Load(client, names);
+                    load.start();
+                    load.awaitPushes(300);
+                    int onB = owned(b, names);
+                    assertTrue(onB > 0, "b leads some tensors");
+                    members.stop(b); // no drain
+                    members.awaitBalanced(List.of("a", "c"));
+                    load.awaitPushes(300);
+                    load.stopAndCheck("b lost (it led " + onB + " tensors)");
+                    System.out.printf("[dense-cluster] r=2, a member lost: %d dense pushes; the client retried %d requests%n",
+                            load.pushes.get(), client.retries());
                 }
             }
         }

@@ -51,11 +51,17 @@ final class Members implements AutoCloseable {
 
     /** Starts member {@code id} and joins it. */
     Member start(String id) {
+        return start(id, null);
+    }
+
+    /** {@link #start(String)}, checkpointing into {@code checkpointRoot/<id>} (null: none), the cluster's root. */
+    Member start(String id, java.nio.file.Path checkpointRoot) {
         ParameterServer ps = ParameterServer.create(PsConfig.defaults());
-        PsServer server = PsServer.openMember(ps, id, null, rpc(), false);
+        PsServer server = PsServer.openMember(ps, id, checkpointRoot == null ? null : checkpointRoot.resolve(id), rpc(),
+                false);
         String address = server.listen(transport(provider));
         MemberInfo info = new MemberInfo(id, System.nanoTime(), "localhost", Map.of(provider, address), 1 << 20);
-        ClusterMember membership = ClusterMember.join(config, info, server);
+        ClusterMember membership = ClusterMember.join(config, info, server, checkpointRoot);
         Member m = new Member(id, ps, server, address, membership);
         members.add(m);
         return m;

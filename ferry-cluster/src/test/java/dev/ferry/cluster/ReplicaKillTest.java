@@ -34,7 +34,8 @@ import dev.ferry.transport.TransportConfig;
  * gradient per push, so that every row is the exact sum of the pushes applied to it). The
  * primary of busy groups is killed with SIGKILL again and again, and restarted between kills.
  * After each kill, once its groups answer again: every acknowledged push is in its rows exactly
- * once, every unacknowledged one at most once (a subset of them, per row), checked exactly.
+ * once, every unacknowledged one at most once (a subset of them, per row), checked exactly; the
+ * same for dense tensors pushed beside the rows (replicated as whole rows with their dedupe ids).
  * CI: 1 kill; {@code -Pfull} or {@code -Dferry.replicaKills=20}: 20 (docs/replication.md has what the
  * long run found and what it still shows). Failover time per kill (kill to the first acknowledged
  * push on a group the killed server was the primary of) is printed.
@@ -47,6 +48,8 @@ class ReplicaKillTest {
     private static final int SERVERS = 3;
     /** A push's gradient {@code k} travels as two floats, {@code k / LOW} and {@code k % LOW}. */
     private static final int LOW = 4096;
+    /** Dense tensors of two weights (a push's gradient parts, as a sparse row's), pushed beside the rows. */
+    private static final int TENSORS = 16;
 
     /** The row gradient of push {@code k}: its two parts, negated (SGD with learning rate 1 adds them). */
     private static float[] gradient(int k, int ids) {
@@ -62,6 +65,43 @@ class ReplicaKillTest {
     private static final class Oracle {
         private final long[] acked = new long[KEYS];
         private final List<long[]> unacked = new ArrayList<>(); // {k, id, id, ...}
+        private final long[] denseAcked = new long[TENSORS];
+        private final List<long[]> denseUnacked = new ArrayList<>(); // {k, tensor}
+
+        synchronized void denseAcked(int k, int tensor) {
+            denseAcked[tensor] += k;
+        }
+
+        synchronized void denseUnacked(int k, int tensor) {
+            denseUnacked.add(new long[] {k, tensor});
+        }
+
+        synchronized int denseUnackedCount() {
+            return denseUnacked.size();
+        }
+
+        /** {@link #check} for dense tensor {@code t}, whose two weights are {@link #gradient}'s parts. */
+        synchronized void checkDense(int t, float[] w, String when) {
+            List<Long> maybe = new ArrayList<>();
+            for (long[] u : denseUnacked) {
+                if (u[1] == t) {
+                    maybe.add(u[0]);
+                }
+            }
+            long extra = exact(w[0], w[1], "tensor " + t, when) - denseAcked[t];
+            if (!subsetSum(maybe, extra)) {
+                fail(when + ": dense tensor " + t + " holds acknowledged " + denseAcked[t] + " + " + extra
+                        + ", which is no subset of its unacknowledged pushes " + maybe
+                        + (extra < 0 ? " (an acknowledged push is missing)" : " (a push counted twice)"));
+            }
+        }
+
+        private static long exact(float hi, float lo, String what, String when) {
+            if (hi != (float) (long) hi || lo != (float) (long) lo || Math.abs(lo) >= 1 << 24) {
+                fail(when + ": " + what + " holds " + hi + ", " + lo + ", not exact integer sums");
+            }
+            return (long) hi * LOW + (long) lo;
+        }
 
         synchronized void acked(int k, long[] ids) {
             for (long id : ids) {
@@ -96,12 +136,7 @@ class ReplicaKillTest {
                 }
             }
             for (int i = 0; i < KEYS; i++) {
-                float hi = rows[2 * i];
-                float lo = rows[2 * i + 1];
-                if (hi != (float) (long) hi || lo != (float) (long) lo || Math.abs(lo) >= 1 << 24) {
-                    fail(when + ": row " + i + " holds " + hi + ", " + lo + ", not exact integer sums");
-                }
-                long value = (long) hi * LOW + (long) lo;
+                long value = exact(rows[2 * i], rows[2 * i + 1], "row " + i, when);
                 long extra = value - acked[i];
                 if (!subsetSum(maybe.get(i), extra)) {
                     fail(when + ": row " + i + " holds " + value + " = acknowledged " + acked[i] + " + " + extra
@@ -153,6 +188,10 @@ class ReplicaKillTest {
                         PsClient b = PsClient.connect(rpc, transport, bootstrap)) {
                     a.createTable(TableConfig.of("t", 2, Optimizer.sgd(1)));
                     Members.await(() -> tableEverywhere(b), "the table on every server");
+                    for (int t = 0; t < TENSORS; t++) {
+                        a.createDense(new dev.ferry.ps.DenseConfig("d" + t, 2, Optimizer.sgd(1),
+                                dev.ferry.ps.Initializer.zeros()));
+                    }
                     Oracle oracle = new Oracle();
                     AtomicInteger gradient = new AtomicInteger(1);
                     AtomicBoolean stop = new AtomicBoolean();
@@ -164,6 +203,13 @@ class ReplicaKillTest {
                         PsClient client = w % 2 == 0 ? a : b;
                         long seed = w;
                         pushers.add(pool.submit(() -> push(client, seed, oracle, gradient, stop, pause, busy, acked)));
+                    }
+                    AtomicLong denseAcked = new AtomicLong();
+                    for (int w = 0; w < 2; w++) {
+                        PsClient client = w == 0 ? a : b;
+                        long seed = 100 + w;
+                        pushers.add(pool.submit(() -> pushDense(client, seed, oracle, gradient, stop, pause, busy,
+                                denseAcked)));
                     }
                     List<Long> failovers = new ArrayList<>();
                     for (int kill = 1; kill <= kills; kill++) {
@@ -199,8 +245,10 @@ class ReplicaKillTest {
                         pause.set(true);
                         Members.await(() -> busy.get() == 0, "the pushers to pause");
                         oracle.check(a.pull("t", all()), "after kill " + kill + " of " + victim);
+                        checkDense(a, oracle, "after kill " + kill + " of " + victim);
                         System.out.printf("[replicas] kill %d: %s SIGKILLed, failover %d ms, %d pushes acknowledged,"
-                                + " %d not, checked exactly%n", kill, victim, millis, acked.get(), oracle.unackedCount());
+                                + " %d not; dense %d acknowledged, %d not; checked exactly%n", kill, victim, millis,
+                                acked.get(), oracle.unackedCount(), denseAcked.get(), oracle.denseUnackedCount());
                         pause.set(false);
                         children[index] = start(config, victim);
                         children[index].expect(ClusterServerMain.JOINED, 60_000);
@@ -212,12 +260,15 @@ class ReplicaKillTest {
                         f.get(60, TimeUnit.SECONDS);
                     }
                     oracle.check(a.pull("t", all()), "at the end");
+                    checkDense(a, oracle, "at the end");
                     long max = failovers.stream().mapToLong(Long::longValue).max().orElse(0);
                     double mean = failovers.stream().mapToLong(Long::longValue).average().orElse(0);
                     System.out.printf("[replicas] %d kills with a %d ms session: failover mean %.0f ms, max %d ms; %d pushes"
-                            + " acknowledged, %d not; client retries %d + %d%n", kills, SESSION_MILLIS, mean, max,
-                            acked.get(), oracle.unackedCount(), a.retries(), b.retries());
+                            + " acknowledged, %d not; dense %d acknowledged, %d not; client retries %d + %d%n", kills,
+                            SESSION_MILLIS, mean, max, acked.get(), oracle.unackedCount(), denseAcked.get(),
+                            oracle.denseUnackedCount(), a.retries(), b.retries());
                     assertTrue(acked.get() > 0);
+                    assertTrue(denseAcked.get() > 0);
                 }
             } finally {
                 pool.shutdownNow();
@@ -260,6 +311,45 @@ class ReplicaKillTest {
             } finally {
                 busy.decrementAndGet();
             }
+        }
+    }
+
+    /** A dense pusher: a random tensor per push, the push's unique gradient on both of its weights. */
+    private static void pushDense(PsClient client, long seed, Oracle oracle, AtomicInteger gradient, AtomicBoolean stop,
+            AtomicBoolean pause, AtomicInteger busy, AtomicLong acked) {
+        SplittableRandom random = new SplittableRandom(seed);
+        while (!stop.get()) {
+            if (pause.get()) {
+                try {
+                    Thread.sleep(5);
+                } catch (InterruptedException e) {
+                    return;
+                }
+                continue;
+            }
+            busy.incrementAndGet();
+            try {
+                if (pause.get()) {
+                    continue;
+                }
+                int t = random.nextInt(TENSORS);
+                int k = gradient.getAndIncrement();
+                try {
+                    client.pushDense("d" + t, gradient(k, 1));
+                    oracle.denseAcked(k, t);
+                    acked.incrementAndGet();
+                } catch (RuntimeException e) {
+                    oracle.denseUnacked(k, t);
+                }
+            } finally {
+                busy.decrementAndGet();
+            }
+        }
+    }
+
+    private static void checkDense(PsClient client, Oracle oracle, String when) {
+        for (int t = 0; t < TENSORS; t++) {
+            oracle.checkDense(t, client.pullDense("d" + t), when);
         }
     }
 

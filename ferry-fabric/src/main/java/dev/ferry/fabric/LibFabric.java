@@ -77,8 +77,17 @@ final class LibFabric {
      * close from reposting buffers to closed endpoints, but with it a 4 MiB {@code fi_writedata}
      * over {@code verbs;ofi_rxm} never completed at the target; {@link FabricSession#quiesce()}
      * is the work-around instead.)
+     *
+     * <p>{@code HFI_NO_BACKTRACE} and {@code IPATH_NO_BACKTRACE}: libfabric links libpsm2 and
+     * libinfinipath, whose constructors, run when libfabric is loaded, take SIGSEGV, SIGBUS,
+     * SIGILL, SIGABRT, SIGINT and SIGTERM with a handler that writes a {@code .btr} back-trace file
+     * and exits. {@link SignalGuard} puts the JVM's back right after the load, but a routine JVM
+     * SIGSEGV (an implicit null check) on another thread in between ended the process; with
+     * these set the constructors install nothing.
      */
     private static void defaultEnvironment() {
+        setDefault("HFI_NO_BACKTRACE", "1");
+        setDefault("IPATH_NO_BACKTRACE", "1");
         setDefault("FI_MR_CACHE_MONITOR", "disabled");
         setDefault("FI_UNIVERSE_SIZE", System.getProperty("ferry.fabric.universeSize", DEFAULT_UNIVERSE_SIZE));
     }

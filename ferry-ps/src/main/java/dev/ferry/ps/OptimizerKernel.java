@@ -109,19 +109,28 @@ final class OptimizerKernel {
         return beta <= 0 ? 0 : Math.min(Long.MAX_VALUE / 2.0, Math.log(NEGLIGIBLE) / Math.log(beta));
     }
 
-    /** Writes a new row: header, initial weights, initial optimizer state (the segment is zeroed). */
+    /** Writes a new row ({@link RowLayout}): header, initial weights, initial optimizer state (the segment is zeroed). */
     void initRow(MemorySegment s, long row, long id, long dimension) {
-        s.set(LONG, row + RowLayout.ID_OFFSET, id);
-        s.set(LONG, row + RowLayout.STEPS_OFFSET, 0L);
+        initRow(s, row + RowLayout.WEIGHTS_OFFSET, row + RowLayout.ID_OFFSET, row + RowLayout.STEPS_OFFSET,
+                row + RowLayout.state(dimension, 0, 0), id, dimension);
+    }
+
+    /**
+     * Writes a new row of {@code s} whose weights start at {@code w} and whose id, step count and
+     * state are at {@code idAt}, {@code stepsAt} and {@code stateAt} (zeroed).
+     */
+    void initRow(MemorySegment s, long w, long idAt, long stepsAt, long stateAt, long id, long dimension) {
+        s.set(LONG, idAt, id);
+        s.set(LONG, stepsAt, 0L);
         if (!(initializer instanceof Initializer.Zeros)) {
             for (long j = 0; j < dimension; j++) {
-                s.set(FLOAT, row + RowLayout.weight(j), initializer.valueAt(id, j));
+                s.set(FLOAT, w + (long) Float.BYTES * j, initializer.valueAt(id, j));
             }
         }
         if (optimizer instanceof Optimizer.Adagrad a && a.initialAccumulator() != 0) {
             float initial = (float) a.initialAccumulator();
             for (long j = 0; j < dimension; j++) {
-                s.set(FLOAT, row + RowLayout.state(dimension, 0, j), initial);
+                s.set(FLOAT, stateAt + (long) Float.BYTES * j, initial);
             }
         }
     }
@@ -133,12 +142,21 @@ final class OptimizerKernel {
         }
     }
 
-    /** One step on the row at {@code row} of {@code s} with the gradient row at {@code g} of {@code grads}. */
+    /** One step on the row at {@code row} of {@code s} ({@link RowLayout}) with the gradient row at {@code g} of {@code grads}. */
     void step(MemorySegment s, long row, int dimension, MemorySegment grads, long g) {
-        long steps = s.get(LONG, row + RowLayout.STEPS_OFFSET) + 1;
-        s.set(LONG, row + RowLayout.STEPS_OFFSET, steps);
-        long w = row + RowLayout.WEIGHTS_OFFSET;
-        long s0 = w + (long) Float.BYTES * dimension;
+        step(s, row + RowLayout.WEIGHTS_OFFSET, row + RowLayout.STEPS_OFFSET, row + RowLayout.state(dimension, 0, 0),
+                dimension, grads, g);
+    }
+
+    /**
+     * One step on the row of {@code s} whose weights start at {@code w} and whose step count and
+     * state ({@link Optimizer#stateSlots()} runs of {@code dimension} floats) are at
+     * {@code stepsAt} and {@code stateAt}.
+     */
+    void step(MemorySegment s, long w, long stepsAt, long stateAt, int dimension, MemorySegment grads, long g) {
+        long steps = s.get(LONG, stepsAt) + 1;
+        s.set(LONG, stepsAt, steps);
+        long s0 = stateAt;
         long s1 = s0 + (long) Float.BYTES * dimension;
         switch (optimizer) {
             case Optimizer.Sgd o -> Kernels.sgd(s, w, grads, g, dimension, lr);

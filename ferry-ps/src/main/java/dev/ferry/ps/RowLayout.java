@@ -4,9 +4,10 @@ import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
 
 /**
- * The layout of one row in off-heap memory: a sparse table's row, or a whole dense tensor
- * (one row whose dimension is the tensor's length). The optimizer state sits in the row, so a
- * push reads and writes one contiguous run of memory per id.
+ * The layout of one row: the form of a sparse table's rows in checkpoints, slot moves,
+ * replication and row copies, and a whole dense tensor in memory (one row whose dimension is
+ * the tensor's length). A sparse table's shard stores its rows otherwise, weights apart from
+ * the optimizer state ({@link StoredRow}), and converts to and from this form.
  *
  * <pre>
  *  0              8              16               16 + 4d              16 + 4d(1 + k)

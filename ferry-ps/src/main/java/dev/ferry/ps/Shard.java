@@ -14,17 +14,20 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <pre>
  *  index (power-of-two entries, linear probing, at most 5/8 full)     rows (append-only chunks)
- *  +-----------+-------------+                                        chunk 0: row 0 | row 1 | ...
- *  | id  i64   | row + 1 i64 |  row + 1 == 0: empty entry  ------->   chunk 1: row c | ...
+ *  +-----------+-------------+                                        chunk 0: weights of rows 0..b-1, records of rows 0..b-1
+ *  | id  i64   | row + 1 i64 |  row + 1 == 0: empty entry  ------->   chunk 1: weights of rows b.., records of rows b..
  *  +-----------+-------------+
  * </pre>
- * Row slots never move, so growing the index rehashes only the 16-byte entries (the ids are read
- * back from the rows). A deleted row ({@link #remove}, by the evictor) leaves the index by
+ * A chunk keeps its rows' weights apart from their records (id, step count, last-update stamp,
+ * optimizer state; {@link StoredRow}), so a gather reads only weights; {@link #readRow} and
+ * {@link #writeRow} convert to the {@link RowLayout} form of checkpoints and moves. Row slots
+ * never move, so growing the index rehashes only the 16-byte entries (the ids are read back
+ * from the records). A deleted row ({@link #remove}, by the evictor) leaves the index by
  * backward-shift deletion (no tombstones: probes stay as short as before) and its slot goes on a
  * free list that {@link #append} takes from before it grows; a free slot holds step count
  * {@link #FREE_STEPS} and is skipped by snapshots, so the row memory is bounded by the most rows
- * the shard ever held at once. Beside each slot, an on-heap {@link #stamp} keeps the time of the
- * row's last update (creation or optimizer step), for eviction. Chunks double from about 256 KiB
+ * the shard ever held at once. Each record's {@link #stamp} keeps the time of the row's last
+ * update (creation or optimizer step), for eviction. Chunks double from about 256 KiB
  * (small tables stay small) up to the first size of at least 2 MiB, then stay there; those, and
  * indexes of 2 MiB or more, are mapped for transparent huge pages ({@link RowMemory}):
  * <pre>
@@ -44,8 +47,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * reads fail the same way or find no chunk.
  *
  * <p>The row chunks and each generation of the index come from shared arenas that this shard
- * owns and closes. The stamps and the free list are on-heap arrays guarded by {@link #lock}
- * (asserted), read and written by no one without it.
+ * owns and closes. The free list is an on-heap array guarded by {@link #lock} (asserted), read
+ * and written by no one without it; the records' stamps likewise.
  */
 final class Shard {
 
@@ -68,7 +71,17 @@ final class Shard {
     static final long FREE_STEPS = -1;
 
     final ReentrantLock lock = new ReentrantLock();
+    private final StoredRow layout;
+    /** Bytes of one row's weights in a chunk. */
+    private final long weightStride;
+    /** Bytes of one row's record in a chunk. */
+    private final long recordStride;
+    /** Bytes of one row in a chunk, weights and record. */
     private final long rowBytes;
+    /** Offsets of the id, step count and stamp in a record. */
+    private final long idAt;
+    private final long stepsAt;
+    private final long stampAt;
     /** Rows of chunk 0: {@code 1 << baseShift}. */
     private final int baseShift;
     /** Chunks that double; later ones have {@code 1 << (baseShift + growth)} rows. */
@@ -79,8 +92,6 @@ final class Shard {
     private MemorySegment[] chunks = new MemorySegment[4];
     private int chunkCount;
     private int rows;
-    /** Per slot: the last update's time (the table's clock). Guarded by {@link #lock}. */
-    private long[] stamps = new long[64];
     /** Free slots, a stack. Guarded by {@link #lock}. */
     private int[] free = new int[16];
     private int freeCount;
@@ -91,8 +102,15 @@ final class Shard {
     @SuppressWarnings("unused")
     private long version;
 
-    Shard(long rowBytes) {
-        this.rowBytes = rowBytes;
+    /** A shard of rows of {@code dimension} weights and {@code stateSlots} runs of optimizer state. */
+    Shard(int dimension, int stateSlots) {
+        this.layout = new StoredRow(dimension, stateSlots);
+        this.weightStride = layout.weightStride;
+        this.recordStride = layout.recordStride;
+        this.rowBytes = layout.stride();
+        this.idAt = layout.id;
+        this.stepsAt = layout.steps;
+        this.stampAt = layout.stamp;
         this.baseShift = 63 - Long.numberOfLeadingZeros(Math.max(1, CHUNK_TARGET_BYTES / rowBytes));
         int top = baseShift;
         while ((rowBytes << top) < RowMemory.HUGE_PAGE && top < 30) {
@@ -152,10 +170,10 @@ final class Shard {
     }
 
     /**
-     * Copies {@code bytes} of {@code row} from byte {@code from} of the row without the lock;
-     * false if the row's chunk is not (or no longer) there. Validate after.
+     * Copies the weights of {@code row} ({@code bytes}: all of them) without the lock; false if
+     * the row's chunk is not (or no longer) there. Validate after.
      */
-    boolean copyQuietly(int row, long from, MemorySegment out, long at, long bytes) {
+    boolean copyQuietly(int row, MemorySegment out, long at, long bytes) {
         MemorySegment[] all = chunks;
         int c = chunkIndex(row);
         MemorySegment chunk = c < all.length ? all[c] : null;
@@ -163,7 +181,7 @@ final class Shard {
             return false;
         }
         try {
-            MemorySegment.copy(chunk, offset(row) + from, out, at, bytes);
+            MemorySegment.copy(chunk, (long) (row - firstRow(c)) * weightStride, out, at, bytes);
             return true;
         } catch (IllegalStateException closedMeanwhile) {
             return false;
@@ -172,13 +190,16 @@ final class Shard {
 
     /**
      * Adds a zeroed row for {@code id}, which must be absent, and returns its number (inside a
-     * write): a free slot if there is one, else a new one.
+     * write): a free slot if there is one, else a new one. Its record holds the id.
      */
     int append(long id, long hash) {
         assert lock.isHeldByCurrentThread();
         if (freeCount > 0) {
             int row = free[--freeCount];
-            chunk(row).asSlice(offset(row), rowBytes).fill((byte) 0);
+            MemorySegment chunk = chunk(row);
+            chunk.asSlice(weightsAt(row), weightStride).fill((byte) 0);
+            chunk.asSlice(recordAt(row), recordStride).fill((byte) 0);
+            chunk.set(RowLayout.LONG, recordAt(row) + idAt, id);
             insert(id, hash, row);
             return row;
         }
@@ -195,10 +216,8 @@ final class Shard {
             chunks[chunkCount] = RowMemory.allocate(rowArena, chunkRows(chunkCount) * rowBytes);
             chunkCount++;
         }
-        if (row == stamps.length) {
-            stamps = Arrays.copyOf(stamps, stamps.length * 2);
-        }
         rows++;
+        chunk(row).set(RowLayout.LONG, recordAt(row) + idAt, id);
         insert(id, hash, row);
         return row;
     }
@@ -211,8 +230,8 @@ final class Shard {
         assert lock.isHeldByCurrentThread();
         assert live(row) : "row " + row + " is free";
         MemorySegment chunk = chunk(row);
-        long at = offset(row);
-        long id = chunk.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
+        long at = recordAt(row);
+        long id = chunk.get(RowLayout.LONG, at + idAt);
         MemorySegment entries = index;
         long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
         long i = Slots.mix(id) & mask;
@@ -236,8 +255,8 @@ final class Shard {
         }
         entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, 0L);
         entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, 0L);
-        chunk.set(RowLayout.LONG, at + RowLayout.ID_OFFSET, 0L);
-        chunk.set(RowLayout.LONG, at + RowLayout.STEPS_OFFSET, FREE_STEPS);
+        chunk.set(RowLayout.LONG, at + idAt, 0L);
+        chunk.set(RowLayout.LONG, at + stepsAt, FREE_STEPS);
         if (freeCount == free.length) {
             free = Arrays.copyOf(free, free.length * 2);
         }
@@ -246,13 +265,25 @@ final class Shard {
 
     /** Whether slot {@code row} (below {@link #rows()}) holds a row, not a free slot. */
     boolean live(int row) {
-        return chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.STEPS_OFFSET) != FREE_STEPS;
+        return steps(row) != FREE_STEPS;
+    }
+
+    /** The id of row {@code row} (0 for a free slot). */
+    long id(int row) {
+        return chunk(row).get(RowLayout.LONG, recordAt(row) + idAt);
+    }
+
+    /** The optimizer steps applied to row {@code row} ({@link #FREE_STEPS} for a free slot). */
+    long steps(int row) {
+        return chunk(row).get(RowLayout.LONG, recordAt(row) + stepsAt);
     }
 
     /** Whether slot {@code row} holds the live row of {@code id} (not freed, nor reused for another id). */
     boolean holds(int row, long id) {
         assert lock.isHeldByCurrentThread();
-        return live(row) && chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.ID_OFFSET) == id;
+        MemorySegment chunk = chunk(row);
+        long r = recordAt(row);
+        return chunk.get(RowLayout.LONG, r + stepsAt) != FREE_STEPS && chunk.get(RowLayout.LONG, r + idAt) == id;
     }
 
     /**
@@ -264,7 +295,7 @@ final class Shard {
         int live = 0;
         for (int row = 0; row < rows; row++) {
             if (live(row)) {
-                long id = chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.ID_OFFSET);
+                long id = id(row);
                 if (find(id, Slots.mix(id)) != row) {
                     throw new AssertionError("live row " + row + " (id " + id + ") is not in the index");
                 }
@@ -286,13 +317,13 @@ final class Shard {
     /** The time of the last update of {@code row}. */
     long stamp(int row) {
         assert lock.isHeldByCurrentThread();
-        return stamps[row];
+        return chunk(row).get(RowLayout.LONG, recordAt(row) + stampAt);
     }
 
     /** Records an update of {@code row} at {@code now}. */
     void touch(int row, long now) {
         assert lock.isHeldByCurrentThread();
-        stamps[row] = now;
+        chunk(row).set(RowLayout.LONG, recordAt(row) + stampAt, now);
     }
 
     /** Rows stored: slots minus free ones. */
@@ -305,12 +336,49 @@ final class Shard {
         return chunks[chunkIndex(row)];
     }
 
-    /** The offset of {@code row} in its chunk. */
-    long offset(int row) {
-        if (row < firstFixedRow) {
-            return (long) (row - firstRow(chunkIndex(row))) * rowBytes;
-        }
-        return (long) ((row - firstFixedRow) & ((1 << (baseShift + growth)) - 1)) * rowBytes;
+    /** The offset of {@code row}'s weights in its chunk. */
+    long weightsAt(int row) {
+        return (long) (row - firstRow(chunkIndex(row))) * weightStride;
+    }
+
+    /** The offset of {@code row}'s record (id, steps, stamp, state; {@link StoredRow}) in its chunk. */
+    long recordAt(int row) {
+        int c = chunkIndex(row);
+        return recordAt(row, c);
+    }
+
+    private long recordAt(int row, int c) {
+        return chunkRows(c) * weightStride + (long) (row - firstRow(c)) * recordStride;
+    }
+
+    /**
+     * One optimizer step on row {@code row} with the gradient row at {@code g} of {@code grads},
+     * and its stamp set to {@code now} (inside a write).
+     */
+    void step(int row, OptimizerKernel kernel, int dimension, MemorySegment grads, long g, long now) {
+        assert lock.isHeldByCurrentThread();
+        int c = chunkIndex(row);
+        MemorySegment chunk = chunks[c];
+        long r = recordAt(row, c);
+        kernel.step(chunk, (long) (row - firstRow(c)) * weightStride, r + stepsAt, r + StoredRow.STATE, dimension,
+                grads, g);
+        chunk.set(RowLayout.LONG, r + stampAt, now);
+    }
+
+    /** Writes row {@code row} in the {@link RowLayout} form (header, weights, state) to {@code out[at]}. */
+    void readRow(int row, MemorySegment out, long at) {
+        layout.toRow(chunk(row), weightsAt(row), recordAt(row), out, at);
+    }
+
+    /** Overwrites row {@code row} with the {@link RowLayout} row at {@code in[at]} (inside a write); its stamp is left. */
+    void writeRow(int row, MemorySegment in, long at) {
+        assert lock.isHeldByCurrentThread();
+        layout.fromRow(in, at, chunk(row), weightsAt(row), recordAt(row));
+    }
+
+    /** The layout of the rows. */
+    StoredRow layout() {
+        return layout;
     }
 
     private int chunkIndex(int row) {
@@ -344,34 +412,17 @@ final class Shard {
         return closed ? 0 : bytes;
     }
 
-    /** A copy of all live rows, in row order (free slots left out), allocated from {@code arena}. */
+    /** A copy of all live rows in the {@link RowLayout} form, in row order (free slots left out), allocated from {@code arena}. */
     MemorySegment snapshot(Arena arena) {
-        long bytes = (long) liveRows() * rowBytes;
+        long out = layout.rowBytes;
+        long bytes = (long) liveRows() * out;
         MemorySegment copy = arena.allocate(Math.max(1, bytes), Long.BYTES).asSlice(0, bytes);
-        if (freeCount == 0) {
-            for (int c = 0; c < chunkCount; c++) {
-                long first = firstRow(c);
-                long n = Math.min(chunkRows(c), rows - first);
-                MemorySegment.copy(chunks[c], 0, copy, first * rowBytes, n * rowBytes);
-            }
-            return copy;
-        }
         long to = 0;
-        for (int row = 0; row < rows; ) {
-            if (!live(row)) {
-                row++;
-                continue;
+        for (int row = 0; row < rows; row++) {
+            if (live(row)) {
+                readRow(row, copy, to);
+                to += out;
             }
-            // A run of live rows within one chunk: one copy.
-            int end = row + 1;
-            int c = chunkIndex(row);
-            while (end < rows && chunkIndex(end) == c && live(end)) {
-                end++;
-            }
-            long n = (long) (end - row) * rowBytes;
-            MemorySegment.copy(chunk(row), offset(row), copy, to, n);
-            to += n;
-            row = end;
         }
         return copy;
     }
@@ -414,7 +465,7 @@ final class Shard {
         MemorySegment next = RowMemory.allocate(fresh, entries * INDEX_ENTRY_BYTES);
         for (int row = 0; row < rows; row++) {
             if (live(row)) {
-                long id = chunk(row).get(RowLayout.LONG, offset(row) + RowLayout.ID_OFFSET);
+                long id = id(row);
                 insert(next, id, Slots.mix(id), row);
             }
         }

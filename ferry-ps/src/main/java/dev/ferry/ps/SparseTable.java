@@ -10,8 +10,8 @@ import java.util.concurrent.atomic.LongAdder;
 import java.util.function.LongSupplier;
 
 /**
- * A sparse embedding table on this server: int64 id to {@code dimension} f32 weights with the
- * optimizer state inline, in {@link TableConfig#shards()} lock stripes. Rows live off-heap and
+ * A sparse embedding table on this server: int64 id to {@code dimension} f32 weights and their
+ * optimizer state (stored apart, {@link StoredRow}), in {@link TableConfig#shards()} lock stripes. Rows live off-heap and
  * are created by their first pull or push with the table's {@link Initializer}.
  *
  * <p>Neither method allocates in steady state: their working arrays are per thread
@@ -80,7 +80,7 @@ public final class SparseTable {
         this.gates = new AdmissionGate[config.shards()];
         long seed = Slots.mix(config.name().hashCode());
         for (int s = 0; s < shards.length; s++) {
-            shards[s] = new Shard(rowBytes);
+            shards[s] = new Shard(config.dimension(), config.optimizer().stateSlots());
             gates[s] = AdmissionGate.of(config.admission(), s, shards.length, seed, shards[s].lock);
         }
         Eviction eviction = config.eviction();
@@ -217,54 +217,64 @@ public final class SparseTable {
     }
 
     /**
-     * Gathers without the shard locks: first the row of every id (so that the index lookups'
-     * cache misses overlap), then each row's copy, validated against its shard's version
-     * ({@link Shard}); a row written meanwhile is read again, and a row that is absent (to be
+     * Gathers without the shard locks, in three passes: the row of every id (so that the index
+     * lookups' cache misses overlap); each found row's copy, validated against its shard's
+     * version ({@link Shard}), in one short loop (so that the rows' misses overlap too); then the
+     * ids that loop left: a row written meanwhile is read again, and a row that is absent (to be
      * created) or keeps changing is read under its shard's lock.
      */
     private void gatherChunk(long[] ids, int offset, int count, MemorySegment out, long outAt, Scratch scratch) {
         long[] hash = scratch.hash;
         long[] version = scratch.version;
         int[] rowOf = scratch.row;
+        int[] left = scratch.order;
+        Shard[] shards = this.shards;
         int mask = shards.length - 1;
         for (int i = 0; i < count; i++) {
-            long h = Slots.mix(ids[offset + i]);
+            long id = ids[offset + i];
+            long h = Slots.mix(id);
             Shard shard = shards[(int) (h >>> 40) & mask];
             long v = shard.readVersion();
             hash[i] = h;
             version[i] = v;
-            rowOf[i] = (v & 1) == 0 ? findQuietly(shard, ids[offset + i], h) : RETRY;
+            rowOf[i] = (v & 1) == 0 ? findQuietly(shard, id, h) : RETRY;
         }
+        int lefts = 0;
         for (int i = 0; i < count; i++) {
-            long h = hash[i];
-            Shard shard = shards[(int) (h >>> 40) & mask];
-            long at = outAt + i * payloadBytes;
+            Shard shard = shards[(int) (hash[i] >>> 40) & mask];
             int row = rowOf[i];
-            long v = version[i];
-            boolean done = false;
-            for (int attempt = 1;; attempt++) {
-                if (row >= 0) {
-                    if (shard.copyQuietly(row, RowLayout.WEIGHTS_OFFSET, out, at, payloadBytes) && shard.validate(v)) {
-                        done = true;
-                        break;
-                    }
-                } else if (row == ABSENT && shard.validate(v)) {
-                    if (readOnly) {
-                        kernel.initWeights(ids[offset + i], dimension(), out, at);
-                        done = true;
-                    }
-                    break; // else it is created under the lock
-                }
-                if (attempt == OPTIMISTIC_ATTEMPTS) {
-                    break;
-                }
-                v = shard.readVersion();
-                row = (v & 1) == 0 ? findQuietly(shard, ids[offset + i], h) : RETRY;
-            }
-            if (!done) {
-                gatherLocked(shard, ids[offset + i], h, out, at);
+            if (row < 0 || !shard.copyQuietly(row, out, outAt + i * payloadBytes, payloadBytes)
+                    || !shard.validate(version[i])) {
+                left[lefts++] = i;
             }
         }
+        for (int k = 0; k < lefts; k++) {
+            int i = left[k];
+            gatherAgain(ids[offset + i], hash[i], shards[(int) (hash[i] >>> 40) & mask], rowOf[i], version[i], out,
+                    outAt + i * payloadBytes);
+        }
+    }
+
+    /** One id that the optimistic pass left: read again (a few attempts), else under the lock. */
+    private void gatherAgain(long id, long h, Shard shard, int row, long v, MemorySegment out, long at) {
+        for (int attempt = 1;; attempt++) {
+            if (row == ABSENT && shard.validate(v)) {
+                if (readOnly) {
+                    kernel.initWeights(id, dimension(), out, at);
+                    return;
+                }
+                break; // it is created under the lock
+            }
+            if (attempt == OPTIMISTIC_ATTEMPTS) {
+                break;
+            }
+            v = shard.readVersion();
+            row = (v & 1) == 0 ? findQuietly(shard, id, h) : RETRY;
+            if (row >= 0 && shard.copyQuietly(row, out, at, payloadBytes) && shard.validate(v)) {
+                return;
+            }
+        }
+        gatherLocked(shard, id, h, out, at);
     }
 
     /** Optimistic reads of one row before a gather takes its shard's lock instead. */
@@ -294,7 +304,7 @@ public final class SparseTable {
                     return;
                 }
             }
-            MemorySegment.copy(shard.chunk(row), shard.offset(row) + RowLayout.WEIGHTS_OFFSET, out, at, payloadBytes);
+            MemorySegment.copy(shard.chunk(row), shard.weightsAt(row), out, at, payloadBytes);
         } finally {
             shard.lock.unlock();
         }
@@ -396,8 +406,7 @@ public final class SparseTable {
                     }
                     shard.beginWrite();
                     try {
-                        kernel.step(shard.chunk(row), shard.offset(row), dimension, gradients, pos * payloadBytes);
-                        shard.touch(row, now);
+                        shard.step(row, kernel, dimension, gradients, pos * payloadBytes, now);
                     } finally {
                         shard.endWrite();
                     }
@@ -420,8 +429,12 @@ public final class SparseTable {
         try {
             checkOpen(shard);
             int row = shard.find(id, hash);
-            return row < 0 ? null
-                    : shard.chunk(row).asSlice(shard.offset(row), rowBytes).toArray(ValueLayout.JAVA_BYTE);
+            if (row < 0) {
+                return null;
+            }
+            byte[] bytes = new byte[(int) rowBytes];
+            shard.readRow(row, MemorySegment.ofArray(bytes), 0);
+            return bytes;
         } finally {
             shard.lock.unlock();
         }
@@ -479,7 +492,7 @@ public final class SparseTable {
                     throw corrupt(source, "row " + at / rowBytes + " (id " + id + ") has a negative step count");
                 }
                 int row = shard.append(id, hash);
-                MemorySegment.copy(data, at, shard.chunk(row), shard.offset(row), rowBytes);
+                shard.writeRow(row, data, at);
                 shard.touch(row, now);
             }
         } finally {
@@ -509,12 +522,12 @@ public final class SparseTable {
                 int row = shard.find(id, hash);
                 if (row < 0) {
                     row = create(shard, id, hash);
-                } else if (shard.chunk(row).get(RowLayout.LONG, shard.offset(row) + RowLayout.STEPS_OFFSET) > steps) {
+                } else if (shard.steps(row) > steps) {
                     continue;
                 }
                 shard.beginWrite();
                 try {
-                    MemorySegment.copy(rows, at, shard.chunk(row), shard.offset(row), rowBytes);
+                    shard.writeRow(row, rows, at);
                     shard.touch(row, clock.getAsLong());
                 } finally {
                     shard.endWrite();
@@ -542,14 +555,11 @@ public final class SparseTable {
                     if (!shard.live(row)) {
                         continue;
                     }
-                    MemorySegment chunk = shard.chunk(row);
-                    long at = shard.offset(row);
-                    long id = chunk.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
+                    long id = shard.id(row);
                     if (reset.test(id)) {
                         shard.beginWrite();
                         try {
-                            chunk.asSlice(at, rowBytes).fill((byte) 0);
-                            kernel.initRow(chunk, at, id, dimension());
+                            initStored(shard, row, id, true);
                         } finally {
                             shard.endWrite();
                         }
@@ -576,7 +586,7 @@ public final class SparseTable {
                     row = create(shard, ids[i], hash);
                     shard.touch(row, clock.getAsLong());
                 }
-                MemorySegment.copy(shard.chunk(row), shard.offset(row), out, i * rowBytes, rowBytes);
+                shard.readRow(row, out, i * rowBytes);
             } finally {
                 shard.lock.unlock();
             }
@@ -699,11 +709,24 @@ public final class SparseTable {
         shard.beginWrite();
         try {
             int row = shard.append(id, hash);
-            kernel.initRow(shard.chunk(row), shard.offset(row), id, dimension());
+            initStored(shard, row, id, false);
             return row;
         } finally {
             shard.endWrite();
         }
+    }
+
+    /** Writes the initial row of {@code id} to slot {@code row}, zeroed first if {@code zero}, its stamp kept. */
+    private void initStored(Shard shard, int row, long id, boolean zero) {
+        MemorySegment chunk = shard.chunk(row);
+        long w = shard.weightsAt(row);
+        long r = shard.recordAt(row);
+        StoredRow layout = shard.layout();
+        if (zero) {
+            chunk.asSlice(w, layout.weightStride).fill((byte) 0);
+            chunk.asSlice(r + StoredRow.STATE, layout.id).fill((byte) 0);
+        }
+        kernel.initRow(chunk, w, r + layout.id, r + layout.steps, r + StoredRow.STATE, id, dimension());
     }
 
     /** Validates a request's range and size; returns its payload bytes. */

@@ -127,11 +127,10 @@ final class TableEvictor {
                         if (!shard.live(row)) {
                             continue;
                         }
-                        long at = shard.offset(row);
-                        long id = shard.chunk(row).get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
+                        long id = shard.id(row);
                         long stamp = shard.stamp(row);
                         if (lfu) {
-                            first[collected] = shard.chunk(row).get(RowLayout.LONG, at + RowLayout.STEPS_OFFSET);
+                            first[collected] = shard.steps(row);
                             second[collected] = stamp;
                         } else {
                             first[collected] = stamp;
@@ -196,14 +195,13 @@ final class TableEvictor {
     private int delete(long a, long b, long c, int k) {
         boolean lfu = eviction.policy() == EvictionPolicy.LEAST_FREQUENTLY_USED;
         return deleteWhere(k, false, (shard, row) -> {
-            long at = shard.offset(row);
             long stamp = shard.stamp(row);
-            long x = lfu ? shard.chunk(row).get(RowLayout.LONG, at + RowLayout.STEPS_OFFSET) : stamp;
+            long x = lfu ? shard.steps(row) : stamp;
             long y = lfu ? stamp : 0;
             if (x != a || y != b) {
                 return x < a || (x == a && y < b);
             }
-            return shard.chunk(row).get(RowLayout.LONG, at + RowLayout.ID_OFFSET) <= c;
+            return shard.id(row) <= c;
         });
     }
 

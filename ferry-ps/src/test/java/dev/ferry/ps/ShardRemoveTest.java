@@ -18,11 +18,12 @@ import org.junit.jupiter.api.Test;
 /** Deleting rows from a shard: the index (backward-shift deletion) and the free list against a map. */
 class ShardRemoveTest {
 
+    /** Rows of 2 weights and no optimizer state: 24 bytes in {@link RowLayout}. */
     private static final long ROW_BYTES = 24;
 
     @Test
     void randomInsertsAndRemovesKeepTheIndexExact() {
-        Shard shard = new Shard(ROW_BYTES);
+        Shard shard = new Shard(2, 0);
         SplittableRandom random = new SplittableRandom(5);
         Map<Long, Integer> reference = new HashMap<>();
         List<Long> present = new ArrayList<>();
@@ -39,7 +40,7 @@ class ShardRemoveTest {
                     }
                     shard.beginWrite();
                     int row = shard.append(id, Slots.mix(id));
-                    shard.chunk(row).set(RowLayout.LONG, shard.offset(row) + RowLayout.ID_OFFSET, id);
+                    assertEquals(id, shard.id(row), "append writes the id");
                     shard.endWrite();
                     reference.put(id, row);
                     present.add(id);
@@ -72,14 +73,13 @@ class ShardRemoveTest {
 
     @Test
     void snapshotSkipsFreeSlotsAndReusedSlotsAreZeroed() {
-        Shard shard = new Shard(ROW_BYTES);
+        Shard shard = new Shard(2, 0);
         shard.lock.lock();
         try (Arena arena = Arena.ofConfined()) {
             shard.beginWrite();
             for (long id = 1; id <= 10; id++) {
                 int row = shard.append(id, Slots.mix(id));
-                shard.chunk(row).set(RowLayout.LONG, shard.offset(row) + RowLayout.ID_OFFSET, id);
-                shard.chunk(row).set(RowLayout.LONG, shard.offset(row) + RowLayout.WEIGHTS_OFFSET, id * 100);
+                shard.chunk(row).set(RowLayout.LONG, shard.weightsAt(row), id * 100);
             }
             for (long id = 2; id <= 10; id += 3) { // 2, 5, 8
                 shard.remove(shard.find(id, Slots.mix(id)));
@@ -98,8 +98,9 @@ class ShardRemoveTest {
             int reused = shard.append(42, Slots.mix(42));
             shard.endWrite();
             assertTrue(reused < 10, "a free slot is taken before a new one");
-            assertEquals(0, shard.chunk(reused).get(RowLayout.LONG, shard.offset(reused) + RowLayout.WEIGHTS_OFFSET));
-            assertEquals(0, shard.chunk(reused).get(RowLayout.LONG, shard.offset(reused) + RowLayout.STEPS_OFFSET));
+            assertEquals(0, shard.chunk(reused).get(RowLayout.LONG, shard.weightsAt(reused)));
+            assertEquals(0, shard.steps(reused));
+            assertEquals(42, shard.id(reused));
             assertEquals(10, shard.rows());
             assertEquals(8, shard.liveRows());
         } finally {
@@ -116,7 +117,7 @@ class ShardRemoveTest {
         for (int row = 0; row < shard.rows(); row++) {
             if (shard.live(row)) {
                 live++;
-                long id = shard.chunk(row).get(RowLayout.LONG, shard.offset(row) + RowLayout.ID_OFFSET);
+                long id = shard.id(row);
                 assertEquals(row, reference.get(id));
             }
         }

@@ -57,6 +57,21 @@ final class DedupeWindow {
     }
 
     /**
+     * {@link #record} of an id the caller knows {@code group} does not hold (it checked, and
+     * nothing records on the group meanwhile): without the scan for a repeat.
+     */
+    void recordAbsent(int group, long dedupe) {
+        if (dedupe == 0) {
+            return;
+        }
+        long[] ring = ring(group);
+        synchronized (ring) {
+            ring[next[group]] = dedupe;
+            next[group] = (next[group] + 1) % PER_GROUP;
+        }
+    }
+
+    /**
      * Records ids of pushes applied to {@code group} before every id recorded so far (a move's
      * or copy's {@code MOVE_DEDUPE}, which reaches the target after the first forwarded pushes):
      * they go in as the oldest, so that when the window is full they, not the newer forwarded

@@ -41,9 +41,10 @@ final class DenseCalls {
             try {
                 directory.createDense(tensor);
                 return;
-            } catch (PsException e) {
-                // Only a refusal is retried: after a lost answer the tensor may exist already.
-                if (e.code() != PsException.Code.WRONG_SERVER || !retry.retryable(e, false, attempt)) {
+            } catch (RuntimeException e) {
+                // A refusal, or a timeout where the servers are a controller's members: they take
+                // the same tensor created again as done (after a lost answer it may exist already).
+                if (!retry.retryable(e, false, attempt)) {
                     throw e;
                 }
                 ClientCalls.join(retry.pause(e, attempt, owner, PsDescriptor.denseKey(tensor.name())));

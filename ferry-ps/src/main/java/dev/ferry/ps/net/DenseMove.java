@@ -142,11 +142,10 @@ final class DenseMove {
     }
 
     /**
-     * Drops the dense tensors of {@code groups} that {@code ps} holds (on a move's target, at its
-     * start): stale copies from when it owned them. A move to a new owner brings the current copy;
-     * a copy to a new backup brings none (dense pushes are not replicated), so a backup promoted
-     * later refuses the tensor ({@code UNKNOWN_TABLE}) instead of serving an old one. Returns how
-     * many it dropped.
+     * Drops the dense tensors of {@code groups} that {@code ps} holds (on a move's or copy's
+     * target, at its start): stale copies from when it owned or backed them up, possibly of
+     * another lineage with more steps, which the merge by steps would keep. The move or copy
+     * brings the current copy (snapshot and forwards). Returns how many it dropped.
      */
     static int dropStale(ParameterServer ps, boolean[] groups) {
         int dropped = 0;

@@ -63,8 +63,6 @@ final class MoveSource implements AutoCloseable {
     /** Read: a push from its ownership check to its forward. Write: a move starting. */
     final ReentrantReadWriteLock barrier = new ReentrantReadWriteLock();
     private volatile Outgoing outgoing;
-    /** The move that carries its groups' dense tensors, or -1 ({@link #run}). */
-    private volatile long denseMove = -1;
     private RpcClient peers;
 
     /** The move being sent; {@code ended} is set (without the barrier) when it is over. */
@@ -75,6 +73,8 @@ final class MoveSource implements AutoCloseable {
         final RpcChannel target;
         /** Held from the apply of a push's moving ids to the end of its forward, and per snapshot shard. */
         final ReentrantLock forwarding = new ReentrantLock();
+        /** Pushes whose forward ran out of time: sent again with their ids before any later forward. */
+        final UnsentForwards unsent = new UnsentForwards(forwarding);
         volatile boolean ended;
 
         Outgoing(long id, boolean[] groups, int firstGroup, RpcChannel target) {
@@ -113,16 +113,6 @@ final class MoveSource implements AutoCloseable {
      *                     move is then ended here
      */
     void run(long moveId, int[] groups, String targetAddress, TransportConfig transport) {
-        run(moveId, groups, targetAddress, transport, true);
-    }
-
-    /**
-     * {@link #run(long, int[], String, TransportConfig)}; {@code carryDense} false leaves the
-     * groups' dense tensors out (a copy to a backup: dense pushes are not replicated, so a copy
-     * there would go stale, and a promoted backup must refuse the tensor rather than serve it stale).
-     */
-    void run(long moveId, int[] groups, String targetAddress, TransportConfig transport, boolean carryDense) {
-        denseMove = carryDense ? moveId : -1;
         RpcChannel target = channel(targetAddress, transport);
         boolean[] moving = new boolean[RoutingTable.GROUPS];
         for (int g : groups) {
@@ -157,8 +147,17 @@ final class MoveSource implements AutoCloseable {
                     send(target, PsDescriptor.MOVE_ROWS, rowsBody(moveId, name, table.dimension(), count, rows));
                 });
             }
-            if (carryDense) {
-                sendDense(o, moving);
+            sendDense(o, moving);
+            // Before the move reports ready: a snapshot shard copied after a push whose forward ran
+            // out of time carries its effect; its id must be there too before the flip.
+            o.forwarding.lock();
+            try {
+                if (!o.unsent.flush(moveId, f -> send(target, f.method(), f.body()))) {
+                    throw new IllegalStateException("the pushes whose forward ran out of time could not be sent to "
+                            + targetAddress + " again; the move does not report ready");
+                }
+            } finally {
+                o.forwarding.unlock();
             }
         } catch (RuntimeException e) {
             end(moveId);
@@ -204,7 +203,7 @@ final class MoveSource implements AutoCloseable {
      */
     void pushDense(DenseTensor tensor, MemorySegment gradients, long remainingMillis, long dedupe) {
         Outgoing o = outgoing;
-        if (o == null || o.id() != denseMove || !o.groups()[DenseMove.groupOf(tensor.name())]) {
+        if (o == null || !o.groups()[DenseMove.groupOf(tensor.name())]) {
             DenseMove.apply(tensor, gradients, dedupe, window);
             return;
         }
@@ -213,7 +212,8 @@ final class MoveSource implements AutoCloseable {
         long left = remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart);
         try {
             DenseMove.apply(tensor, gradients, dedupe, window);
-            sendForward(o, DenseMove.MOVE_DENSE, "tensor", DenseMove.body(o.id(), tensor, dedupe, false), left);
+            sendForward(o, DenseMove.MOVE_DENSE, "tensor", DenseMove.body(o.id(), tensor, dedupe, false), left,
+                    () -> o.unsent.dense(tensor, dedupe));
         } finally {
             o.forwarding.unlock();
         }
@@ -225,14 +225,15 @@ final class MoveSource implements AutoCloseable {
      */
     void createdDense(DenseTensor tensor, long remainingMillis) {
         Outgoing o = outgoing;
-        if (o == null || o.id() != denseMove || !o.groups()[DenseMove.groupOf(tensor.name())]) {
+        if (o == null || !o.groups()[DenseMove.groupOf(tensor.name())]) {
             return;
         }
         long waitStart = System.nanoTime();
         lockForwarding(o, remainingMillis);
         try {
             sendForward(o, DenseMove.MOVE_DENSE, "tensor", DenseMove.body(o.id(), tensor, 0, false),
-                    remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart));
+                    remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart),
+                    () -> o.unsent.dense(tensor, 0));
         } finally {
             o.forwarding.unlock();
         }
@@ -389,6 +390,8 @@ final class MoveSource implements AutoCloseable {
 
     /** Tests only: runs after a push's moving ids were applied, before their forward, under the lock. */
     static volatile Runnable afterMovingApplied;
+    /** Tests only: true for a forward's body makes its attempt fail as if the target did not answer (null outside tests). */
+    static volatile java.util.function.Predicate<byte[]> forwardFault;
 
     /** Takes {@code o.forwarding} within the call's time, else fails the push, which changed nothing yet. */
     private static void lockForwarding(Outgoing o, long remainingMillis) {
@@ -412,14 +415,10 @@ final class MoveSource implements AutoCloseable {
      *                     be retried there); {@code CLOSED} if the call's deadline came first
      */
     private void forward(Outgoing o, SparseTable table, long[] moved, int m, long remainingMillis, long dedupe) {
-        long rowBytes = RowTransfer.rowBytes(table);
-        MemorySegment rows = MemorySegment.ofArray(new long[(int) (m * rowBytes / Long.BYTES)]);
-        RowTransfer.copy(table, moved, m, rows);
-        byte[] body = rowsBody(o.id(), PsDescriptor.nameBytes(table.name()), table.dimension(), m, rows);
         // A forward carries its push's dedupe id (in the generation field): the new owner records it
         // with the rows, so that a client's retry there after a failover is not applied twice.
-        PsDescriptor.stamp(MemorySegment.ofArray(body), dedupe, o.id());
-        sendForward(o, PsDescriptor.MOVE_ROWS, "rows", body, remainingMillis);
+        byte[] body = UnsentForwards.rowsBody(o.id(), table, java.util.Arrays.copyOf(moved, m), dedupe);
+        sendForward(o, PsDescriptor.MOVE_ROWS, "rows", body, remainingMillis, () -> o.unsent.rows(table, moved, m, dedupe));
     }
 
     /**
@@ -430,14 +429,27 @@ final class MoveSource implements AutoCloseable {
      *                     saw this push (the push must be retried there); {@code CLOSED} if an
      *                     earlier attempt may have been merged there, or the deadline came first
      */
-    private void sendForward(Outgoing o, RpcMethod method, String what, byte[] body, long remainingMillis) {
+    private void sendForward(Outgoing o, RpcMethod method, String what, byte[] body, long remainingMillis,
+            Runnable ifOutOfTime) {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
         boolean unknown = false; // an earlier attempt may have been merged there
         while (true) {
-            try {
-                send(o.target(), method, body);
-                return;
-            } catch (RuntimeException unreachable) {
+            RuntimeException unreachable;
+            // First the pushes whose forward ran out of time: this body may carry their effect.
+            if (!o.unsent.flush(o.id(), f -> send(o.target(), f.method(), f.body()))) {
+                unreachable = new IllegalStateException("the pushes whose forward ran out of time could not be sent "
+                        + "again first"); // this body was not sent: nothing more is unknown
+            } else {
+                try {
+                    java.util.function.Predicate<byte[]> fault = forwardFault;
+                    if (fault != null && fault.test(body)) {
+                        throw new IllegalStateException("no answer (a test's fault)");
+                    }
+                    send(o.target(), method, body);
+                    return;
+                } catch (RuntimeException e) {
+                    unreachable = e;
+                }
                 if (unreachable instanceof PsException e && e.code() == PsException.Code.WRONG_SERVER) {
                     if (unknown) {
                         throw new PsException(PsException.Code.CLOSED, "the push was applied and may be in the " + what
@@ -450,20 +462,22 @@ final class MoveSource implements AutoCloseable {
                             + o.target().address() + "; this push was not acknowledged here: " + e.getMessage());
                 }
                 unknown |= !(unreachable instanceof PsException);
-                if (o.ended && ownsStill(o)) {
-                    return; // cancelled: the groups stay here, and so does the push
-                }
-                if (System.nanoTime() > deadline) {
-                    throw new PsException(PsException.Code.CLOSED, "the push was applied but its " + what
-                            + " could not be copied to the move's target " + o.target().address() + " in time: "
-                            + unreachable.getMessage());
-                }
-                try {
-                    Thread.sleep(20);
-                } catch (InterruptedException interrupted) {
-                    Thread.currentThread().interrupt();
-                    throw new PsException(PsException.Code.CLOSED, "interrupted while forwarding a push");
-                }
+            }
+            if (o.ended && ownsStill(o)) {
+                return; // cancelled: the groups stay here, and so does the push
+            }
+            if (System.nanoTime() > deadline) {
+                // Applied here, maybe not there: its rows go again with its id before any later copy of them.
+                ifOutOfTime.run();
+                throw new PsException(PsException.Code.CLOSED, "the push was applied but its " + what
+                        + " could not be copied to the move's target " + o.target().address() + " in time: "
+                        + unreachable.getMessage());
+            }
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException interrupted) {
+                Thread.currentThread().interrupt();
+                throw new PsException(PsException.Code.CLOSED, "interrupted while forwarding a push");
             }
         }
     }

@@ -118,6 +118,7 @@ public final class PsServer implements AutoCloseable {
                 .register(PsDescriptor.MOVE_BEGIN, guarded(call -> moveTarget.begin(call)))
                 .register(PsDescriptor.MOVE_ROWS, guarded(call -> moveTarget.rows(call)))
                 .register(ReplicationDescriptor.REPLICATE.inline(), guarded(replicaApplier::receive))
+                .register(DenseReplication.REPLICATE_DENSE.inline(), guarded(replicaApplier::receiveDense))
                 .register(ReplicationDescriptor.MOVE_DEDUPE, guarded(call -> moveTarget.dedupe(call)))
                 .register(DenseMove.MOVE_DENSE, guarded(call -> moveTarget.dense(call)));
     }
@@ -184,12 +185,12 @@ public final class PsServer implements AutoCloseable {
     }
 
     /**
-     * {@link #moveOut(long, int[], String)}; a {@code copy} (a new backup of the groups, not a
-     * new owner) leaves their dense tensors out: dense pushes are not replicated, so a backup's
-     * copy would go stale.
+     * {@link #moveOut(long, int[], String)} for a move or a {@code copy} (a new backup of the
+     * groups, not a new owner): both carry the groups' sparse rows and dense tensors, and the
+     * dedupe ids; a copy's target then gets every push by replication.
      */
     public void moveOut(long moveId, int[] groups, String targetAddress, boolean copy) {
-        moveSource.run(moveId, groups.clone(), targetAddress, transport, !copy);
+        moveSource.run(moveId, groups.clone(), targetAddress, transport);
     }
 
     /** Ends move {@code moveId} on this server, whichever end it is (flipped or cancelled). */
@@ -423,7 +424,14 @@ public final class PsServer implements AutoCloseable {
         try {
             View v = checkDenseOwned(tensor.name(), PsDescriptor.generation(body));
             gate.checkPushes(v.generation());
-            moveSource.pushDense(tensor, body.asSlice(at, bytes), call.remainingMillis(), PsDescriptor.dedupeId(body));
+            MemorySegment gradients = body.asSlice(at, bytes);
+            long dedupe = PsDescriptor.dedupeId(body);
+            if (v.replicas() == null) {
+                moveSource.pushDense(tensor, gradients, call.remainingMillis(), dedupe);
+            } else {
+                replicator.pushDense(v, tensor, dedupe, call.remainingMillis(),
+                        left -> moveSource.pushDense(tensor, gradients, left, dedupe));
+            }
         } finally {
             moveSource.barrier.readLock().unlock();
         }
@@ -436,8 +444,21 @@ public final class PsServer implements AutoCloseable {
             dev.ferry.ps.DenseConfig config = PsDescriptor.readDense(body);
             moveSource.barrier.readLock().lock();
             try {
-                checkDenseOwner(config.name());
-                moveSource.createdDense(ps.createDense(config), call.remainingMillis());
+                View v = checkDenseOwner(config.name());
+                DenseTensor tensor;
+                try {
+                    tensor = ps.createDense(config);
+                } catch (PsException e) {
+                    if (memberId == null || e.code() != PsException.Code.TABLE_EXISTS || !sameDense(config)) {
+                        throw e;
+                    }
+                    // A client's retry after a lost answer (its creation may not have reached the backups).
+                    tensor = ps.dense(config.name());
+                }
+                moveSource.createdDense(tensor, call.remainingMillis());
+                if (v.replicas() != null) {
+                    replicator.createdDense(v, tensor, call.remainingMillis());
+                }
             } finally {
                 moveSource.barrier.readLock().unlock();
             }
@@ -524,6 +545,14 @@ public final class PsServer implements AutoCloseable {
         }
     }
 
+    private boolean sameDense(dev.ferry.ps.DenseConfig config) {
+        try {
+            return ps.dense(config.name()).config().equals(config);
+        } catch (PsException unknown) {
+            return false;
+        }
+    }
+
     private boolean isDense(String name) {
         try {
             ps.dense(name);
@@ -552,13 +581,14 @@ public final class PsServer implements AutoCloseable {
         return tensor;
     }
 
-    private void checkDenseOwner(String name) {
+    private View checkDenseOwner(String name) {
         View v = view;
         int owner = v.table() == null ? -1 : v.table().slots().serverOf(PsDescriptor.denseKey(name));
         if (owner != v.self() || owner < 0) {
             throw PsDescriptor.wrongServer(v.generation(), "dense tensor '" + name + "' belongs to server "
                     + owner + ", not " + v.self());
         }
+        return v;
     }
 
     /**

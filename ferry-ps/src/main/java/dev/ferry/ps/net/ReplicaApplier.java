@@ -2,6 +2,7 @@ package dev.ferry.ps.net;
 
 import java.lang.foreign.MemorySegment;
 
+import dev.ferry.ps.DenseTransfer;
 import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.RowTransfer;
@@ -85,6 +86,35 @@ final class ReplicaApplier {
                 for (int i = 0; i < groups; i++) {
                     window.record(ReplicationDescriptor.group(body, groupsAt, i), dedupe);
                 }
+            }
+            ReplicationDescriptor.writeAnswer(out, status, v.generation());
+        } finally {
+            fence.fence.readLock().unlock();
+        }
+    }
+
+    /**
+     * Handles {@code REPLICATE_DENSE} ({@link DenseReplication}): the same checks as
+     * {@code REPLICATE} for the tensor's one group, then the tensor (created here if this server
+     * has none) keeps the copy with the most steps, and the push's id is recorded for the group,
+     * all under the install fence's read lock.
+     */
+    void receiveDense(ServerCall call) {
+        MemorySegment body = call.request();
+        DenseReplication.Received received = DenseReplication.read(body);
+        MemorySegment out = call.reply(ReplicationDescriptor.ANSWER);
+        long groupsAt = ReplicationDescriptor.groupsAt(body);
+        int g = ReplicationDescriptor.group(body, groupsAt, 0);
+        boolean[] listed = LISTED.get();
+        listed[g] = false;
+        fence.fence.readLock().lock();
+        try {
+            PsServer.View v = server.view();
+            int status = check(body, groupsAt, 1, PsDescriptor.generation(body), v, listed);
+            listed[g] = false;
+            if (status == ReplicationDescriptor.APPLIED) {
+                DenseTransfer.merge(DenseMove.tensor(ps, received.config()), received.row(), false);
+                window.record(g, PsDescriptor.dedupeId(body));
             }
             ReplicationDescriptor.writeAnswer(out, status, v.generation());
         } finally {

@@ -1,31 +1,27 @@
 package dev.ferry.ps.net;
 
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Objects;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.IntFunction;
 import java.util.function.Supplier;
 
+import dev.ferry.ps.DenseTensor;
 import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.RowTransfer;
 import dev.ferry.ps.SparseTable;
-import dev.ferry.rpc.RpcChannel;
-import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcConfig;
-import dev.ferry.rpc.RpcResponse;
+import dev.ferry.rpc.RpcMethod;
 import dev.ferry.transport.TransportConfig;
 
 /**
  * The primary's end of push replication: applies a push, sends the updated whole rows (weights,
  * optimizer state, step count) with the push's dedupe id to every in-sync backup of their groups
  * ({@code REPLICATE}, {@link ReplicationDescriptor}), and returns only when every one of them
- * applied them, or was removed from the in-sync set by the controller first.
+ * applied them, or was removed from the in-sync set by the controller first. A dense push is the
+ * same with the tensor's whole row ({@code REPLICATE_DENSE}, {@link DenseReplication}) for the
+ * tensor's group. The round trip itself is {@link BackupCalls}.
  *
  * <p>One push at a time per slot group, from the apply to the last backup's answer (a lock per
  * group, taken in ascending order). Whole rows are cumulative: without it, push B could copy a
@@ -38,6 +34,10 @@ import dev.ferry.transport.TransportConfig;
  * already (here, or on the primary that replicated it here before a failover): its ids of that
  * group are not applied again, but their current rows are replicated again, so the backups
  * have it too before it is acknowledged.
+ *
+ * <p>A push applied on a group led here whose rows may have reached no backup (its move forward
+ * or its replication failed) is kept and sent to the group's backups, with its id, before the
+ * next push on the group ({@link #keep}).
  *
  * <p>A backup that does not answer within the replication timeout, or answers that it is not in
  * sync, is reported ({@link InSyncReporter}); the push waits until the routing table installed
@@ -54,25 +54,18 @@ final class Replicator implements AutoCloseable {
         void apply(long[] ids, int count, MemorySegment gradients, long remainingMillis);
     }
 
-    private static final long PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
-
     private final ParameterServer ps;
     private final PsServer server;
-    private final RpcConfig config;
-    private final Supplier<TransportConfig> transport;
+    private final BackupCalls backups;
     private final DedupeWindow window;
     private final ReentrantLock[] locks = new ReentrantLock[RoutingTable.GROUPS];
     private final java.util.concurrent.atomic.LongAdder deduped = new java.util.concurrent.atomic.LongAdder();
-    private volatile long timeoutMillis = 1_000;
-    private volatile InSyncReporter reporter = (backup, groups, epochs) -> { };
-    private RpcClient peers;
 
     Replicator(ParameterServer ps, PsServer server, RpcConfig config, Supplier<TransportConfig> transport,
             DedupeWindow window) {
         this.ps = ps;
         this.server = server;
-        this.config = config;
-        this.transport = transport;
+        this.backups = new BackupCalls(server, config, transport);
         this.window = window;
         for (int g = 0; g < locks.length; g++) {
             locks[g] = new ReentrantLock();
@@ -81,11 +74,7 @@ final class Replicator implements AutoCloseable {
 
     /** Sets the replication timeout and where lost backups are reported. */
     void configure(long timeoutMillis, InSyncReporter reporter) {
-        if (timeoutMillis < 1) {
-            throw new IllegalArgumentException("replication timeout must be >= 1 ms: " + timeoutMillis);
-        }
-        this.timeoutMillis = timeoutMillis;
-        this.reporter = Objects.requireNonNull(reporter, "reporter");
+        backups.configure(timeoutMillis, reporter);
     }
 
     /** Pushes some of whose ids were applied already (a client's retry after a failover or a lost answer). */
@@ -96,6 +85,8 @@ final class Replicator implements AutoCloseable {
     /** Per-thread scratch of a push: its groups, marks, filtered ids and gradients. */
     private static final class Scratch {
         final boolean[] marked = new boolean[RoutingTable.GROUPS];
+        /** Per group of the push being applied: whether its window held the push's id already. */
+        final boolean[] seen = new boolean[RoutingTable.GROUPS];
         int[] groups = new int[64];
         long[] ids = new long[1024];
         float[] grads = new float[1024];
@@ -114,18 +105,102 @@ final class Replicator implements AutoCloseable {
      */
     void push(PsServer.View v, String name, int dimension, long[] ids, int count, MemorySegment gradients, long dedupe,
             long remainingMillis, Apply apply) {
-        long start = System.nanoTime();
-        long deadline = start + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
-        Replicas replicas = v.replicas();
         Scratch s = SCRATCH.get();
         int groups = groupsOf(ids, count, s);
+        run(v, s.groups, groups, dedupe, remainingMillis, ReplicationDescriptor.REPLICATE, deadline -> {
+            // The window once per group, not per id (a scan of its ring each): it was a fifth of the
+            // handler threads' CPU with batches of 1,024 ids. Only this push records on these groups
+            // meanwhile (it holds their locks): its move forward does (a repeat there is skipped; one
+            // left by a move that ended meanwhile only takes a slot).
+            int seen = 0;
+            for (int i = 0; i < groups; i++) {
+                boolean has = window.contains(s.groups[i], dedupe);
+                s.seen[s.groups[i]] = has;
+                seen += has ? 1 : 0;
+            }
+            try {
+                applyNew(name, dimension, ids, count, gradients, dedupe, deadline, apply, s, seen);
+                for (int i = 0; i < groups; i++) {
+                    int g = s.groups[i];
+                    if (!s.seen[g]) {
+                        if (server.movingOut(g)) {
+                            window.record(g, dedupe);
+                        } else {
+                            window.recordAbsent(g, dedupe);
+                        }
+                    }
+                }
+            } finally {
+                for (int i = 0; i < groups; i++) {
+                    s.seen[s.groups[i]] = false;
+                }
+            }
+        }, (now, backup, its, epochs) -> sparseBody(now, name, ids, count, dedupe, its, epochs), g -> {
+            // The ids are the request's (a per-thread array): a kept push takes its own copy.
+            long[] mine = java.util.Arrays.stream(ids, 0, count).filter(id -> RoutingTable.groupOf(id) == g).toArray();
+            return (now, backup, its, epochs) -> sparseBody(now, name, mine, mine.length, dedupe, its, epochs);
+        });
+    }
+
+    /**
+     * A dense push ({@link DenseReplication}): {@code apply} steps the tensor here (deduped by the
+     * group's window, forwarded if the group moves: {@link MoveSource#pushDense}); then its whole
+     * row goes with the push's dedupe id to every in-sync backup of the tensor's group, exactly as
+     * a sparse push's rows do, under the same group lock, checks and fencing. A deduped retry
+     * replicates the current row again, so the backups have it before it is acknowledged.
+     *
+     * @throws PsException as {@link #push}
+     */
+    void pushDense(PsServer.View v, DenseTensor tensor, long dedupe, long remainingMillis, DenseApply apply) {
+        Scratch s = SCRATCH.get();
+        s.groups[0] = DenseMove.groupOf(tensor.name());
+        run(v, s.groups, 1, dedupe, remainingMillis, DenseReplication.REPLICATE_DENSE,
+                deadline -> apply.apply(TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()) + 100),
+                (now, backup, its, epochs) -> DenseReplication.body(now.generation(), dedupe, its[0], epochs[0], tensor),
+                null);
+    }
+
+    /**
+     * A dense tensor just created here: its first row (no steps yet) goes to the in-sync backups
+     * of its group, so that a backup promoted before the first push serves it too. Best effort:
+     * a backup that misses it gets it with the first push.
+     */
+    void createdDense(PsServer.View v, DenseTensor tensor, long remainingMillis) {
+        try {
+            pushDense(v, tensor, 0, remainingMillis, left -> { });
+        } catch (RuntimeException notYet) {
+            // The tensor exists here; the first push's row creates it on the backups.
+        }
+    }
+
+    /** Steps a dense tensor locally within {@code remainingMillis}: the move-aware apply of {@link PsServer}. */
+    @FunctionalInterface
+    interface DenseApply {
+        void apply(long remainingMillis);
+    }
+
+    /** The local step of a push, before {@code deadline} (nanoTime). */
+    @FunctionalInterface
+    private interface Step {
+        void apply(long deadline);
+    }
+
+    /**
+     * The push protocol, sparse or dense: the groups' locks, the checks, the local step, the
+     * checks again, then {@code method} with {@code body} to every in-sync backup.
+     */
+    private void run(PsServer.View v, int[] gs, int groups, long dedupe, long remainingMillis,
+            RpcMethod method, Step step, BackupCalls.Body body, IntFunction<BackupCalls.Body> keep) {
+        IntFunction<BackupCalls.Body> kept = keep == null ? g -> body : keep;
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
+        Replicas replicas = v.replicas();
         int locked = 0;
         try {
             for (; locked < groups; locked++) {
-                lock(locks[s.groups[locked]], deadline);
+                lock(locks[gs[locked]], deadline);
             }
             for (int i = 0; i < groups; i++) {
-                int g = s.groups[i];
+                int g = gs[i];
                 if (1 + replicas.backupCount(g) < replicas.minInSync()) {
                     throw new PsException(PsException.Code.NOT_ENOUGH_REPLICAS, "group " + g + " has "
                             + (1 + replicas.backupCount(g)) + " in-sync copies, fewer than the " + replicas.minInSync()
@@ -136,33 +211,37 @@ final class Replicator implements AutoCloseable {
             if (hook != null) {
                 hook.run();
             }
-            v = current(v, s, groups, false);
+            v = current(v, gs, groups, false);
             try {
-                applyNew(name, dimension, ids, count, gradients, dedupe, deadline, apply, s);
+                step.apply(deadline);
             } catch (RuntimeException failed) {
                 // Some ids may be applied (a move's forward that failed after its apply records them).
-                replicateApplied(v, name, ids, count, dedupe, deadline, s, groups);
+                replicateApplied(v, dedupe, deadline, gs, groups, method, body, kept);
                 throw failed;
-            }
-            for (int i = 0; i < groups; i++) {
-                window.record(s.groups[i], dedupe);
             }
             // The view once more: the apply may have waited (a copy's forward until the copy ended).
             PsServer.View now;
             try {
-                now = current(v, s, groups, true);
+                now = current(v, gs, groups, true);
             } catch (PsException moved) {
-                replicateApplied(v, name, ids, count, dedupe, deadline, s, groups);
+                replicateApplied(v, dedupe, deadline, gs, groups, method, body, kept);
                 throw moved;
             }
-            replicate(now, name, ids, count, dedupe, deadline, s.groups, groups);
+            try {
+                replicateAfterKept(now, deadline, gs, groups, method, body);
+            } catch (RuntimeException failed) {
+                for (int i = 0; i < groups; i++) {
+                    keep(now, gs[i], dedupe, method, kept);
+                }
+                throw failed;
+            }
             Runnable replicated = afterReplicated;
             if (replicated != null) {
                 replicated.run();
             }
         } finally {
             for (int i = 0; i < locked; i++) {
-                locks[s.groups[i]].unlock();
+                locks[gs[i]].unlock();
             }
         }
     }
@@ -180,42 +259,103 @@ final class Replicator implements AutoCloseable {
      * already and have fenced pushes that are in these rows (the move's forward decides instead).
      * Best effort: the push fails either way.
      */
-    private void replicateApplied(PsServer.View checked, String name, long[] ids, int count, long dedupe,
-            long deadline, Scratch s, int groups) {
+    private void replicateApplied(PsServer.View checked, long dedupe, long deadline, int[] gs, int groups,
+            RpcMethod method, BackupCalls.Body body, IntFunction<BackupCalls.Body> keep) {
         PsServer.View now = server.view();
         Replicas was = checked.replicas();
         Replicas is = now.replicas();
         if (is == null || was == null || now.table() == null || now.self() < 0) {
             return;
         }
-        int[] kept = new int[groups];
+        int[] led = new int[groups];
         int k = 0;
         for (int i = 0; i < groups; i++) {
-            int g = s.groups[i];
-            if (window.contains(g, dedupe) && now.table().ownerOfGroup(g) == now.self() && is.epoch(g) == was.epoch(g)
-                    && !server.movingOut(g)) {
-                kept[k++] = g;
+            int g = gs[i];
+            if (window.contains(g, dedupe) && now.table().ownerOfGroup(g) == now.self() && is.epoch(g) == was.epoch(g)) {
+                if (server.movingOut(g)) {
+                    keep(now, g, dedupe, method, keep); // for the next push on it that reaches the backups
+                } else {
+                    led[k++] = g;
+                }
             }
         }
         if (k == 0) {
             return;
         }
-        long[] mine = new long[count];
-        int n = 0;
-        for (int i = 0; i < count; i++) {
-            int g = RoutingTable.groupOf(ids[i]);
-            for (int j = 0; j < k; j++) {
-                if (kept[j] == g) {
-                    mine[n++] = ids[i];
-                    break;
-                }
-            }
-        }
         try {
-            replicate(now, name, mine, n, dedupe, deadline, kept, k);
+            replicateAfterKept(now, deadline, led, k, method, body);
         } catch (RuntimeException alsoFailed) {
             // The push fails with its first reason; a backup lost here was reported as usual.
+            for (int i = 0; i < k; i++) {
+                keep(now, led[i], dedupe, method, keep);
+            }
         }
+    }
+
+    /**
+     * A push applied here, on a group led here, whose rows may have reached no backup: its own
+     * forward to a move's target failed (the group is moving, whose target may own it already:
+     * its rows are not sent to the backups now, see {@link #replicateApplied}), or its replication
+     * did. Its rows (current then) and its id go to the group's backups before the next push on
+     * the group replicates ({@link #replicateAfterKept}), whose whole rows would carry its effect
+     * there without its id: after a promotion, its client's retry was applied twice. That next
+     * push reaching the backups shows this server still leads the group at the same epoch (and a
+     * move's target had not fenced it): the same condition under which its own rows go. Guarded
+     * by the group's lock; at most {@link DedupeWindow#PER_GROUP} per group, the oldest dropped.
+     */
+    private void keep(PsServer.View now, int g, long dedupe, RpcMethod method, IntFunction<BackupCalls.Body> keep) {
+        if (dedupe == 0 || now.replicas() == null || !window.contains(g, dedupe)) {
+            return;
+        }
+        assert locks[g].isHeldByCurrentThread();
+        KeptQueue q = unreplicated[g];
+        if (q == null) {
+            q = new KeptQueue();
+            unreplicated[g] = q;
+        }
+        if (q.size() == DedupeWindow.PER_GROUP) {
+            q.removeFirst();
+        }
+        q.addLast(new Kept(now.replicas().epoch(g), method, keep.apply(g)));
+    }
+
+    /** A push kept for its group's backups ({@link #keep}): the epoch it was applied at and its request. */
+    private record Kept(long epoch, RpcMethod method, BackupCalls.Body body) {
+    }
+
+    /** The pushes kept for one group's backups, oldest first. */
+    private static final class KeptQueue extends java.util.ArrayDeque<Kept> {
+        private static final long serialVersionUID = 1L;
+    }
+
+    /** Per group, the pushes kept for its backups ({@link #keep}); each guarded by the group's lock. */
+    private final KeptQueue[] unreplicated = new KeptQueue[RoutingTable.GROUPS];
+
+    /** Pushes kept for the backups of {@code group} (tests). */
+    int kept(int group) {
+        KeptQueue q = unreplicated[group];
+        return q == null ? 0 : q.size();
+    }
+
+    /**
+     * {@link #replicate}, first sending the pushes kept for these groups ({@link #keep}), oldest
+     * first; those of another epoch are dropped (this server led the group before, and a move or
+     * promotion since reset what it holds). A kept push is forgotten once its backups have it.
+     */
+    private void replicateAfterKept(PsServer.View now, long deadline, int[] gs, int groups, RpcMethod method,
+            BackupCalls.Body body) {
+        for (int i = 0; i < groups; i++) {
+            int g = gs[i];
+            KeptQueue q = unreplicated[g];
+            while (q != null && !q.isEmpty()) {
+                Kept k = q.peekFirst();
+                if (k.epoch() == now.replicas().epoch(g)) {
+                    backups.replicate(now, deadline, new int[] {g}, 1, k.method(), k.body());
+                }
+                q.removeFirst();
+            }
+        }
+        backups.replicate(now, deadline, gs, groups, method, body);
     }
 
     /** Tests only: runs once a push holds its groups' locks, before it looks at the replicas again. */
@@ -233,7 +373,7 @@ final class Replicator implements AutoCloseable {
      * led here get the rows ({@link #replicateApplied}); the client retries at the new primary, as
      * after a {@code FENCED} answer.
      */
-    private PsServer.View current(PsServer.View checked, Scratch s, int groups, boolean applied) {
+    private PsServer.View current(PsServer.View checked, int[] gs, int groups, boolean applied) {
         PsServer.View now = server.view();
         if (now == checked || now.generation() == checked.generation()) {
             return checked;
@@ -241,7 +381,7 @@ final class Replicator implements AutoCloseable {
         Replicas was = checked.replicas();
         Replicas is = now.replicas();
         for (int i = 0; i < groups; i++) {
-            int g = s.groups[i];
+            int g = gs[i];
             if (is == null || now.table() == null || now.self() < 0 || now.table().ownerOfGroup(g) != now.self()
                     || is.epoch(g) != was.epoch(g)) {
                 throw PsDescriptor.wrongServer(now.generation(), "group " + g + " changed primary while the push "
@@ -251,7 +391,7 @@ final class Replicator implements AutoCloseable {
         }
         if (!applied) {
             for (int i = 0; i < groups; i++) {
-                int g = s.groups[i];
+                int g = gs[i];
                 if (1 + is.backupCount(g) < is.minInSync()) {
                     throw new PsException(PsException.Code.NOT_ENOUGH_REPLICAS, "group " + g + " has "
                             + (1 + is.backupCount(g)) + " in-sync copies, fewer than the " + is.minInSync()
@@ -262,19 +402,22 @@ final class Replicator implements AutoCloseable {
         return now;
     }
 
-    /** Applies the ids whose group has not seen push {@code dedupe} yet. */
+    /**
+     * Applies the ids whose group has not seen push {@code dedupe} yet ({@code s.seen}, for
+     * {@code seen} of the push's groups).
+     */
     private void applyNew(String name, int dimension, long[] ids, int count, MemorySegment gradients, long dedupe,
-            long deadline, Apply apply, Scratch s) {
-        int fresh = 0;
-        for (int i = 0; i < count; i++) {
-            if (!window.contains(RoutingTable.groupOf(ids[i]), dedupe)) {
-                fresh++;
-            }
-        }
+            long deadline, Apply apply, Scratch s, int seen) {
         long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()) + 100;
-        if (fresh == count) {
+        if (seen == 0) {
             apply.apply(ids, count, gradients, left);
             return;
+        }
+        int fresh = 0;
+        for (int i = 0; i < count; i++) {
+            if (!s.seen[RoutingTable.groupOf(ids[i])]) {
+                fresh++;
+            }
         }
         deduped.increment();
         if (s.ids.length < count) {
@@ -282,7 +425,7 @@ final class Replicator implements AutoCloseable {
         }
         int k = 0;
         for (int i = 0; i < count; i++) {
-            if (window.contains(RoutingTable.groupOf(ids[i]), dedupe)) {
+            if (s.seen[RoutingTable.groupOf(ids[i])]) {
                 s.ids[k++] = ids[i];
             }
         }
@@ -298,7 +441,7 @@ final class Replicator implements AutoCloseable {
         long rowBytes = (long) dimension * Float.BYTES;
         k = 0;
         for (int i = 0; i < count; i++) {
-            if (!window.contains(RoutingTable.groupOf(ids[i]), dedupe)) {
+            if (!s.seen[RoutingTable.groupOf(ids[i])]) {
                 s.ids[k] = ids[i];
                 MemorySegment.copy(gradients, i * rowBytes, grads, k * rowBytes, rowBytes);
                 k++;
@@ -307,102 +450,23 @@ final class Replicator implements AutoCloseable {
         apply.apply(s.ids, fresh, grads.asSlice(0, fresh * rowBytes), left);
     }
 
-    /** One backup's share of a push: its server index, its ids, the request, the call in flight. */
-    private static final class Share {
-        final int backup;
-        final String member;
-        final String address;
-        final int[] groups;
-        final long[] epochs;
-        final byte[] body;
-        CompletableFuture<RpcResponse> call;
-
-        Share(int backup, String member, String address, int[] groups, long[] epochs, byte[] body) {
-            this.backup = backup;
-            this.member = member;
-            this.address = address;
-            this.groups = groups;
-            this.epochs = epochs;
-            this.body = body;
-        }
-    }
-
-    private void replicate(PsServer.View v, String name, long[] ids, int count, long dedupe, long deadline, int[] gs,
-            int groups) {
-        Replicas replicas = v.replicas();
-        List<Share> shares = null;
-        for (int i = 0; i < groups; i++) {
-            int g = gs[i];
-            for (int b = 0; b < replicas.backupCount(g); b++) {
-                int backup = replicas.backup(g, b);
-                boolean seen = false;
-                if (shares != null) {
-                    for (Share sh : shares) {
-                        seen |= sh.backup == backup;
-                    }
-                }
-                if (!seen) {
-                    if (shares == null) {
-                        shares = new ArrayList<>(2);
-                    }
-                    shares.add(share(v, name, ids, count, dedupe, backup, gs, groups));
-                }
-            }
-        }
-        if (shares == null) {
-            return;
-        }
-        for (Share sh : shares) {
-            send(sh, deadline);
-        }
-        List<Share> lost = null;
-        long until = Math.min(deadline, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis));
-        for (Share sh : shares) {
-            if (!await(sh, v, until)) {
-                if (lost == null) {
-                    lost = new ArrayList<>(1);
-                }
-                lost.add(sh);
-            }
-        }
-        if (lost != null) {
-            for (Share sh : lost) {
-                reporter.outOfSync(sh.member, sh.groups, sh.epochs);
-            }
-            awaitRemoved(v, lost, deadline);
-        }
-    }
-
-    /** The request for {@code backup}: every id of the push whose group it backs up. */
-    private Share share(PsServer.View v, String name, long[] ids, int count, long dedupe, int backup, int[] gs,
-            int groups) {
-        Replicas replicas = v.replicas();
+    /** A sparse {@code REPLICATE} body: every id of the push in {@code its} (sorted groups), with its whole row. */
+    private byte[] sparseBody(PsServer.View v, String name, long[] ids, int count, long dedupe, int[] its,
+            long[] epochs) {
         int n = 0;
         for (int i = 0; i < count; i++) {
-            if (replicas.isBackup(RoutingTable.groupOf(ids[i]), backup)) {
+            if (java.util.Arrays.binarySearch(its, RoutingTable.groupOf(ids[i])) >= 0) {
                 n++;
             }
         }
         long[] mine = new long[n];
         n = 0;
         for (int i = 0; i < count; i++) {
-            if (replicas.isBackup(RoutingTable.groupOf(ids[i]), backup)) {
+            if (java.util.Arrays.binarySearch(its, RoutingTable.groupOf(ids[i])) >= 0) {
                 mine[n++] = ids[i];
             }
         }
-        int m = 0;
-        for (int i = 0; i < groups; i++) {
-            m += replicas.isBackup(gs[i], backup) ? 1 : 0;
-        }
-        int[] its = new int[m];
-        long[] epochs = new long[m];
-        m = 0;
-        for (int i = 0; i < groups; i++) {
-            if (replicas.isBackup(gs[i], backup)) {
-                its[m] = gs[i];
-                epochs[m++] = replicas.epoch(gs[i]);
-            }
-        }
+        int m = its.length;
         SparseTable table = ps.table(name);
         long rowBytes = RowTransfer.rowBytes(table);
         byte[] nameBytes = PsDescriptor.nameBytes(name);
@@ -416,99 +480,8 @@ final class Replicator implements AutoCloseable {
         }
         long rowsAt = groupsAt + (long) m * ReplicationDescriptor.GROUP_ENTRY;
         RowTransfer.copy(table, mine, n, seg.asSlice(rowsAt, n * rowBytes));
-        return new Share(backup, v.table().members().get(backup), v.table().addresses().get(backup), its, epochs, body);
+        return body;
     }
-
-    private void send(Share sh, long deadline) {
-        long millis = Math.max(1, Math.min(timeoutMillis, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
-        byte[] body = sh.body;
-        sh.call = channel(sh.address).call(ReplicationDescriptor.REPLICATE, body.length,
-                segment -> MemorySegment.copy(MemorySegment.ofArray(body), 0, segment, 0, body.length), millis);
-    }
-
-    /**
-     * Waits for one backup within the replication timeout, trying again while it is behind.
-     *
-     * @return true if it applied the rows, false if it is lost (no answer in time, unreachable, or
-     *         not in sync)
-     * @throws PsException {@code WRONG_SERVER} if it fenced this server out
-     */
-    private boolean await(Share sh, PsServer.View v, long until) {
-        while (true) {
-            int status;
-            try {
-                long wait = Math.max(1, TimeUnit.NANOSECONDS.toMillis(until - System.nanoTime()));
-                RpcResponse response = sh.call.get(wait, TimeUnit.MILLISECONDS);
-                try {
-                    status = ReplicationDescriptor.status(response.segment());
-                } finally {
-                    response.release();
-                }
-            } catch (TimeoutException | ExecutionException e) {
-                sh.call.cancel(false);
-                return false;
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new PsException(PsException.Code.CLOSED, "interrupted while replicating a push");
-            }
-            switch (status) {
-                case ReplicationDescriptor.APPLIED:
-                    return true;
-                case ReplicationDescriptor.FENCED:
-                    throw PsDescriptor.wrongServer(v.generation(), "backup " + sh.member + " knows a newer epoch of "
-                            + "these groups: this server is no longer their primary; the push was not acknowledged");
-                case ReplicationDescriptor.NOT_IN_SYNC:
-                    return false;
-                default:
-                    if (System.nanoTime() + PAUSE_NANOS > until) {
-                        return false;
-                    }
-                    java.util.concurrent.locks.LockSupport.parkNanos(PAUSE_NANOS);
-                    send(sh, until);
-            }
-        }
-    }
-
-    /**
-     * Waits until the table installed here no longer lists the lost backups for their groups.
-     *
-     * @throws PsException {@code WRONG_SERVER} if a group changed primary meanwhile, {@code CLOSED}
-     *                     if the controller did not act in time, {@code NOT_ENOUGH_REPLICAS} if
-     *                     too few copies remain (the push was applied, not acknowledged)
-     */
-    private void awaitRemoved(PsServer.View before, List<Share> lost, long deadline) {
-        while (true) {
-            PsServer.View now = server.view();
-            Replicas r = now.replicas();
-            boolean removed = r != null;
-            for (Share sh : lost) {
-                for (int i = 0; removed && i < sh.groups.length; i++) {
-                    int g = sh.groups[i];
-                    if (r.epoch(g) != sh.epochs[i] || now.table().ownerOfGroup(g) != now.self()) {
-                        throw PsDescriptor.wrongServer(now.generation(), "group " + g + " changed primary while its "
-                                + "backup " + sh.member + " was lost; the push was not acknowledged");
-                    }
-                    int index = now.table().indexOf(sh.member);
-                    removed = index < 0 || !r.isBackup(g, index);
-                    if (removed && 1 + r.backupCount(g) < r.minInSync()) {
-                        throw new PsException(PsException.Code.NOT_ENOUGH_REPLICAS, "group " + g + " is down to "
-                                + (1 + r.backupCount(g)) + " in-sync copies after losing " + sh.member
-                                + "; the push was applied here but not acknowledged");
-                    }
-                }
-            }
-            if (removed) {
-                return;
-            }
-            if (System.nanoTime() > deadline) {
-                throw new PsException(PsException.Code.CLOSED, "backup " + lost.get(0).member + " did not answer and "
-                        + "the controller did not take it out of the in-sync set in time; the push was applied here "
-                        + "but not acknowledged");
-            }
-            java.util.concurrent.locks.LockSupport.parkNanos(PAUSE_NANOS);
-        }
-    }
-
     /** The sorted distinct groups of {@code ids} into {@code s.groups}; returns how many. */
     private static int groupsOf(long[] ids, int count, Scratch s) {
         int n = 0;
@@ -541,22 +514,8 @@ final class Replicator implements AutoCloseable {
         }
     }
 
-    private synchronized RpcChannel channel(String address) {
-        if (peers == null) {
-            TransportConfig t = transport.get();
-            if (t == null) {
-                throw new IllegalStateException("the server listens on no transport");
-            }
-            peers = RpcClient.open(config, t);
-        }
-        return peers.channel(address);
-    }
-
     @Override
-    public synchronized void close() {
-        if (peers != null) {
-            peers.close();
-            peers = null;
-        }
+    public void close() {
+        backups.close();
     }
 }

@@ -72,7 +72,7 @@ final class TableDirectory {
             try {
                 info = ClientCalls.join(f);
             } catch (PsException e) {
-                // A dense tensor lives on one server; the others do not know it.
+                // A dense tensor lives on its owner (and backups); the others do not know it.
                 if (e.code() != PsException.Code.UNKNOWN_TABLE) {
                     throw e;
                 }
@@ -99,7 +99,8 @@ final class TableDirectory {
 
     /**
      * What every server says of itself and its tables, in server order. A dense tensor is
-     * reported by its owner; asking the others for it by name would fail, so this lists all.
+     * reported by its owner and its backups; asking the others for it by name would fail, so
+     * this lists all.
      */
     List<ServerInfo> describeServers() {
         List<ServerInfo> infos = new ArrayList<>();

@@ -1,6 +1,7 @@
 package dev.ferry.ps.net;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -53,5 +54,21 @@ class DedupeWindowTest {
         v.record(1, 7);
         v.recordOlder(1, new long[] {6, 7}, 2);
         assertArrayEquals(new long[] {6, 7}, v.ids(1));
+    }
+
+    @Test
+    void anIdRecordedWithoutTheScanTakesItsPlaceInTheRingLikeAnyOther() {
+        DedupeWindow w = new DedupeWindow();
+        w.record(3, 1);
+        for (long d = 2; d <= N + 1; d++) {
+            w.recordAbsent(3, d);
+        }
+        w.recordAbsent(3, 0);
+        assertFalse(w.contains(3, 1), "the oldest went when the ring was full");
+        assertTrue(w.contains(3, 2));
+        assertTrue(w.contains(3, N + 1));
+        assertFalse(w.contains(4, N + 1), "another group's window");
+        assertEquals(N, w.ids(3).length);
+        assertEquals(2, w.ids(3)[0], "oldest first");
     }
 }

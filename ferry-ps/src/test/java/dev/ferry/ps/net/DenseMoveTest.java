@@ -200,12 +200,12 @@ class DenseMoveTest extends PsNetTestBase {
     }
 
     /**
-     * A copy to a new backup carries no dense tensor (dense pushes are not replicated) and drops
-     * the stale copy the backup kept from when it owned the group, so that a backup promoted later
-     * says it has no such tensor instead of serving an old one.
+     * A copy to a new backup carries the group's dense tensors (dense pushes are replicated to
+     * backups) and replaces the stale copy the backup kept from when it owned the group, even one
+     * with more steps (another lineage), so that a backup promoted later serves the current one.
      */
     @Test
-    void aCopyToABackupDropsItsStaleDenseCopyAndCarriesNone() throws Exception {
+    void aCopyToABackupReplacesItsStaleDenseCopyWithTheCurrentOne() throws Exception {
         List<String> addresses = new ArrayList<>();
         List<PsServer> servers = new ArrayList<>();
         List<ParameterServer> tables = new ArrayList<>();
@@ -231,11 +231,18 @@ class DenseMoveTest extends PsNetTestBase {
         client.pushDense("w", new float[] {-3, -3});
         assertEquals(5f, client.pullDense("w")[0]);
         assertEquals(1, tables.get(0).dense("w").steps(), "m0's stale copy");
-        // m1 copies the group to m0, its new backup: the stale copy goes, none comes.
+        // Give the stale copy more steps than the current one: the merge by steps alone would keep it.
+        for (int i = 0; i < 3; i++) {
+            tables.get(0).dense("w").apply(MemorySegment.ofArray(new float[] {-100, -100}));
+        }
+        // m1 copies the group to m0, its new backup: the stale copy goes, the current one comes.
         servers.get(1).moveOut(2, new int[] {g}, addresses.get(0), true);
         servers.get(1).endMove(2);
         servers.get(0).endMove(2);
-        expect(PsException.Code.UNKNOWN_TABLE, () -> tables.get(0).dense("w"));
+        assertEquals(2, tables.get(0).dense("w").steps(), "the copy brought the current tensor");
+        float[] copied = new float[2];
+        tables.get(0).dense("w").read(0, 2, MemorySegment.ofArray(copied));
+        assertEquals(5f, copied[0]);
         assertEquals(2, tables.get(1).dense("w").steps());
         assertEquals(5f, client.pullDense("w")[0]);
     }

@@ -617,7 +617,7 @@ public final class SparseTable {
                 checkOpen(shard);
                 int row = shard.find(ids[i], hash);
                 if (row >= 0) {
-                    MemorySegment.copy(shard.chunk(row), shard.offset(row), out, copied * rowBytes, rowBytes);
+                    shard.readRow(row, out, copied * rowBytes);
                     copied++;
                 }
             } finally {

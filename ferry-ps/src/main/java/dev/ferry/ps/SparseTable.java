@@ -575,22 +575,7 @@ public final class SparseTable {
 
     /** Copies the whole rows of {@code ids[0, count)} to {@code out}, back to back; absent ids are created. */
     void copyRows(long[] ids, int count, MemorySegment out) {
-        for (int i = 0; i < count; i++) {
-            long hash = Slots.mix(ids[i]);
-            Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
-            shard.lock.lock();
-            try {
-                checkOpen(shard);
-                int row = shard.find(ids[i], hash);
-                if (row < 0) {
-                    row = create(shard, ids[i], hash);
-                    shard.touch(row, clock.getAsLong());
-                }
-                shard.readRow(row, out, i * rowBytes);
-            } finally {
-                shard.lock.unlock();
-            }
-        }
+        copyRows(ids, count, out, true);
     }
 
     /**
@@ -608,6 +593,11 @@ public final class SparseTable {
      * Returns how many rows were copied; {@code out} must hold {@code count} rows.
      */
     int copyPresentRows(long[] ids, int count, MemorySegment out) {
+        return copyRows(ids, count, out, false);
+    }
+
+    /** Copies rows back to back, each under its shard's lock; an absent id is created or skipped. */
+    private int copyRows(long[] ids, int count, MemorySegment out, boolean createAbsent) {
         int copied = 0;
         for (int i = 0; i < count; i++) {
             long hash = Slots.mix(ids[i]);
@@ -616,6 +606,10 @@ public final class SparseTable {
             try {
                 checkOpen(shard);
                 int row = shard.find(ids[i], hash);
+                if (row < 0 && createAbsent) {
+                    row = create(shard, ids[i], hash);
+                    shard.touch(row, clock.getAsLong());
+                }
                 if (row >= 0) {
                     shard.readRow(row, out, copied * rowBytes);
                     copied++;

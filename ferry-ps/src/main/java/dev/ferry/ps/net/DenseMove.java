@@ -95,31 +95,45 @@ final class DenseMove {
             throw new PsException(PsException.Code.INVALID_ARGUMENT, "a MOVE_DENSE carries one dense tensor");
         }
         long at = PsDescriptor.payloadOffset(PsDescriptor.nameLength(body));
+        CreateAndRow read = readCreateAndRow(body, at, "a MOVE_DENSE");
+        return new Received(read.config(), read.row(), PsDescriptor.offset(body) == 1);
+    }
+
+    /** A dense tensor's create body and, after it, its whole row, as a message carries them. */
+    record CreateAndRow(DenseConfig config, MemorySegment row) {
+    }
+
+    /**
+     * Reads and checks what {@code body} holds from {@code at}: a create body's length, the create
+     * body of the tensor {@code body} names (padded to 8 bytes), and the tensor's whole row to the
+     * end; {@code what} names the message in the errors ("a MOVE_DENSE").
+     */
+    static CreateAndRow readCreateAndRow(MemorySegment body, long at, String what) {
         if (at + 8 > body.byteSize()) {
-            throw tooShort(body, "its create body's length");
+            throw tooShort(what, body, "its create body's length");
         }
         int length = body.get(PsDescriptor.INT, at);
         long padded = (length + 7L) & ~7L;
         if (length <= 0 || at + 8 + padded > body.byteSize()) {
-            throw tooShort(body, "a create body of " + length + " bytes");
+            throw tooShort(what, body, "a create body of " + length + " bytes");
         }
         MemorySegment create = body.asSlice(at + 8, length);
         PsDescriptor.checkHeader(create);
         if (PsDescriptor.kind(create) != PsDescriptor.DENSE) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "a MOVE_DENSE whose create body is not dense");
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, what + " whose create body is not dense");
         }
         DenseConfig config = PsDescriptor.readDense(create);
         if (!config.name().equals(PsDescriptor.name(body))) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "a MOVE_DENSE of '" + PsDescriptor.name(body)
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, what + " of '" + PsDescriptor.name(body)
                     + "' that creates '" + config.name() + "'");
         }
         long rowAt = at + 8 + padded;
         if (body.byteSize() - rowAt != config.bytes()) {
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "a MOVE_DENSE of " + body.byteSize()
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, what + " of " + body.byteSize()
                     + " bytes holds " + (body.byteSize() - rowAt) + " bytes of row; tensor '" + config.name()
                     + "' takes " + config.bytes());
         }
-        return new Received(config, body.asSlice(rowAt, config.bytes()), PsDescriptor.offset(body) == 1);
+        return new CreateAndRow(config, body.asSlice(rowAt, config.bytes()));
     }
 
     /** The tensor of {@code config} on {@code ps}, created if it has none. */
@@ -167,8 +181,8 @@ final class DenseMove {
         }
     }
 
-    private static PsException tooShort(MemorySegment body, String what) {
-        return new PsException(PsException.Code.LENGTH_MISMATCH, "a MOVE_DENSE of " + body.byteSize()
+    private static PsException tooShort(String message, MemorySegment body, String what) {
+        return new PsException(PsException.Code.LENGTH_MISMATCH, message + " of " + body.byteSize()
                 + " bytes is too short for " + what);
     }
 }

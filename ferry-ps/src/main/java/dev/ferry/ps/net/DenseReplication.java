@@ -73,41 +73,15 @@ final class DenseReplication {
                     + " in one group");
         }
         long at = ReplicationDescriptor.groupsAt(body);
-        long createAt = at + ReplicationDescriptor.GROUP_ENTRY;
-        if (createAt + 8 > body.byteSize()) {
-            throw tooShort(body, "its group and create body's length");
-        }
-        int length = body.get(PsDescriptor.INT, createAt);
-        long padded = (length + 7L) & ~7L;
-        if (length <= 0 || createAt + 8 + padded > body.byteSize()) {
-            throw tooShort(body, "a create body of " + length + " bytes");
-        }
-        MemorySegment create = body.asSlice(createAt + 8, length);
-        PsDescriptor.checkHeader(create);
-        if (PsDescriptor.kind(create) != PsDescriptor.DENSE) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "a REPLICATE_DENSE whose create body is not dense");
-        }
-        DenseConfig config = PsDescriptor.readDense(create);
-        if (!config.name().equals(PsDescriptor.name(body))) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "a REPLICATE_DENSE of '" + PsDescriptor.name(body)
-                    + "' that creates '" + config.name() + "'");
-        }
+        DenseMove.CreateAndRow read = DenseMove.readCreateAndRow(body, at + ReplicationDescriptor.GROUP_ENTRY,
+                "a REPLICATE_DENSE");
+        DenseConfig config = read.config();
         int group = ReplicationDescriptor.group(body, at, 0);
         if (group != DenseMove.groupOf(config.name())) {
             throw new PsException(PsException.Code.INVALID_ARGUMENT, "a REPLICATE_DENSE of tensor '" + config.name()
                     + "' (group " + DenseMove.groupOf(config.name()) + ") names group " + group);
         }
-        long rowAt = createAt + 8 + padded;
-        if (body.byteSize() - rowAt != config.bytes()) {
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "a REPLICATE_DENSE of " + body.byteSize()
-                    + " bytes holds " + (body.byteSize() - rowAt) + " bytes of row; tensor '" + config.name()
-                    + "' takes " + config.bytes());
-        }
-        return new Received(config, body.asSlice(rowAt, config.bytes()));
+        return new Received(config, read.row());
     }
 
-    private static PsException tooShort(MemorySegment body, String what) {
-        return new PsException(PsException.Code.LENGTH_MISMATCH, "a REPLICATE_DENSE of " + body.byteSize()
-                + " bytes is too short for " + what);
-    }
 }

@@ -48,9 +48,9 @@ import dev.ferry.rpc.RpcMethod;
 public final class ExportDescriptor {
 
     /** Follower to training server: seal a tick; the log's id, the tick and every sparse table's config. */
-    public static final RpcMethod EXPORT_TABLES = RpcMethod.idempotent(0x5201);
+    public static final RpcMethod EXPORT_TABLES = RpcMethod.idempotent(0x5301);
     /** Follower to training server: one page of a table's rows changed in a range of ticks. */
-    public static final RpcMethod EXPORT_ROWS = RpcMethod.idempotent(0x5202);
+    public static final RpcMethod EXPORT_ROWS = RpcMethod.idempotent(0x5302);
 
     /** The version byte of {@code EXPORT_TABLES}. */
     public static final byte VERSION = 1;

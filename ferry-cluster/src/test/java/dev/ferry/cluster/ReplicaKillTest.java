@@ -284,40 +284,42 @@ class ReplicaKillTest {
     private static void push(PsClient client, long seed, Oracle oracle, AtomicInteger gradient, AtomicBoolean stop,
             AtomicBoolean pause, AtomicInteger busy, AtomicLong acked) {
         SplittableRandom random = new SplittableRandom(seed);
-        while (!stop.get()) {
-            if (pause.get()) {
-                try {
-                    Thread.sleep(5);
-                } catch (InterruptedException e) {
-                    return;
-                }
-                continue;
-            }
-            busy.incrementAndGet();
+        untilStopped(stop, pause, busy, () -> {
+            long[] ids = random.longs(0, KEYS).distinct().limit(BATCH).toArray();
+            int k = gradient.getAndIncrement();
+            float[] grads = gradient(k, BATCH);
             try {
-                if (pause.get()) {
-                    continue;
-                }
-                long[] ids = random.longs(0, KEYS).distinct().limit(BATCH).toArray();
-                int k = gradient.getAndIncrement();
-                float[] grads = gradient(k, BATCH);
-                try {
-                    client.push("t", ids, grads);
-                    oracle.acked(k, ids);
-                    acked.incrementAndGet();
-                } catch (RuntimeException e) {
-                    oracle.unacked(k, ids);
-                }
-            } finally {
-                busy.decrementAndGet();
+                client.push("t", ids, grads);
+                oracle.acked(k, ids);
+                acked.incrementAndGet();
+            } catch (RuntimeException e) {
+                oracle.unacked(k, ids);
             }
-        }
+        });
     }
 
     /** A dense pusher: a random tensor per push, the push's unique gradient on both of its weights. */
     private static void pushDense(PsClient client, long seed, Oracle oracle, AtomicInteger gradient, AtomicBoolean stop,
             AtomicBoolean pause, AtomicInteger busy, AtomicLong acked) {
         SplittableRandom random = new SplittableRandom(seed);
+        untilStopped(stop, pause, busy, () -> {
+            int t = random.nextInt(TENSORS);
+            int k = gradient.getAndIncrement();
+            try {
+                client.pushDense("d" + t, gradient(k, 1));
+                oracle.denseAcked(k, t);
+                acked.incrementAndGet();
+            } catch (RuntimeException e) {
+                oracle.denseUnacked(k, t);
+            }
+        });
+    }
+
+    /**
+     * Runs {@code push} again and again until {@code stop}, none while {@code pause} (a kill and
+     * its check): {@code busy} counts the pushes under way, so the check waits for them.
+     */
+    private static void untilStopped(AtomicBoolean stop, AtomicBoolean pause, AtomicInteger busy, Runnable push) {
         while (!stop.get()) {
             if (pause.get()) {
                 try {
@@ -329,17 +331,8 @@ class ReplicaKillTest {
             }
             busy.incrementAndGet();
             try {
-                if (pause.get()) {
-                    continue;
-                }
-                int t = random.nextInt(TENSORS);
-                int k = gradient.getAndIncrement();
-                try {
-                    client.pushDense("d" + t, gradient(k, 1));
-                    oracle.denseAcked(k, t);
-                    acked.incrementAndGet();
-                } catch (RuntimeException e) {
-                    oracle.denseUnacked(k, t);
+                if (!pause.get()) {
+                    push.run();
                 }
             } finally {
                 busy.decrementAndGet();

@@ -253,13 +253,7 @@ class DenseMoveTest extends PsNetTestBase {
                     s -> MemorySegment.copy(MemorySegment.ofArray(body), 0, s, 0, body.length), 5_000)
                     .get(10, TimeUnit.SECONDS).release();
         } catch (java.util.concurrent.ExecutionException e) {
-            if (e.getCause() instanceof dev.ferry.rpc.RemoteException remote) {
-                PsException ps = PsDescriptor.toPsException(remote, channel.address());
-                if (ps != null) {
-                    return ps;
-                }
-            }
-            throw e;
+            return refusal(e, channel.address());
         }
         throw new AssertionError("MOVE_DENSE was accepted");
     }

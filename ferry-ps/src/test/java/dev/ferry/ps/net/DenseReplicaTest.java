@@ -6,13 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 import dev.ferry.ps.DenseConfig;
@@ -21,8 +19,6 @@ import dev.ferry.ps.Initializer;
 import dev.ferry.ps.Optimizer;
 import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsException;
-import dev.ferry.rpc.RemoteException;
-import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcResponse;
 
 /**
@@ -34,7 +30,7 @@ import dev.ferry.rpc.RpcResponse;
  * there exactly once, and a retry of one is deduped; a copy to a new backup carries the tensor
  * and its dedupe ids; a backup that knows a newer epoch fences the deposed primary's push.
  */
-class DenseReplicaTest extends PsNetTestBase {
+class DenseReplicaTest extends RawMembersTestBase {
 
     private static final String TENSOR = "w";
     private static final int GROUP = DenseMove.groupOf(TENSOR);
@@ -43,21 +39,9 @@ class DenseReplicaTest extends PsNetTestBase {
     private static final int C = 2;
 
     private final List<String> ids = List.of("p", "b", "c");
-    private final List<String> addresses = new ArrayList<>();
-    private final List<PsServer> servers = new ArrayList<>();
-    private final List<ParameterServer> stores = new ArrayList<>();
-    private RpcClient raw;
-
-    @AfterEach
-    void closeRaw() {
-        if (raw != null) {
-            raw.close();
-        }
-    }
 
     private void start() throws Exception {
-        openMembers("tcp", ids, addresses, servers, stores, false);
-        raw = RpcClient.open(rpc(), config("tcp"));
+        startMembers(ids, false);
         // A session with every member first: a loaded machine took longer than a call's deadline
         // to set up the first one with a member the test reaches only after another was closed.
         for (int s = 0; s < ids.size(); s++) {
@@ -103,13 +87,7 @@ class DenseReplicaTest extends PsNetTestBase {
             r.release();
             return null;
         } catch (ExecutionException e) {
-            if (e.getCause() instanceof RemoteException remote) {
-                PsException ps = PsDescriptor.toPsException(remote, addresses.get(server));
-                if (ps != null) {
-                    return ps.code();
-                }
-            }
-            throw e;
+            return refusal(e, addresses.get(server)).code();
         }
     }
 

@@ -20,7 +20,6 @@ import dev.ferry.ps.RowTransfer;
 import dev.ferry.ps.Slots;
 import dev.ferry.ps.SparseTable;
 import dev.ferry.ps.TableConfig;
-import dev.ferry.rpc.RemoteException;
 import dev.ferry.rpc.RpcChannel;
 import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcMethod;
@@ -197,13 +196,7 @@ class ExportWireTest extends PsNetTestBase {
         try {
             c.call(method, body).get(10, TimeUnit.SECONDS).release();
         } catch (ExecutionException e) {
-            if (e.getCause() instanceof RemoteException remote) {
-                PsException ps = PsDescriptor.toPsException(remote, c.address());
-                if (ps != null) {
-                    return ps;
-                }
-            }
-            throw e;
+            return refusal(e, c.address());
         }
         throw new AssertionError("accepted");
     }

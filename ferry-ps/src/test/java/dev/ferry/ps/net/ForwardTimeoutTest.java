@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
@@ -17,10 +16,7 @@ import org.junit.jupiter.api.Test;
 import dev.ferry.ps.DenseConfig;
 import dev.ferry.ps.Initializer;
 import dev.ferry.ps.Optimizer;
-import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsException;
-import dev.ferry.rpc.RemoteException;
-import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcMethod;
 import dev.ferry.rpc.RpcResponse;
 import dev.ferry.rpc.RequestWriter;
@@ -33,7 +29,7 @@ import dev.ferry.rpc.RequestWriter;
  * forward. Sparse rows and dense tensors; raw requests with chosen dedupe ids, in-process members
  * on tcp, no backups (the move alone).
  */
-class ForwardTimeoutTest extends PsNetTestBase {
+class ForwardTimeoutTest extends RawMembersTestBase {
 
     private static final long ID = 7;
     private static final String TENSOR = "w";
@@ -42,22 +38,14 @@ class ForwardTimeoutTest extends PsNetTestBase {
     private static final int B = 2;
 
     private final List<String> ids = List.of("p", "t", "b");
-    private final List<String> addresses = new ArrayList<>();
-    private final List<PsServer> servers = new ArrayList<>();
-    private final List<ParameterServer> stores = new ArrayList<>();
-    private RpcClient raw;
 
     @AfterEach
-    void closeRaw() {
+    void clearFault() {
         MoveSource.forwardFault = null;
-        if (raw != null) {
-            raw.close();
-        }
     }
 
     private void start() throws Exception {
-        openMembers("tcp", ids, addresses, servers, stores, true);
-        raw = RpcClient.open(rpc(), config("tcp"));
+        startMembers(ids, true);
         install(1, -1);
         byte[] name = PsDescriptor.nameBytes(TENSOR);
         DenseConfig config = new DenseConfig(TENSOR, 2, Optimizer.sgd(1), Initializer.zeros());
@@ -99,13 +87,7 @@ class ForwardTimeoutTest extends PsNetTestBase {
             r.release();
             return null;
         } catch (ExecutionException e) {
-            if (e.getCause() instanceof RemoteException remote) {
-                PsException ps = PsDescriptor.toPsException(remote, addresses.get(server));
-                if (ps != null) {
-                    return ps.code();
-                }
-            }
-            throw e;
+            return refusal(e, addresses.get(server)).code();
         }
     }
 

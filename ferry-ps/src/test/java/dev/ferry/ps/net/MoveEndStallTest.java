@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -14,16 +13,12 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 import dev.ferry.ps.Optimizer;
-import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsConfig;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.TableConfig;
-import dev.ferry.rpc.RemoteException;
-import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcResponse;
 
 /**
@@ -37,7 +32,7 @@ import dev.ferry.rpc.RpcResponse;
  * time" in ClusterTest under load). Now the move ends without waiting for the pushes in flight:
  * the table is installed and the push is acknowledged.
  */
-class MoveEndStallTest extends PsNetTestBase {
+class MoveEndStallTest extends RawMembersTestBase {
 
     private static final long ID = 7;
     private static final int GROUP = RoutingTable.groupOf(ID);
@@ -45,21 +40,9 @@ class MoveEndStallTest extends PsNetTestBase {
     private static final int C = 1;
 
     private final List<String> ids = List.of("p", "c");
-    private final List<String> addresses = new ArrayList<>();
-    private final List<PsServer> servers = new ArrayList<>();
-    private final List<ParameterServer> stores = new ArrayList<>();
-    private RpcClient raw;
-
-    @AfterEach
-    void closeRaw() {
-        if (raw != null) {
-            raw.close();
-        }
-    }
 
     private void start() {
-        openMembers("tcp", ids, addresses, servers, stores, true);
-        raw = RpcClient.open(rpc(), config("tcp"));
+        startMembers(ids, true);
     }
 
     /** Every group P's at epoch 0; {@link #GROUP} backed up by {@code backups}, the others by none. */
@@ -93,13 +76,7 @@ class MoveEndStallTest extends PsNetTestBase {
             call.get(15, TimeUnit.SECONDS).release();
             return null;
         } catch (ExecutionException e) {
-            if (e.getCause() instanceof RemoteException remote) {
-                PsException ps = PsDescriptor.toPsException(remote, addresses.get(P));
-                if (ps != null) {
-                    return ps.code();
-                }
-            }
-            throw e;
+            return refusal(e, addresses.get(P)).code();
         }
     }
 

@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
 import java.util.stream.Stream;
 
 import dev.ferry.ps.ParameterServer;
@@ -15,6 +16,7 @@ import dev.ferry.ps.Optimizer;
 import dev.ferry.ps.TableConfig;
 import dev.ferry.ps.PsConfig;
 import dev.ferry.ps.PsException;
+import dev.ferry.rpc.RemoteException;
 import dev.ferry.rpc.RpcConfig;
 import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
@@ -143,6 +145,20 @@ abstract class PsNetTestBase {
         for (long h : held) {
             assertEquals(0, h, "a transport ended with received messages not released");
         }
+    }
+
+    /**
+     * The parameter server's refusal that a failed call's future carries, read as the client
+     * reads it from the server at {@code address}; rethrows {@code e} if it carries none.
+     */
+    static PsException refusal(ExecutionException e, String address) throws ExecutionException {
+        if (e.getCause() instanceof RemoteException remote) {
+            PsException ps = PsDescriptor.toPsException(remote, address);
+            if (ps != null) {
+                return ps;
+            }
+        }
+        throw e;
     }
 
     /** Runs {@code call} and checks it fails with a {@link PsException} of {@code code}; returns it. */

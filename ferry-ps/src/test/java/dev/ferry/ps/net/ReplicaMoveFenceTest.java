@@ -5,22 +5,17 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 import dev.ferry.ps.Optimizer;
-import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsConfig;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.TableConfig;
-import dev.ferry.rpc.RemoteException;
-import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcResponse;
 
 /**
@@ -33,7 +28,7 @@ import dev.ferry.rpc.RpcResponse;
  * Once B is promoted (T lost), Z's retry at B was applied on top of it: acknowledged + one push.
  * In-process members on tcp.
  */
-class ReplicaMoveFenceTest extends PsNetTestBase {
+class ReplicaMoveFenceTest extends RawMembersTestBase {
 
     private static final long ID = 7;
     private static final int GROUP = RoutingTable.groupOf(ID);
@@ -42,21 +37,9 @@ class ReplicaMoveFenceTest extends PsNetTestBase {
     private static final int B = 2;
 
     private final List<String> ids = List.of("p", "t", "b");
-    private final List<String> addresses = new ArrayList<>();
-    private final List<PsServer> servers = new ArrayList<>();
-    private final List<ParameterServer> stores = new ArrayList<>();
-    private RpcClient raw;
-
-    @AfterEach
-    void closeRaw() {
-        if (raw != null) {
-            raw.close();
-        }
-    }
 
     private void start() {
-        openMembers("tcp", ids, addresses, servers, stores, true);
-        raw = RpcClient.open(rpc(), config("tcp"));
+        startMembers(ids, true);
     }
 
     /** A table: {@link #GROUP} owned by {@code owner} at {@code epoch} with {@code backups}, the rest P's. */
@@ -104,13 +87,7 @@ class ReplicaMoveFenceTest extends PsNetTestBase {
             r.release();
             return null;
         } catch (ExecutionException e) {
-            if (e.getCause() instanceof RemoteException remote) {
-                PsException ps = PsDescriptor.toPsException(remote, addresses.get(server));
-                if (ps != null) {
-                    return ps.code();
-                }
-            }
-            throw e;
+            return refusal(e, addresses.get(server)).code();
         }
     }
 

@@ -43,9 +43,10 @@ final class CheckpointDescriptor {
     static final int VERSION = 1;
     /**
      * The manifest's content version ({@code Checkpoints}): 2 adds each table's pull format,
-     * admission rule and eviction; version 1 is still read. The block files keep {@link #VERSION}.
+     * admission rule and eviction; 3 adds the live export's stamp ({@link ExportStamp}) after the
+     * sequence; versions 1 and 2 are still read. The block files keep {@link #VERSION}.
      */
-    static final int MANIFEST_VERSION = 2;
+    static final int MANIFEST_VERSION = 3;
     static final int KIND_MANIFEST = 1;
     static final int KIND_ROWS = 2;
     static final int KIND_DENSE = 3;

@@ -29,6 +29,7 @@ import java.util.stream.Stream;
  * {@link DataOutputStream} record:
  * <pre>
  *  version i32, sequence i64,
+ *  [version 3: export stamp: present u8, then if 1: log id i64, tick i64, 1,024 x slot bits i64]
  *  servers i32 (0: no slot table), then 65,536 x server i32,
  *  tables i32, then per table:   name, dimension i32, optimizer, initializer, maxRows i64, shards i32,
  *                                [version 2: pull format, admission, eviction]
@@ -56,7 +57,8 @@ final class Checkpoints {
     }
 
     /** What a loaded checkpoint holds. */
-    record Loaded(long sequence, SlotTable slots, Map<String, SparseTable> tables, Map<String, DenseTensor> tensors) {
+    record Loaded(long sequence, SlotTable slots, Map<String, SparseTable> tables, Map<String, DenseTensor> tensors,
+            ExportStamp export) {
         void close() {
             tables.values().forEach(SparseTable::close);
             tensors.values().forEach(DenseTensor::close);
@@ -69,6 +71,12 @@ final class Checkpoints {
      * with no lock held.
      */
     static Path write(Path directory, List<SparseTable> tables, List<DenseTensor> tensors, SlotTable slots, int kept) {
+        return write(directory, tables, tensors, slots, kept, null);
+    }
+
+    /** {@link #write}, with the live export's stamp (null: none) in the manifest. */
+    static Path write(Path directory, List<SparseTable> tables, List<DenseTensor> tensors, SlotTable slots, int kept,
+            ExportStamp export) {
         try {
             Files.createDirectories(directory);
             long sequence = 1 + existing(directory, true).stream().mapToLong(Checkpoints::sequenceOf).max().orElse(0);
@@ -80,6 +88,7 @@ final class Checkpoints {
                 DataOutputStream manifest = new DataOutputStream(bytes);
                 manifest.writeInt(CheckpointDescriptor.MANIFEST_VERSION);
                 manifest.writeLong(sequence);
+                writeStamp(manifest, export);
                 if (slots == null) {
                     manifest.writeInt(0);
                 } else {
@@ -178,11 +187,12 @@ final class Checkpoints {
             DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(content.toArray(ValueLayout.JAVA_BYTE)));
             try {
                 int version = in.readInt();
-                if (version != 1 && version != CheckpointDescriptor.MANIFEST_VERSION) {
+                if (version < 1 || version > CheckpointDescriptor.MANIFEST_VERSION) {
                     throw SparseTable.corrupt(where, "manifest version " + version + ", this code reads 1 to "
                             + CheckpointDescriptor.MANIFEST_VERSION);
                 }
                 long sequence = in.readLong();
+                ExportStamp export = version >= 3 ? readStamp(in) : null;
                 int servers = in.readInt();
                 SlotTable slots = null;
                 if (servers > 0) {
@@ -246,7 +256,7 @@ final class Checkpoints {
                 if (in.available() != 0) {
                     throw SparseTable.corrupt(where, in.available() + " bytes after the manifest's end");
                 }
-                loaded = new Loaded(sequence, slots, tables, tensors);
+                loaded = new Loaded(sequence, slots, tables, tensors, export);
                 return loaded;
             } catch (EOFException e) {
                 throw SparseTable.corrupt(where + "/" + CheckpointDescriptor.MANIFEST, "ends early");
@@ -338,6 +348,62 @@ final class Checkpoints {
         } catch (IOException e) {
             // Some file systems cannot sync a directory; the files themselves are forced.
         }
+    }
+
+    /**
+     * The export stamp of a checkpoint's manifest, read without loading anything else; null if it
+     * has none (written before version 3, or by a server nobody exported from).
+     *
+     * @throws PsException {@code CHECKPOINT_CORRUPT} or {@code CHECKPOINT_IO}
+     */
+    static ExportStamp readStamp(Path checkpoint) {
+        try (Arena arena = Arena.ofConfined()) {
+            String where = checkpoint + "/" + CheckpointDescriptor.MANIFEST;
+            MemorySegment content = CheckpointDescriptor.read(checkpoint.resolve(CheckpointDescriptor.MANIFEST),
+                    CheckpointDescriptor.KIND_MANIFEST, null, arena, where);
+            DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(content.toArray(ValueLayout.JAVA_BYTE)));
+            int version = in.readInt();
+            if (version < 1 || version > CheckpointDescriptor.MANIFEST_VERSION) {
+                throw SparseTable.corrupt(where, "manifest version " + version);
+            }
+            in.readLong();
+            return version >= 3 ? readStamp(in) : null;
+        } catch (EOFException e) {
+            throw SparseTable.corrupt(checkpoint + "/" + CheckpointDescriptor.MANIFEST, "ends early");
+        } catch (IOException e) {
+            throw new PsException(PsException.Code.CHECKPOINT_IO, "reading checkpoint " + checkpoint + " failed: " + e, e);
+        }
+    }
+
+    private static void writeStamp(DataOutputStream out, ExportStamp stamp) throws IOException {
+        out.writeByte(stamp == null ? 0 : 1);
+        if (stamp != null) {
+            out.writeLong(stamp.logId());
+            out.writeLong(stamp.tick());
+            for (long bits : stamp.slots()) {
+                out.writeLong(bits);
+            }
+        }
+    }
+
+    private static ExportStamp readStamp(DataInputStream in) throws IOException {
+        int present = in.readUnsignedByte();
+        if (present == 0) {
+            return null;
+        }
+        if (present != 1) {
+            throw TableConfig.invalid("an export stamp flag of " + present);
+        }
+        long logId = in.readLong();
+        long tick = in.readLong();
+        if (tick < 0) {
+            throw TableConfig.invalid("an export stamp's tick of " + tick);
+        }
+        long[] slots = new long[Slots.COUNT / 64];
+        for (int i = 0; i < slots.length; i++) {
+            slots[i] = in.readLong();
+        }
+        return new ExportStamp(logId, tick, slots);
     }
 
     /** A table's pull format, admission rule and eviction settings (manifest version 2). */

@@ -21,6 +21,8 @@ public final class DenseTensor {
     private final Arena arena = Arena.ofShared();
     private final MemorySegment row;
     private boolean closed;
+    /** Told of every step and merge, under the lock after the row holds it ({@link #onChange}); null: nobody. */
+    private volatile Runnable changes;
 
     DenseTensor(DenseConfig config, PsConfig limits, boolean readOnly) {
         this.config = config;
@@ -119,6 +121,7 @@ public final class DenseTensor {
         try {
             checkOpen();
             kernel.step(row, 0, config.length(), gradients, 0);
+            changed();
         } finally {
             lock.unlock();
         }
@@ -171,9 +174,25 @@ public final class DenseTensor {
                 return false;
             }
             MemorySegment.copy(data, 0, row, 0, row.byteSize());
+            changed();
             return true;
         } finally {
             lock.unlock();
+        }
+    }
+
+    /**
+     * Tells {@code listener} (null: nobody) of every step and merge from now on, on the writing
+     * thread under the tensor's lock, once the row holds the new values. One listener per tensor.
+     */
+    public void onChange(Runnable listener) {
+        this.changes = listener;
+    }
+
+    private void changed() {
+        Runnable listener = changes;
+        if (listener != null) {
+            listener.run();
         }
     }
 

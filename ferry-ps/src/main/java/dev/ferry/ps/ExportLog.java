@@ -6,6 +6,9 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.IntPredicate;
+import java.util.function.LongSupplier;
+import java.util.List;
+import java.util.ArrayList;
 
 /**
  * Which rows of a training server changed when, for the live export to serving servers: per
@@ -26,22 +29,56 @@ import java.util.function.IntPredicate;
  * pushes. Every table is picked up by the seal after it appears, with every row it stores then
  * (stamped with the open tick): a follower asking from tick 0 gets every row of the server.
  *
+ * <p>Deletions. A row the evictor deletes is stamped like a change, and its id keeps a
+ * <em>death record</em>: the tick and time of its last deletion and the most steps a deleted
+ * copy had (the <em>floor</em>). An export sends, for an id with a death record, a tombstone
+ * with the floor, and the row too if it was made again: a follower deletes its copy if it has at
+ * most the floor's steps (so a copy of an older life goes, a newer row stays), then merges the
+ * row. Death records are forgotten {@link #retentionNanos()} after the deletion, and with them
+ * the entries of ids still absent; a follower whose cursor is older than the newest tick
+ * forgotten ({@link #forgottenUpTo()}) may have missed a deletion and must resync.
+ *
+ * <p>Dense tensors: per tensor the tick of its last step or merge, set under the tensor's lock;
+ * an export sends the whole tensor if that tick is after the follower's cursor.
+ *
  * <p>Thread safety: marks come from any writing thread, each under one of 64 stripe locks; seals
  * are serialised; queries take one stripe lock at a time.
  */
 public final class ExportLog {
 
+    /** How long a deletion is remembered by default: one hour (360 polls at the 10 s interval). */
+    public static final long DEFAULT_RETENTION_NANOS = 3_600_000_000_000L;
+
     private static final int STRIPES = 64;
+    /** Main stripes: id, tick. */
+    private static final int CHANGE = 2;
+    /** Death records: id, tick, floor steps, time. */
+    private static final int DEATH = 4;
 
     private final ParameterServer ps;
     private final long id;
+    private final long retentionNanos;
+    private final LongSupplier clock;
     /** The tick changes are stamped with now; read under a stripe lock. */
     private volatile long openTick = 1;
+    /** The newest tick of a forgotten death record (0: none forgotten). */
+    private volatile long forgottenUpTo;
     private final Map<String, Touched> tables = new ConcurrentHashMap<>();
+    private final Map<String, DenseMark> dense = new ConcurrentHashMap<>();
 
-    /** A log of {@code ps}'s changes, idle until the first {@link #seal}. */
+    /** A log of {@code ps}'s changes, idle until the first {@link #seal}; deletions kept an hour. */
     public ExportLog(ParameterServer ps) {
+        this(ps, DEFAULT_RETENTION_NANOS, System::nanoTime);
+    }
+
+    /** With a retention of deletions and a clock (nanoseconds): tests inject both. */
+    public ExportLog(ParameterServer ps, long retentionNanos, LongSupplier clock) {
         this.ps = java.util.Objects.requireNonNull(ps, "ps");
+        if (retentionNanos <= 0) {
+            throw new IllegalArgumentException("a retention of " + retentionNanos + " ns: must be positive");
+        }
+        this.retentionNanos = retentionNanos;
+        this.clock = java.util.Objects.requireNonNull(clock, "clock");
         long random;
         do {
             random = ThreadLocalRandom.current().nextLong();
@@ -62,9 +99,20 @@ public final class ExportLog {
         return openTick - 1;
     }
 
+    /** How long a deletion is remembered. */
+    public long retentionNanos() {
+        return retentionNanos;
+    }
+
+    /** The newest tick of a forgotten deletion: a cursor before it may have missed one (0: none). */
+    public long forgottenUpTo() {
+        return forgottenUpTo;
+    }
+
     /**
-     * Picks up the sparse tables not recorded yet (their listeners, then every row they store),
-     * then closes the open tick and returns it: every change stamped up to it is in its row now.
+     * Picks up the sparse tables and dense tensors not recorded yet (their listeners, then every
+     * row they store), forgets the deletions older than the retention, then closes the open tick
+     * and returns it: every change stamped up to it is in its row now.
      */
     public synchronized long seal() {
         for (TableStats stats : ps.stats()) {
@@ -74,19 +122,24 @@ public final class ExportLog {
             SparseTable table;
             try {
                 table = ps.table(stats.name());
-            } catch (PsException dense) {
-                continue; // dense tensors are not exported
+            } catch (PsException notSparse) {
+                pickUpDense(stats.name());
+                continue;
             }
             Touched touched = new Touched();
-            table.onChange(touched::mark);
+            table.onChange(touched);
             // After the listener: a row changed meanwhile is in the scan or marked by it.
             RowTransfer.export(table, x -> true, 1 << 20, rows -> {
                 long rowBytes = RowTransfer.rowBytes(table);
                 for (long at = 0; at < rows.byteSize(); at += rowBytes) {
-                    touched.mark(RowTransfer.idOf(rows, at));
+                    touched.changed(RowTransfer.idOf(rows, at));
                 }
             });
             tables.put(stats.name(), touched);
+        }
+        long now = clock.getAsLong();
+        for (Touched t : tables.values()) {
+            t.prune(now);
         }
         long sealing = openTick;
         openTick = sealing + 1;
@@ -97,12 +150,56 @@ public final class ExportLog {
                 s.lock.unlock();
             }
         }
+        for (DenseMark m : dense.values()) {
+            synchronized (m) {
+                assert m.tick <= sealing + 1;
+            }
+        }
         return sealing;
+    }
+
+    private void pickUpDense(String name) {
+        DenseTensor tensor;
+        try {
+            tensor = ps.dense(name);
+        } catch (PsException gone) {
+            return;
+        }
+        DenseMark known = dense.get(name);
+        if (known != null && known.tensor == tensor) {
+            return;
+        }
+        DenseMark mark = new DenseMark(tensor);
+        tensor.onChange(mark::mark);
+        mark.mark(); // after the listener: the tensor as it is now is stamped
+        dense.put(name, mark);
     }
 
     /** Whether {@code table} is recorded (picked up by a seal). */
     public boolean records(String table) {
         return tables.containsKey(table);
+    }
+
+    /** The dense tensors recorded, by name, ascending. */
+    public List<String> denseNames() {
+        List<String> names = new ArrayList<>(dense.keySet());
+        names.sort(null);
+        return names;
+    }
+
+    /**
+     * The tick of the last step or merge of dense tensor {@code name} (set under its lock, so a
+     * copy of it taken after this read holds every change stamped up to it), or -1 if not recorded.
+     */
+    public long denseTick(String name) {
+        DenseMark m = dense.get(name);
+        return m == null ? -1 : m.tick;
+    }
+
+    /** The recorded dense tensor of that name (the object whose changes are stamped), or null. */
+    public DenseTensor denseTensor(String name) {
+        DenseMark m = dense.get(name);
+        return m == null ? null : m.tensor;
     }
 
     /**
@@ -121,9 +218,10 @@ public final class ExportLog {
         for (Stripe s : t.stripes) {
             s.lock.lock();
             try {
-                for (int i = 0; i < s.capacity(); i++) {
-                    long tick = s.tick(i);
-                    long key = s.key(i);
+                long[] e = s.changes.entries;
+                for (int i = 0; i < s.changes.capacity(); i++) {
+                    long tick = e[CHANGE * i + 1];
+                    long key = e[CHANGE * i];
                     if (tick > since && tick <= upTo && (first || key > afterId) && slots.test(Slots.slotOf(key))) {
                         if (n == found.length) {
                             found = Arrays.copyOf(found, n * 2);
@@ -140,8 +238,29 @@ public final class ExportLog {
     }
 
     /**
-     * Drops {@code id} of {@code table} if its stamp is at most {@code upTo}: an export found its
-     * row gone (evicted). A row made again since is stamped later and stays.
+     * The floor of {@code id} of {@code table}: the most steps a deleted copy of its row had, if
+     * a deletion of it is remembered; else -1.
+     */
+    public long floor(String table, long id) {
+        Touched t = tables.get(table);
+        if (t == null) {
+            return -1;
+        }
+        long hash = Slots.mix(id);
+        Stripe s = t.stripes[(int) (hash & (STRIPES - 1))];
+        s.lock.lock();
+        try {
+            int i = s.deaths.find(id, hash >>> 6);
+            return i < 0 ? -1 : s.deaths.entries[DEATH * i + 2];
+        } finally {
+            s.lock.unlock();
+        }
+    }
+
+    /**
+     * Drops {@code id} of {@code table} if its stamp is at most {@code upTo} and no deletion of it
+     * is remembered: an export found its row gone without a deletion recorded. A row made again
+     * since is stamped later and stays.
      */
     public void forget(String table, long id, long upTo) {
         Touched t = tables.get(table);
@@ -157,7 +276,23 @@ public final class ExportLog {
             for (Stripe s : t.stripes) {
                 s.lock.lock();
                 try {
-                    n += s.size;
+                    n += s.changes.size;
+                } finally {
+                    s.lock.unlock();
+                }
+            }
+        }
+        return n;
+    }
+
+    /** Deletions remembered over all tables. */
+    public long tombstones() {
+        long n = 0;
+        for (Touched t : tables.values()) {
+            for (Stripe s : t.stripes) {
+                s.lock.lock();
+                try {
+                    n += s.deaths.size;
                 } finally {
                     s.lock.unlock();
                 }
@@ -173,7 +308,7 @@ public final class ExportLog {
             for (Stripe s : t.stripes) {
                 s.lock.lock();
                 try {
-                    n += 8L * s.entries.length;
+                    n += 8L * (s.changes.entries.length + s.deaths.entries.length);
                 } finally {
                     s.lock.unlock();
                 }
@@ -182,8 +317,22 @@ public final class ExportLog {
         return n;
     }
 
+    /** One dense tensor's last change; the tick is written under the tensor's lock and this monitor. */
+    private final class DenseMark {
+        final DenseTensor tensor;
+        volatile long tick;
+
+        DenseMark(DenseTensor tensor) {
+            this.tensor = tensor;
+        }
+
+        synchronized void mark() {
+            tick = openTick;
+        }
+    }
+
     /** One table's stamps, in stripes by the id's hash. */
-    private final class Touched {
+    private final class Touched implements RowListener {
         final Stripe[] stripes = new Stripe[STRIPES];
 
         Touched() {
@@ -192,12 +341,32 @@ public final class ExportLog {
             }
         }
 
-        void mark(long id) {
+        @Override
+        public void changed(long id) {
             long hash = Slots.mix(id);
             Stripe s = stripes[(int) (hash & (STRIPES - 1))];
             s.lock.lock();
             try {
-                s.put(id, hash >>> 6, openTick);
+                s.changes.put(id, hash >>> 6, openTick);
+            } finally {
+                s.lock.unlock();
+            }
+        }
+
+        @Override
+        public void removed(long id, long steps) {
+            long hash = Slots.mix(id);
+            Stripe s = stripes[(int) (hash & (STRIPES - 1))];
+            long now = clock.getAsLong();
+            s.lock.lock();
+            try {
+                long tick = openTick;
+                s.changes.put(id, hash >>> 6, tick);
+                int i = s.deaths.find(id, hash >>> 6);
+                long floor = i < 0 ? steps : Math.max(steps, s.deaths.entries[DEATH * i + 2]);
+                i = s.deaths.put(id, hash >>> 6, tick);
+                s.deaths.entries[DEATH * i + 2] = floor;
+                s.deaths.entries[DEATH * i + 3] = now;
             } finally {
                 s.lock.unlock();
             }
@@ -208,79 +377,136 @@ public final class ExportLog {
             Stripe s = stripes[(int) (hash & (STRIPES - 1))];
             s.lock.lock();
             try {
-                s.remove(id, hash >>> 6, upTo);
+                if (s.deaths.find(id, hash >>> 6) < 0) {
+                    s.changes.remove(id, hash >>> 6, upTo);
+                }
             } finally {
                 s.lock.unlock();
             }
         }
+
+        /** Forgets the death records older than the retention, and the entries of ids still absent since. */
+        void prune(long now) {
+            long[] doomed = new long[8];
+            for (Stripe s : stripes) {
+                s.lock.lock();
+                try {
+                    if (s.deaths.size == 0) {
+                        continue;
+                    }
+                    int n = 0;
+                    long[] e = s.deaths.entries;
+                    for (int i = 0; i < s.deaths.capacity(); i++) {
+                        if (e[DEATH * i + 1] != 0 && now - e[DEATH * i + 3] > retentionNanos) {
+                            if (2 * n + 1 >= doomed.length) {
+                                doomed = Arrays.copyOf(doomed, doomed.length * 2);
+                            }
+                            doomed[2 * n] = e[DEATH * i];
+                            doomed[2 * n + 1] = e[DEATH * i + 1];
+                            n++;
+                        }
+                    }
+                    for (int k = 0; k < n; k++) {
+                        long id = doomed[2 * k];
+                        long tick = doomed[2 * k + 1];
+                        long hash = Slots.mix(id) >>> 6;
+                        s.deaths.remove(id, hash, Long.MAX_VALUE);
+                        // Still the deletion's stamp: the row was not made again; nothing to export.
+                        s.changes.remove(id, hash, tick);
+                        if (tick > forgottenUpTo) {
+                            forgottenUpTo = tick;
+                        }
+                    }
+                } finally {
+                    s.lock.unlock();
+                }
+            }
+        }
+    }
+
+    /** A stripe's two maps, guarded by its lock. */
+    private static final class Stripe {
+        final ReentrantLock lock = new ReentrantLock();
+        final IdMap changes = new IdMap(CHANGE);
+        final IdMap deaths = new IdMap(DEATH);
     }
 
     /**
-     * An open-addressing map of id to tick with linear probing, guarded by its lock; tick 0 marks
-     * a free slot. Id and tick sit side by side ({@code entries[2i]}, {@code entries[2i + 1]}), so
-     * a mark touches one cache line. Grows by doubling at half full; deletion shifts the following
-     * run back.
+     * An open-addressing map of id to a few longs with linear probing; the second long of a slot
+     * is a tick, 0 marking a free slot. A slot's longs sit side by side, so a mark touches one
+     * cache line. Grows by doubling at half full; deletion shifts the following run back.
      */
-    private static final class Stripe {
-        final ReentrantLock lock = new ReentrantLock();
-        /** Slots of id, tick. */
-        long[] entries = new long[2 * 64];
+    private static final class IdMap {
+        final int stride;
+        long[] entries;
         int size;
 
+        IdMap(int stride) {
+            this.stride = stride;
+            this.entries = new long[stride * 64];
+        }
+
         int capacity() {
-            return entries.length >>> 1;
+            return entries.length / stride;
         }
 
-        long key(int i) {
-            return entries[2 * i];
-        }
-
-        long tick(int i) {
-            return entries[2 * i + 1];
-        }
-
-        void put(long id, long hash, long tick) {
+        /** The slot of {@code id}, or -1. */
+        int find(long id, long hash) {
             long[] e = entries;
-            int mask = (e.length >>> 1) - 1;
+            int mask = capacity() - 1;
             for (int i = (int) hash & mask;; i = (i + 1) & mask) {
-                if (e[2 * i + 1] == 0) {
-                    e[2 * i] = id;
-                    e[2 * i + 1] = tick;
-                    if (++size * 2 > capacity()) {
-                        grow();
-                    }
-                    return;
+                if (e[stride * i + 1] == 0) {
+                    return -1;
                 }
-                if (e[2 * i] == id) {
-                    e[2 * i + 1] = tick;
-                    return;
+                if (e[stride * i] == id) {
+                    return i;
                 }
             }
         }
 
+        /** Sets the tick of {@code id}, adding it if absent; returns its slot. */
+        int put(long id, long hash, long tick) {
+            if ((size + 1) * 2 > capacity()) {
+                grow();
+            }
+            long[] e = entries;
+            int mask = capacity() - 1;
+            for (int i = (int) hash & mask;; i = (i + 1) & mask) {
+                if (e[stride * i + 1] == 0) {
+                    e[stride * i] = id;
+                    e[stride * i + 1] = tick;
+                    size++;
+                    return i;
+                }
+                if (e[stride * i] == id) {
+                    e[stride * i + 1] = tick;
+                    return i;
+                }
+            }
+        }
+
+        /** Removes {@code id} if its tick is at most {@code upTo}. */
         void remove(long id, long hash, long upTo) {
             long[] e = entries;
-            int mask = (e.length >>> 1) - 1;
+            int mask = capacity() - 1;
             int i = (int) hash & mask;
-            while (e[2 * i + 1] != 0 && e[2 * i] != id) {
+            while (e[stride * i + 1] != 0 && e[stride * i] != id) {
                 i = (i + 1) & mask;
             }
-            if (e[2 * i + 1] == 0 || e[2 * i + 1] > upTo) {
+            if (e[stride * i + 1] == 0 || e[stride * i + 1] > upTo) {
                 return;
             }
             // Backward shift: move later entries of the run into the hole where their probe allows.
             int hole = i;
-            for (int j = (hole + 1) & mask; e[2 * j + 1] != 0; j = (j + 1) & mask) {
-                int home = (int) (Slots.mix(e[2 * j]) >>> 6) & mask;
+            for (int j = (hole + 1) & mask; e[stride * j + 1] != 0; j = (j + 1) & mask) {
+                int home = (int) (Slots.mix(e[stride * j]) >>> 6) & mask;
                 boolean movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
                 if (movable) {
-                    e[2 * hole] = e[2 * j];
-                    e[2 * hole + 1] = e[2 * j + 1];
+                    System.arraycopy(e, stride * j, e, stride * hole, stride);
                     hole = j;
                 }
             }
-            e[2 * hole] = 0;
-            e[2 * hole + 1] = 0;
+            Arrays.fill(e, stride * hole, stride * hole + stride, 0L);
             size--;
         }
 
@@ -288,9 +514,10 @@ public final class ExportLog {
             long[] old = entries;
             entries = new long[old.length * 2];
             size = 0;
-            for (int i = 0; i < old.length; i += 2) {
+            for (int i = 0; i < old.length; i += stride) {
                 if (old[i + 1] != 0) {
-                    put(old[i], Slots.mix(old[i]) >>> 6, old[i + 1]);
+                    int at = put(old[i], Slots.mix(old[i]) >>> 6, old[i + 1]);
+                    System.arraycopy(old, i + 2, entries, stride * at + 2, stride - 2);
                 }
             }
         }

@@ -35,6 +35,8 @@ public final class ParameterServer implements AutoCloseable {
     private final Map<String, SparseTable> tables = new ConcurrentHashMap<>();
     private final Map<String, DenseTensor> tensors = new ConcurrentHashMap<>();
     private final Object checkpointLock = new Object();
+    /** Seals the live export's tick before a checkpoint's rows are read ({@link #exportStamp}); null: none. */
+    private volatile java.util.function.Supplier<ExportStamp> exportStamp;
     private final Path restoredFrom;
     private final List<String> rejected;
     private volatile SlotTable slots;
@@ -332,12 +334,15 @@ public final class ParameterServer implements AutoCloseable {
         Objects.requireNonNull(directory, "directory");
         checkOpen();
         synchronized (checkpointLock) {
+            // Sealed first: a table or row made after the seal is in the checkpoint or in a later delta.
+            java.util.function.Supplier<ExportStamp> stamper = exportStamp;
+            ExportStamp stamp = stamper == null ? null : stamper.get();
             List<SparseTable> sparse = new ArrayList<>(tables.values());
             sparse.sort((a, b) -> a.name().compareTo(b.name()));
             List<DenseTensor> dense = new ArrayList<>(tensors.values());
             dense.sort((a, b) -> a.name().compareTo(b.name()));
             long start = System.nanoTime();
-            Path written = Checkpoints.write(directory, sparse, dense, slots, config.checkpointsKept());
+            Path written = Checkpoints.write(directory, sparse, dense, slots, config.checkpointsKept(), stamp);
             long rows = 0;
             long bytes = 0;
             for (SparseTable t : sparse) {
@@ -348,6 +353,14 @@ public final class ParameterServer implements AutoCloseable {
             PsEvents.checkpointWritten(written, sparse.size() + dense.size(), rows, bytes, start);
             return written;
         }
+    }
+
+    /**
+     * Sets what each {@link #checkpoint} asks, before it reads any row, for the live export's
+     * stamp to keep in the manifest (the tick sealed then): the export's hook, null for none.
+     */
+    public void exportStamp(java.util.function.Supplier<ExportStamp> stamper) {
+        this.exportStamp = stamper;
     }
 
     /** Frees every table's memory; later calls fail with {@code CLOSED}. */

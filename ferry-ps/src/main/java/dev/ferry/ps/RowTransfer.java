@@ -107,6 +107,15 @@ public final class RowTransfer {
         return table.mergeRows(rows);
     }
 
+    /**
+     * Deletes the row of {@code id} if it has at most {@code floor} steps (a deletion on another
+     * server, the deleted row having had {@code floor} steps): a newer row stays. Returns whether it
+     * deleted a row.
+     */
+    public static boolean delete(SparseTable table, long id, long floor) {
+        return table.removeIfNotNewer(id, floor);
+    }
+
     /** Resets the rows whose id {@code reset} accepts to their initial values; returns how many. */
     public static int reset(SparseTable table, LongPredicate reset) {
         return table.resetRows(reset);

@@ -114,6 +114,41 @@ public final class SparseTable {
         (ttl ? evictedTtl : evictedCapacity).add(n);
     }
 
+    /** Under the shard's lock, after the evictor deleted the row of {@code id}: tells the listener. */
+    void removed(long id, long steps) {
+        RowListener listener = changes;
+        if (listener != null) {
+            listener.removed(id, steps);
+        }
+    }
+
+    /**
+     * Deletes the row of {@code id} if it has at most {@code floor} steps (a deletion exported by
+     * training: a newer row stays), in one write for the optimistic readers; returns whether it did.
+     */
+    boolean removeIfNotNewer(long id, long floor) {
+        long hash = Slots.mix(id);
+        Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
+        shard.lock.lock();
+        try {
+            checkOpen(shard);
+            int row = shard.find(id, hash);
+            if (row < 0 || shard.steps(row) > floor) {
+                return false;
+            }
+            shard.beginWrite();
+            try {
+                shard.remove(row);
+            } finally {
+                shard.endWrite();
+            }
+            rowCount.decrementAndGet();
+            return true;
+        } finally {
+            shard.lock.unlock();
+        }
+    }
+
     /** The shard's lock must be held; throws {@code CLOSED} if the table was closed. */
     void checkOpenLocked(Shard shard) {
         checkOpen(shard);

@@ -239,7 +239,10 @@ final class TableEvictor {
                                 shard.beginWrite();
                                 writing = true;
                             }
+                            long id = shard.id(row);
+                            long steps = shard.steps(row);
                             shard.remove(row);
+                            table.removed(id, steps);
                             n++;
                         }
                     } finally {

@@ -172,9 +172,9 @@ class CheckpointRulesTest {
             content = CheckpointDescriptor.read(checkpoint.resolve(CheckpointDescriptor.MANIFEST),
                     CheckpointDescriptor.KIND_MANIFEST, null, arena, "m").toArray(ValueLayout.JAVA_BYTE);
         }
-        // Offsets of the rules: after version, sequence, servers, tables, name, dimension,
-        // optimizer (SGD: 1 + 8), initializer (1 + 8 + 8 + 8), maxRows, shards.
-        int rules = 4 + 8 + 4 + 4 + (2 + 1) + 4 + 9 + 25 + 8 + 4;
+        // Offsets of the rules: after version, sequence, export stamp (absent: 1), servers, tables,
+        // name, dimension, optimizer (SGD: 1 + 8), initializer (1 + 8 + 8 + 8), maxRows, shards.
+        int rules = 4 + 8 + 1 + 4 + 4 + (2 + 1) + 4 + 9 + 25 + 8 + 4;
         String[] names = {"pull format", "admission kind", "eviction policy"};
         int[] at = {rules, rules + 1, rules + 1 + 1 + 4 + 4 + 8 + 8 + 8};
         for (int i = 0; i < at.length; i++) {

@@ -17,6 +17,9 @@ import java.util.function.Supplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
+import dev.ferry.ps.DenseConfig;
+import dev.ferry.ps.DenseTensor;
+import dev.ferry.ps.DenseTransfer;
 import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.RowTransfer;
@@ -79,6 +82,9 @@ public final class DeltaFollower implements AutoCloseable {
     private final LongAdder resyncs = new LongAdder();
     private final LongAdder failures = new LongAdder();
     private final LongAdder rejected = new LongAdder();
+    private final LongAdder deleted = new LongAdder();
+    private final LongAdder denseApplied = new LongAdder();
+    private final CheckpointCatchUp catchUp;
     private volatile String lastError;
     private volatile boolean closed;
 
@@ -98,6 +104,7 @@ public final class DeltaFollower implements AutoCloseable {
         this.pageRows = pageRows;
         this.callMillis = Math.min(MAX_CALL_MILLIS, Math.max(2_000, 2 * intervalMillis));
         this.client = RpcClient.open(rpc, transport);
+        this.catchUp = new CheckpointCatchUp(this, ps);
         this.poller = Executors.newSingleThreadScheduledExecutor(Thread.ofPlatform().daemon()
                 .name("ferry-export-follower").factory());
     }
@@ -135,7 +142,37 @@ public final class DeltaFollower implements AutoCloseable {
         return bytes.sum();
     }
 
-    /** Polls that started from tick 0 after a restart or a change of slots. */
+    /** Rows deleted by tombstones (rows evicted on training). */
+    public long rowsDeleted() {
+        return deleted.sum();
+    }
+
+    /** Dense tensors merged (whole). */
+    public long denseApplied() {
+        return denseApplied.sum();
+    }
+
+    /** Catch-ups that loaded a training server's checkpoint instead of a full resync. */
+    public long checkpointLoads() {
+        return catchUp.loads();
+    }
+
+    /** Rows merged from checkpoints. */
+    public long checkpointRows() {
+        return catchUp.rows();
+    }
+
+    /** Catch-ups that could not use a checkpoint (none, another log, slots not covered, unreadable). */
+    public long checkpointFallbacks() {
+        return catchUp.fallbacks();
+    }
+
+    /** Why the last catch-up did not use a checkpoint, or null. */
+    public String lastFallback() {
+        return catchUp.lastFallback();
+    }
+
+    /** Polls that started from tick 0 (a full resync: no usable checkpoint) after a restart or a change of slots. */
     public long resyncs() {
         return resyncs.sum();
     }
@@ -242,16 +279,7 @@ public final class DeltaFollower implements AutoCloseable {
         if (v.table() == null || v.self() < 0) {
             return null;
         }
-        long[] bits = new long[Slots.COUNT / 64];
-        for (int slot = 0; slot < Slots.COUNT; slot++) {
-            int g = RoutingTable.groupOfSlot(slot);
-            boolean held = v.table().slots().serverOfSlot(slot) == v.self()
-                    || (v.replicas() != null && v.replicas().isBackup(g, v.self()));
-            if (held) {
-                bits[slot >>> 6] |= 1L << (slot & 63);
-            }
-        }
-        return bits;
+        return ExportService.heldSlots(v);
     }
 
     private void poll(String source, long[] slots) {
@@ -268,103 +296,155 @@ public final class DeltaFollower implements AutoCloseable {
             upTo = in.get(PsDescriptor.LONG, 8);
         }
         Cursor cursor = cursors.get(source);
-        long since = cursor != null && cursor.logId() == logId ? cursor.tick() : 0;
-        if (since == 0) {
-            resyncs.increment();
-        }
-        for (TableConfig config : tables) {
-            SparseTable table = localTable(config, source);
-            byte[] name = PsDescriptor.nameBytes(config.name());
-            long afterId = 0;
-            boolean first = true;
-            while (true) {
-                byte[] body = new byte[ExportDescriptor.rowsRequestBytes(name.length)];
-                ExportDescriptor.writeRowsRequest(MemorySegment.ofArray(body), logId, since, upTo, afterId, first,
-                        pageRows, slots, name);
-                try (RpcResponse answer = call(channel, ExportDescriptor.EXPORT_ROWS, body)) {
-                    MemorySegment page = answer.segment();
-                    int status = page.byteSize() >= ExportDescriptor.PAGE_HEADER ? page.get(PsDescriptor.INT, 0) : -1;
-                    if (status == ExportDescriptor.LOG_CHANGED) {
-                        cursors.remove(source);
-                        throw new PsException(PsException.Code.CLOSED, "its export log changed (restarted); "
-                                + "resyncing next poll");
-                    }
-                    MemorySegment rows;
-                    try {
-                        rows = checkPage(page, RowTransfer.rowBytes(table), first, afterId, slots);
-                    } catch (PsException bad) {
-                        rejected.increment();
-                        throw bad;
-                    }
-                    int written = RowTransfer.merge(table, rows);
-                    int count = (int) (rows.byteSize() / RowTransfer.rowBytes(table));
-                    applied.add(written);
-                    older.add(count - written);
-                    bytes.add(rows.byteSize());
-                    if (page.get(PsDescriptor.INT, 24) == 0) {
-                        break;
-                    }
-                    afterId = page.get(PsDescriptor.LONG, 16);
-                    first = false;
-                }
+        long since;
+        if (cursor != null && cursor.logId() == logId) {
+            since = cursor.tick();
+        } else {
+            since = catchUp.fromCheckpoint(channel, source, logId, slots);
+            if (since == 0) {
+                resyncs.increment();
             }
         }
-        cursors.put(source, new Cursor(logId, upTo));
+        if (since < upTo) {
+            for (TableConfig config : tables) {
+                pages(channel, source, localTable(config, source), logId, since, upTo, slots);
+            }
+            dense(channel, source, logId, since, upTo, slots);
+        }
+        cursors.put(source, new Cursor(logId, Math.max(since, upTo)));
+    }
+
+    /** Pages through one table's rows and tombstones stamped in {@code (since, upTo]}. */
+    private void pages(RpcChannel channel, String source, SparseTable table, long logId, long since, long upTo,
+            long[] slots) {
+        byte[] name = PsDescriptor.nameBytes(table.name());
+        long rowBytes = RowTransfer.rowBytes(table);
+        long afterId = 0;
+        boolean first = true;
+        while (true) {
+            byte[] body = new byte[ExportDescriptor.rowsRequestBytes(name.length)];
+            ExportDescriptor.writeRowsRequest(MemorySegment.ofArray(body), logId, since, upTo, afterId, first, true,
+                    pageRows, slots, name);
+            try (RpcResponse answer = call(channel, ExportDescriptor.EXPORT_ROWS, body)) {
+                MemorySegment page = answer.segment();
+                checkStatus(page, source);
+                ExportPage checked;
+                try {
+                    checked = ExportPage.check(page, rowBytes, first, afterId, slots);
+                } catch (PsException bad) {
+                    rejected.increment();
+                    throw bad;
+                }
+                // Deletions first: a row made again after its deletion replaces the copy of its older life.
+                for (int i = 0; i < checked.tombstoneCount(); i++) {
+                    if (RowTransfer.delete(table, checked.tombstoneId(i), checked.tombstoneFloor(i))) {
+                        deleted.increment();
+                    }
+                }
+                int written = RowTransfer.merge(table, checked.rows());
+                int count = (int) (checked.rows().byteSize() / rowBytes);
+                applied.add(written);
+                older.add(count - written);
+                bytes.add(checked.rows().byteSize());
+                if (page.get(PsDescriptor.INT, 24) == 0) {
+                    return;
+                }
+                afterId = page.get(PsDescriptor.LONG, 16);
+                first = false;
+            }
+        }
+    }
+
+    /** The dense tensors of the wanted slots changed after {@code since}, one call each. */
+    private void dense(RpcChannel channel, String source, long logId, long since, long upTo, long[] slots) {
+        byte[] after = new byte[0];
+        while (true) {
+            byte[] body = new byte[ExportDescriptor.denseRequestBytes(after.length)];
+            ExportDescriptor.writeDenseRequest(MemorySegment.ofArray(body), logId, since, upTo, slots, after);
+            try (RpcResponse answer = call(channel, ExportDescriptor.EXPORT_DENSE, body)) {
+                MemorySegment in = answer.segment();
+                checkStatus(in, source);
+                if (in.byteSize() < ExportDescriptor.DENSE_ANSWER_HEADER || in.get(PsDescriptor.INT, 0) != 0) {
+                    rejected.increment();
+                    throw new PsException(PsException.Code.LENGTH_MISMATCH, "an EXPORT_DENSE answer of "
+                            + in.byteSize() + " bytes");
+                }
+                if (in.get(PsDescriptor.INT, 4) == 0) {
+                    return;
+                }
+                DenseMove.Received tensor;
+                try {
+                    tensor = DenseMove.read(in.asSlice(ExportDescriptor.DENSE_ANSWER_HEADER));
+                    int slot = Slots.slotOf(PsDescriptor.denseKey(tensor.config().name()));
+                    if ((slots[slot >>> 6] & (1L << (slot & 63))) == 0) {
+                        throw new PsException(PsException.Code.INVALID_ARGUMENT, "dense tensor '"
+                                + tensor.config().name() + "' is in slot " + slot + ", which this server does not hold");
+                    }
+                    if (after.length > 0 && tensor.config().name().compareTo(
+                            new String(after, java.nio.charset.StandardCharsets.UTF_8)) <= 0) {
+                        throw new PsException(PsException.Code.INVALID_ARGUMENT, "dense tensor '"
+                                + tensor.config().name() + "' does not follow the last one");
+                    }
+                } catch (PsException bad) {
+                    rejected.increment();
+                    throw bad;
+                }
+                if (DenseTransfer.merge(localDense(tensor.config(), source), tensor.row(), false)) {
+                    denseApplied.increment();
+                }
+                after = PsDescriptor.nameBytes(tensor.config().name());
+            }
+        }
+    }
+
+    /** Return codes a page or dense answer may carry instead of rows. */
+    private void checkStatus(MemorySegment page, String source) {
+        int status = page.byteSize() >= 4 ? page.get(PsDescriptor.INT, 0) : -1;
+        if (status == ExportDescriptor.LOG_CHANGED) {
+            cursors.remove(source);
+            throw new PsException(PsException.Code.CLOSED, "its export log changed (restarted); resyncing next poll");
+        }
+        if (status == ExportDescriptor.FORGOTTEN) {
+            cursors.remove(source);
+            throw new PsException(PsException.Code.CLOSED, "it forgot deletions after this server's cursor (out of"
+                    + " touch longer than its retention); resyncing next poll: rows deleted meanwhile may stay");
+        }
+    }
+
+    /** The local copy of a training tensor, made on first sight; one of another length is refused. */
+    DenseTensor localDense(DenseConfig config, String source) {
+        try {
+            DenseTensor tensor = ps.dense(config.name());
+            if (tensor.config().length() != config.length()
+                    || tensor.config().optimizer().stateSlots() != config.optimizer().stateSlots()) {
+                throw new PsException(PsException.Code.WRONG_DIMENSION, "tensor '" + config.name() + "' here has "
+                        + tensor.config().length() + " weights and " + tensor.config().optimizer() + "; training server "
+                        + source + " has " + config.length() + " and " + config.optimizer());
+            }
+            return tensor;
+        } catch (PsException e) {
+            if (e.code() != PsException.Code.UNKNOWN_TABLE) {
+                throw e;
+            }
+        }
+        try {
+            return ps.createDense(config);
+        } catch (PsException e) {
+            if (e.code() == PsException.Code.TABLE_EXISTS) {
+                return ps.dense(config.name());
+            }
+            throw e;
+        }
     }
 
     /**
-     * Checks a page of {@code EXPORT_ROWS} before any of it is applied: status, row size, length,
-     * ids ascending after {@code afterId}, each in a wanted slot. Returns its rows.
+     * Checks a page of {@code EXPORT_ROWS} before any of it is applied ({@link ExportPage#check});
+     * returns its rows.
      *
      * @throws PsException {@code INVALID_ARGUMENT} or {@code LENGTH_MISMATCH} naming the problem
      */
     static MemorySegment checkPage(MemorySegment page, long rowBytes, boolean first, long afterId, long[] slots) {
-        if (page.byteSize() < ExportDescriptor.PAGE_HEADER) {
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "a page of " + page.byteSize()
-                    + " bytes is shorter than its header (" + ExportDescriptor.PAGE_HEADER + ")");
-        }
-        int status = page.get(PsDescriptor.INT, 0);
-        if (status != ExportDescriptor.OK) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "the page's status is " + status);
-        }
-        int count = page.get(PsDescriptor.INT, 4);
-        long size = page.get(PsDescriptor.LONG, 8);
-        if (size != rowBytes) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "the page's rows are of " + size
-                    + " bytes; the local table's of " + rowBytes + " (another table layout)");
-        }
-        if (count < 0 || page.byteSize() != ExportDescriptor.PAGE_HEADER + count * rowBytes) {
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "a page of " + count + " rows of " + rowBytes
-                    + " bytes has " + page.byteSize() + " bytes");
-        }
-        int more = page.get(PsDescriptor.INT, 24);
-        if (more != 0 && more != 1) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "the page's more flag is " + more);
-        }
-        MemorySegment rows = page.asSlice(ExportDescriptor.PAGE_HEADER);
-        long previous = afterId;
-        for (int i = 0; i < count; i++) {
-            long id = RowTransfer.idOf(rows, i * rowBytes);
-            if ((!first || i > 0) && id <= previous) {
-                throw new PsException(PsException.Code.INVALID_ARGUMENT, "row " + i + " (id " + id
-                        + ") does not follow id " + previous + ": pages are ascending by id");
-            }
-            int slot = Slots.slotOf(id);
-            if ((slots[slot >>> 6] & (1L << (slot & 63))) == 0) {
-                throw new PsException(PsException.Code.INVALID_ARGUMENT, "row " + i + " (id " + id + ") is in slot "
-                        + slot + ", which this server does not hold");
-            }
-            if (RowTransfer.stepsOf(rows, i * rowBytes) < 0) {
-                throw new PsException(PsException.Code.INVALID_ARGUMENT, "row " + i + " (id " + id
-                        + ") has a negative step count");
-            }
-            previous = id;
-        }
-        if (more == 1 && count > 0 && page.get(PsDescriptor.LONG, 16) < previous) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "the page's last id "
-                    + page.get(PsDescriptor.LONG, 16) + " is before its last row's " + previous);
-        }
-        return rows;
+        return ExportPage.check(page, rowBytes, first, afterId, slots).rows();
     }
 
     private static void readTables(MemorySegment in, String source, List<TableConfig> out) {
@@ -392,7 +472,7 @@ public final class DeltaFollower implements AutoCloseable {
     }
 
     /** The local copy of a training table, made on first sight; one of another layout is refused. */
-    private SparseTable localTable(TableConfig config, String source) {
+    SparseTable localTable(TableConfig config, String source) {
         try {
             SparseTable table = ps.table(config.name());
             if (table.dimension() != config.dimension()
@@ -417,7 +497,7 @@ public final class DeltaFollower implements AutoCloseable {
         }
     }
 
-    private RpcResponse call(RpcChannel channel, RpcMethod method, byte[] body) {
+    RpcResponse call(RpcChannel channel, RpcMethod method, byte[] body) {
         RequestWriter writer = segment -> MemorySegment.copy(MemorySegment.ofArray(body), 0, segment, 0, body.length);
         try {
             return channel.call(method, body.length, writer, callMillis).get(callMillis + 1_000,

@@ -1,11 +1,18 @@
 package dev.ferry.ps.net;
 
 import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Optional;
 import java.util.List;
 import java.util.concurrent.atomic.LongAdder;
 
+import dev.ferry.ps.DenseTensor;
+import dev.ferry.ps.ExportCheckpoints;
 import dev.ferry.ps.ExportLog;
+import dev.ferry.ps.ExportStamp;
+import dev.ferry.ps.Slots;
 import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.RowTransfer;
@@ -30,23 +37,77 @@ public final class ExportService {
     public static final long MAX_PAGE_BYTES = 2L << 20;
 
     private final ParameterServer ps;
+    private final PsServer server;
     private final ExportLog log;
     private final LongAdder polls = new LongAdder();
     private final LongAdder rows = new LongAdder();
     private final LongAdder bytes = new LongAdder();
     private final LongAdder refused = new LongAdder();
+    private final LongAdder tombstones = new LongAdder();
+    private final LongAdder dense = new LongAdder();
 
-    private ExportService(ParameterServer ps) {
-        this.ps = ps;
-        this.log = new ExportLog(ps);
+    private ExportService(PsServer server, ExportLog log) {
+        this.server = server;
+        this.ps = server.parameterServer();
+        this.log = log;
     }
 
-    /** Serves the export of {@code server}'s tables on its RPC server; recording starts with the first poll. */
+    /**
+     * Serves the export of {@code server}'s tables and tensors on its RPC server; recording
+     * starts with the first poll or checkpoint, and each checkpoint is stamped with the tick it
+     * sealed ({@link ParameterServer#exportStamp}). Deletions are remembered an hour.
+     */
     public static ExportService attach(PsServer server) {
-        ExportService service = new ExportService(server.parameterServer());
+        return attach(server, new ExportLog(server.parameterServer()));
+    }
+
+    /** {@link #attach(PsServer)} with a log of one's own (a retention, a clock: tests). */
+    public static ExportService attach(PsServer server, ExportLog log) {
+        ExportService service = new ExportService(server, log);
         server.rpcServer().register(ExportDescriptor.EXPORT_TABLES, call -> service.guard(() -> service.tables(call)))
-                .register(ExportDescriptor.EXPORT_ROWS, call -> service.guard(() -> service.rows(call)));
+                .register(ExportDescriptor.EXPORT_ROWS, call -> service.guard(() -> service.rows(call)))
+                .register(ExportDescriptor.EXPORT_DENSE, call -> service.guard(() -> service.dense(call)))
+                .register(ExportDescriptor.EXPORT_CHECKPOINT, call -> service.guard(() -> service.checkpoint(call)));
+        server.parameterServer().exportStamp(() -> {
+            long[] held = heldSlots(server.view());
+            long tick = log.seal();
+            return new ExportStamp(log.id(), tick, held);
+        });
         return service;
+    }
+
+    /**
+     * The slots a member holds in view {@code v} (primary or backup) as a bitmap; every slot when
+     * it has no routing table (a server on its own), none when it is not in the table.
+     */
+    static long[] heldSlots(PsServer.View v) {
+        long[] bits = new long[Slots.COUNT / 64];
+        if (v.table() == null) {
+            Arrays.fill(bits, -1L);
+            return bits;
+        }
+        if (v.self() < 0) {
+            return bits;
+        }
+        for (int slot = 0; slot < Slots.COUNT; slot++) {
+            int g = RoutingTable.groupOfSlot(slot);
+            boolean held = v.table().slots().serverOfSlot(slot) == v.self()
+                    || (v.replicas() != null && v.replicas().isBackup(g, v.self()));
+            if (held) {
+                bits[slot >>> 6] |= 1L << (slot & 63);
+            }
+        }
+        return bits;
+    }
+
+    /** Tombstones sent to followers. */
+    public long tombstonesExported() {
+        return tombstones.sum();
+    }
+
+    /** Dense tensors sent to followers (whole). */
+    public long denseExported() {
+        return dense.sum();
     }
 
     /** The log of changes (for tests and meters). */
@@ -141,16 +202,34 @@ public final class ExportService {
             answer(call, ExportDescriptor.NOT_SEALED);
             return;
         }
+        if (r.deletions() && r.since() > 0 && r.since() < log.forgottenUpTo()) {
+            answer(call, ExportDescriptor.FORGOTTEN);
+            return;
+        }
         SparseTable table = ps.table(r.table());
         long rowBytes = RowTransfer.rowBytes(table);
-        int max = (int) Math.min(r.maxRows(), Math.max(1, MAX_PAGE_BYTES / rowBytes));
+        long perId = rowBytes + (r.deletions() ? ExportDescriptor.TOMBSTONE_BYTES : 0);
+        int max = (int) Math.min(r.maxRows(), Math.max(1, MAX_PAGE_BYTES / perId));
         long[] ids = log.changed(r.table(), r.since(), r.upTo(), r.afterId(), r.first(), r::wants, max);
         boolean more = ids.length > max;
         int count = Math.min(ids.length, max);
-        MemorySegment out = call.reply(Math.toIntExact(ExportDescriptor.PAGE_HEADER + count * rowBytes));
+        MemorySegment out = call.reply(Math.toIntExact(ExportDescriptor.PAGE_HEADER + count * perId));
         int copied = RowTransfer.copyPresent(table, ids, count, out.asSlice(ExportDescriptor.PAGE_HEADER));
         if (copied < count) {
             forgetAbsent(table, ids, count, out, copied, rowBytes, r.upTo());
+        }
+        int dead = 0;
+        if (r.deletions()) {
+            long at = ExportDescriptor.PAGE_HEADER + copied * rowBytes;
+            for (int i = 0; i < count; i++) {
+                long floor = log.floor(table.name(), ids[i]);
+                if (floor >= 0) {
+                    out.set(PsDescriptor.LONG, at, ids[i]);
+                    out.set(PsDescriptor.LONG, at + 8, floor);
+                    at += ExportDescriptor.TOMBSTONE_BYTES;
+                    dead++;
+                }
+            }
         }
         out.set(PsDescriptor.INT, 0, ExportDescriptor.OK);
         out.set(PsDescriptor.INT, 4, copied);
@@ -158,13 +237,15 @@ public final class ExportService {
         // The page's last id, present or not: the next page continues after it.
         out.set(PsDescriptor.LONG, 16, count == 0 ? r.afterId() : ids[count - 1]);
         out.set(PsDescriptor.INT, 24, more ? 1 : 0);
-        out.set(PsDescriptor.INT, 28, 0);
-        call.truncateReply(Math.toIntExact(ExportDescriptor.PAGE_HEADER + copied * rowBytes));
+        out.set(PsDescriptor.INT, 28, dead);
+        call.truncateReply(Math.toIntExact(ExportDescriptor.PAGE_HEADER + copied * rowBytes
+                + (long) dead * ExportDescriptor.TOMBSTONE_BYTES));
         rows.add(copied);
         bytes.add(copied * rowBytes);
+        tombstones.add(dead);
     }
 
-    /** Ids of the page whose rows are gone (evicted): dropped from the log unless changed since. */
+    /** Ids of the page whose rows are gone: dropped from the log unless changed since or a deletion is remembered. */
     private void forgetAbsent(SparseTable table, long[] ids, int count, MemorySegment out, int copied, long rowBytes,
             long upTo) {
         java.util.Set<Long> present = new java.util.HashSet<>();
@@ -178,8 +259,81 @@ public final class ExportService {
         }
     }
 
+    private void dense(ServerCall call) {
+        ExportDescriptor.DenseRequest r = ExportDescriptor.readDenseRequest(call.request());
+        if (r.logId() != log.id()) {
+            answer(call, ExportDescriptor.LOG_CHANGED, ExportDescriptor.DENSE_ANSWER_HEADER);
+            return;
+        }
+        if (r.upTo() > log.sealed()) {
+            answer(call, ExportDescriptor.NOT_SEALED, ExportDescriptor.DENSE_ANSWER_HEADER);
+            return;
+        }
+        for (String name : log.denseNames()) {
+            if (!r.afterName().isEmpty() && name.compareTo(r.afterName()) <= 0) {
+                continue;
+            }
+            if (!r.wants(Slots.slotOf(PsDescriptor.denseKey(name))) || log.denseTick(name) <= r.since()) {
+                continue;
+            }
+            DenseTensor tensor = log.denseTensor(name);
+            byte[] body;
+            try {
+                // The tick was read before the copy: the copy holds every change stamped up to it.
+                body = DenseMove.body(0, tensor, 0, true);
+            } catch (PsException closed) {
+                continue; // dropped (moved away): its new owner exports it
+            }
+            MemorySegment out = call.reply(ExportDescriptor.DENSE_ANSWER_HEADER + body.length);
+            out.asSlice(0, ExportDescriptor.DENSE_ANSWER_HEADER).fill((byte) 0);
+            out.set(PsDescriptor.INT, 0, ExportDescriptor.OK);
+            out.set(PsDescriptor.INT, 4, 1);
+            MemorySegment.copy(MemorySegment.ofArray(body), 0, out, ExportDescriptor.DENSE_ANSWER_HEADER, body.length);
+            dense.increment();
+            bytes.add(body.length);
+            return;
+        }
+        answer(call, ExportDescriptor.OK, ExportDescriptor.DENSE_ANSWER_HEADER);
+    }
+
+    private void checkpoint(ServerCall call) {
+        MemorySegment body = call.request();
+        if (body.byteSize() != ExportDescriptor.CHECKPOINT_REQUEST
+                || body.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0) != ExportDescriptor.VERSION) {
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "an EXPORT_CHECKPOINT request is "
+                    + ExportDescriptor.CHECKPOINT_REQUEST + " bytes starting with version " + ExportDescriptor.VERSION
+                    + "; this one has " + body.byteSize() + " bytes");
+        }
+        Optional<ExportCheckpoints.Stamped> latest = ExportCheckpoints.latest(server.checkpointDirectory(), log.id());
+        // A checkpoint older than a forgotten deletion would bring back rows deleted since.
+        if (latest.isEmpty() || latest.get().stamp().tick() < log.forgottenUpTo()) {
+            answer(call, ExportDescriptor.NO_CHECKPOINT, ExportDescriptor.CHECKPOINT_HEADER);
+            return;
+        }
+        ExportStamp stamp = latest.get().stamp();
+        byte[] path = latest.get().path().toAbsolutePath().toString().getBytes(StandardCharsets.UTF_8);
+        long padded = (path.length + 7) & ~7L;
+        MemorySegment out = call.reply(Math.toIntExact(ExportDescriptor.CHECKPOINT_HEADER + padded));
+        out.fill((byte) 0);
+        out.set(PsDescriptor.INT, 0, ExportDescriptor.OK);
+        out.set(PsDescriptor.INT, 4, path.length);
+        out.set(PsDescriptor.LONG, 8, stamp.logId());
+        out.set(PsDescriptor.LONG, 16, stamp.tick());
+        long[] held = heldSlots(server.view());
+        long[] in = stamp.slots();
+        for (int i = 0; i < held.length; i++) {
+            out.set(PsDescriptor.LONG, 24 + 8L * i, held[i]);
+            out.set(PsDescriptor.LONG, 24 + ExportDescriptor.SLOT_BITMAP + 8L * i, in[i]);
+        }
+        MemorySegment.copy(MemorySegment.ofArray(path), 0, out, ExportDescriptor.CHECKPOINT_HEADER, path.length);
+    }
+
     private static void answer(ServerCall call, int status) {
-        MemorySegment out = call.reply(ExportDescriptor.PAGE_HEADER);
+        answer(call, status, ExportDescriptor.PAGE_HEADER);
+    }
+
+    private static void answer(ServerCall call, int status, int headerBytes) {
+        MemorySegment out = call.reply(headerBytes);
         out.fill((byte) 0);
         out.set(PsDescriptor.INT, 0, status);
     }

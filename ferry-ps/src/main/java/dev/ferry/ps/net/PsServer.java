@@ -525,6 +525,11 @@ public final class PsServer implements AutoCloseable {
         out.set(PsDescriptor.LONG, bytes + 8, ps.config().maxRequestBytes());
     }
 
+    /** Where {@code CHECKPOINT} writes this server's checkpoints, or null if it refuses them. */
+    public Path checkpointDirectory() {
+        return checkpointDirectory;
+    }
+
     private void checkpoint(ServerCall call) {
         if (checkpointDirectory == null) {
             throw new PsException(PsException.Code.INVALID_ARGUMENT, "server " + view.self()

@@ -52,8 +52,8 @@ public final class ExportLog {
     private static final int STRIPES = 64;
     /** Main stripes: id, tick. */
     private static final int CHANGE = 2;
-    /** Death records: id, tick, floor steps, time. */
-    private static final int DEATH = 4;
+    /** Death records: id, tick, floor steps, time, made again since (0 or 1). */
+    private static final int DEATH = 5;
 
     private final ParameterServer ps;
     private final long id;
@@ -348,6 +348,12 @@ public final class ExportLog {
             s.lock.lock();
             try {
                 s.changes.put(id, hash >>> 6, openTick);
+                if (s.deaths.size > 0) {
+                    int i = s.deaths.find(id, hash >>> 6);
+                    if (i >= 0) {
+                        s.deaths.entries[DEATH * i + 4] = 1;
+                    }
+                }
             } finally {
                 s.lock.unlock();
             }
@@ -367,6 +373,7 @@ public final class ExportLog {
                 i = s.deaths.put(id, hash >>> 6, tick);
                 s.deaths.entries[DEATH * i + 2] = floor;
                 s.deaths.entries[DEATH * i + 3] = now;
+                s.deaths.entries[DEATH * i + 4] = 0;
             } finally {
                 s.lock.unlock();
             }
@@ -402,17 +409,20 @@ public final class ExportLog {
                                 doomed = Arrays.copyOf(doomed, doomed.length * 2);
                             }
                             doomed[2 * n] = e[DEATH * i];
-                            doomed[2 * n + 1] = e[DEATH * i + 1];
+                            // Made again since: its entry stays (stamped by that change, maybe in the same tick).
+                            doomed[2 * n + 1] = e[DEATH * i + 4] == 0 ? e[DEATH * i + 1] : -e[DEATH * i + 1];
                             n++;
                         }
                     }
                     for (int k = 0; k < n; k++) {
                         long id = doomed[2 * k];
-                        long tick = doomed[2 * k + 1];
+                        long tick = Math.abs(doomed[2 * k + 1]);
                         long hash = Slots.mix(id) >>> 6;
                         s.deaths.remove(id, hash, Long.MAX_VALUE);
-                        // Still the deletion's stamp: the row was not made again; nothing to export.
-                        s.changes.remove(id, hash, tick);
+                        if (doomed[2 * k + 1] > 0) {
+                            // Still absent: nothing left to export.
+                            s.changes.remove(id, hash, tick);
+                        }
                         if (tick > forgottenUpTo) {
                             forgottenUpTo = tick;
                         }

@@ -270,7 +270,9 @@ public final class ClusterServerMain {
         }, "ferry-server-drain");
         drainWatch.setDaemon(true);
         drainWatch.start();
-        if (options.exitOnStdinEof()) {
+        if (options.exitOnStdinEof() && follower != null) {
+            ExportStatus.answerOnStdin(follower, out);
+        } else if (options.exitOnStdinEof()) {
             PsServerMain.exitOnStdinEof();
         }
         PsServerMain.await(stopped);

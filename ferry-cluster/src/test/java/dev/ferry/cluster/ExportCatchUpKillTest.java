@@ -1,0 +1,217 @@
+package dev.ferry.cluster;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.curator.test.TestingServer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import dev.ferry.ps.Optimizer;
+import dev.ferry.ps.ParameterServer;
+import dev.ferry.ps.PsConfig;
+import dev.ferry.ps.TableConfig;
+import dev.ferry.ps.net.ChildJvm;
+import dev.ferry.ps.net.ExportService;
+import dev.ferry.ps.net.PsClient;
+import dev.ferry.ps.net.PsServer;
+import dev.ferry.ps.net.PsServerMain;
+import dev.ferry.rpc.RpcConfig;
+import dev.ferry.transport.SharedSecret;
+
+/**
+ * A serving server process ({@code ClusterServerMain --serving --follow}, a child JVM) SIGKILLed
+ * while training takes SGD pushes on a hot set of rows, then started again with the same id: it
+ * catches up from the training server's latest checkpoint plus the later deltas, never from a
+ * full resync (its counters, read through {@link ExportStatus}, say so), and once training stops
+ * every row the serving cluster serves equals training's.
+ */
+class ExportCatchUpKillTest {
+
+    private static final int DIM = 4;
+    private static final int IDS = 8_192;
+    private static final int HOT = 64;
+    private static final int SESSION_MILLIS = 1_500;
+
+    @TempDir
+    Path root;
+
+    @Test
+    void aKilledServingProcessCatchesUpFromTheCheckpointPlusLaterDeltas() throws Exception {
+        try (TestingServer zk = new TestingServer(ClusterTest.spec(), true)) {
+            ClusterConfig train = ClusterConfig.of(zk.getConnectString(), "train").withReplication(1, 1);
+            ClusterConfig serve = ClusterConfig.of(zk.getConnectString(), "serve")
+                    .withSessionTimeoutMillis(SESSION_MILLIS).withReplication(1, 1);
+            List<ChildJvm> children = new ArrayList<>();
+            ExportClusterTest.Node t0 = training(train, "t0");
+            FollowedCluster followed = FollowedCluster.of(train.uri(), "tcp");
+            ExportClusterTest.Node s0 = null;
+            RpcConfig rpc = Members.rpc().withDefaultDeadlineMillis(3_000);
+            try (PsClient trainer = PsClient.connect(rpc, Members.transport("tcp"), "ferry://" + t0.address());
+                    ClusterAdmin admin = ClusterAdmin.connect(serve)) {
+                Members.await60(() -> {
+                    try {
+                        trainer.createTable(TableConfig.of("emb", DIM, Optimizer.sgd(1)));
+                        return true;
+                    } catch (RuntimeException noRoutingTableYet) {
+                        return false;
+                    }
+                }, "the training member's routing table");
+                long[] ids = new long[IDS];
+                for (int i = 0; i < IDS; i++) {
+                    ids[i] = i;
+                }
+                float[] ones = new float[IDS * DIM];
+                Arrays.fill(ones, 1f);
+                trainer.push("emb", ids, ones);
+                assertEquals(1, trainer.checkpoint().size());
+                s0 = ExportClusterTest.serving(serve, "s0", followed);
+                ChildJvm first = startServing(serve, train, children);
+                String firstAddress = first.expect(PsServerMain.LISTENING, 60_000).split(" ")[1];
+                first.expect(ClusterServerMain.JOINED, 60_000);
+                AtomicBoolean stop = new AtomicBoolean();
+                AtomicInteger pushes = new AtomicInteger();
+                AtomicReference<Throwable> failed = new AtomicReference<>();
+                Thread pusher = Thread.ofPlatform().start(() -> {
+                    long[] batch = new long[32];
+                    float[] grads = new float[32 * DIM];
+                    int k = 1;
+                    while (!stop.get()) {
+                        int base = (k * 32) % HOT;
+                        for (int i = 0; i < 32; i++) {
+                            batch[i] = base + i;
+                            Arrays.fill(grads, i * DIM, (i + 1) * DIM, k++ % 4093 + 1);
+                        }
+                        try {
+                            trainer.push("emb", batch, grads);
+                            pushes.incrementAndGet();
+                        } catch (RuntimeException e) {
+                            failed.set(e);
+                            return;
+                        }
+                    }
+                });
+                try {
+                    Members.await60(() -> pushes.get() > 200 && status(first, "checkpointLoads") >= 1,
+                            "the first serving process caught up from the checkpoint");
+                    try (PsClient reader = PsClient.connect(rpc, Members.transport("tcp"), "ferry://" + firstAddress)) {
+                        reader.pull("emb", ids); // it serves
+                    }
+                    assertTrue(trainer.checkpoint().size() == 1, "a later checkpoint, mid-stream");
+                    first.kill();
+                    long killed = System.nanoTime();
+                    assertTrue(admin.awaitGone("sv", 30_000), "the killed member's node expired");
+                    int before = pushes.get();
+                    ChildJvm second = startServing(serve, train, children);
+                    String again = second.expect(PsServerMain.LISTENING, 60_000).split(" ")[1];
+                    second.expect(ClusterServerMain.JOINED, 60_000);
+                    Members.await60(() -> pushes.get() > before + 200 && status(second, "checkpointLoads") >= 1,
+                            "pushes after the restart and its catch-up");
+                    stop.set(true);
+                    pusher.join();
+                    assertTrue(failed.get() == null, () -> "a push failed: " + failed.get());
+                    float[] expected = trainer.pull("emb", ids);
+                    long stopped = System.nanoTime();
+                    awaitEqual(rpc, "ferry://" + s0.address() + "," + again, ids, expected);
+                    long equalMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - stopped);
+                    String line = statusLine(second);
+                    long loads = ExportStatus.value(line, "checkpointLoads");
+                    long fromCheckpoint = ExportStatus.value(line, "checkpointRows");
+                    long deltas = ExportStatus.value(line, "applied") + ExportStatus.value(line, "older");
+                    assertTrue(loads >= 1 && fromCheckpoint > 0, line);
+                    assertEquals(0, ExportStatus.value(line, "resyncs"), line);
+                    assertEquals(0, ExportStatus.value(line, "checkpointFallbacks"), line);
+                    assertTrue(deltas < fromCheckpoint, "rows pulled as deltas (" + deltas
+                            + ") fewer than those loaded from the checkpoint: " + line);
+                    assertEquals(0, s0.follower().resyncs(), "the in-process member never resynced either: "
+                            + s0.follower().lastFallback());
+                    System.out.printf("[export-catchup-kill] serving process SIGKILLed after %d pushes and restarted:"
+                            + " %d checkpoint loads, %d rows from checkpoints, %d rows as deltas, 0 resyncs; equal to"
+                            + " training %d ms after training stopped (%d ms after the kill)%n", before, loads,
+                            fromCheckpoint, deltas, equalMillis,
+                            TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killed));
+                } finally {
+                    stop.set(true);
+                    pusher.join();
+                }
+            } finally {
+                for (ChildJvm child : children) {
+                    child.close();
+                }
+                if (s0 != null) {
+                    s0.close();
+                }
+                followed.close();
+                t0.close();
+            }
+        }
+    }
+
+    private ExportClusterTest.Node training(ClusterConfig config, String id) {
+        ParameterServer ps = ParameterServer.create(PsConfig.defaults());
+        PsServer server = PsServer.openMember(ps, id, root.resolve(id), Members.rpc(), false);
+        ExportService export = ExportService.attach(server);
+        String address = server.listen(Members.transport("tcp"));
+        ClusterMember m = ClusterMember.join(config, new MemberInfo(id, System.nanoTime(), "localhost",
+                Map.of("tcp", address), 1 << 20), server, root);
+        return new ExportClusterTest.Node(id, ps, server, address, m, export, null);
+    }
+
+    private static void awaitEqual(RpcConfig rpc, String addresses, long[] ids, float[] expected) {
+        try (PsClient reader = PsClient.connect(rpc, Members.transport("tcp"), addresses)) {
+            String[] last = {"nothing pulled"};
+            try {
+                Members.await60(() -> {
+                    try {
+                        float[] got = reader.pull("emb", ids);
+                        for (int i = 0; i < got.length; i++) {
+                            if (got[i] != expected[i]) {
+                                last[0] = "id " + i / DIM + ": " + got[i] + " != " + expected[i];
+                                return false;
+                            }
+                        }
+                        return true;
+                    } catch (RuntimeException notYet) {
+                        last[0] = notYet.toString();
+                        return false;
+                    }
+                }, "the serving cluster equal to training");
+            } catch (AssertionError e) {
+                throw new AssertionError(e.getMessage() + "; last: " + last[0], e);
+            }
+        }
+    }
+
+    private static String statusLine(ChildJvm child) {
+        child.send(ExportStatus.COMMAND);
+        return child.expect(ExportStatus.COMMAND, 10_000);
+    }
+
+    private static long status(ChildJvm child, String key) {
+        return ExportStatus.value(statusLine(child), key);
+    }
+
+    private static ChildJvm startServing(ClusterConfig serve, ClusterConfig train, List<ChildJvm> children) {
+        ClusterServerMain.Options o = new ClusterServerMain.Options(serve, "sv", 0, "127.0.0.1", "tcp", null, true,
+                false);
+        List<String> args = new ArrayList<>(o.toArgs());
+        args.addAll(ExportOptions.following(train.uri(), 200).toArgs());
+        ProcessBuilder builder = new ProcessBuilder(ChildJvm.javaCommand(List.of("-Xmx256m", "-XX:+UseSerialGC"),
+                ClusterServerMain.class.getName(), args));
+        builder.environment().remove(SharedSecret.ENV_SECRET_FILE);
+        builder.environment().put(SharedSecret.ENV_SECRET, Members.SECRET);
+        ChildJvm child = ChildJvm.start(builder, "sv");
+        children.add(child);
+        return child;
+    }
+}

@@ -31,6 +31,12 @@ public final class ExportMeters {
                 .description("Ids in the record of changed rows").register(registry);
         Gauge.builder("ferry.export.log.memory", export, e -> e.log().bytes())
                 .description("Heap bytes of the record of changed rows").baseUnit("bytes").register(registry);
+        Gauge.builder("ferry.export.log.tombstones", export, e -> e.log().tombstones())
+                .description("Deletions remembered (until the retention passes)").register(registry);
+        FunctionCounter.builder("ferry.export.tombstones.exported", export, ExportService::tombstonesExported)
+                .description("Tombstones (rows deleted) sent to followers").register(registry);
+        FunctionCounter.builder("ferry.export.dense.exported", export, ExportService::denseExported)
+                .description("Dense tensors sent to followers, whole").register(registry);
     }
 
     /** Binds a serving server's follower. */
@@ -45,10 +51,20 @@ public final class ExportMeters {
         FunctionCounter.builder("ferry.export.bytes.received", follower, DeltaFollower::bytesReceived)
                 .description("Bytes of exported rows received").baseUnit("bytes").register(registry);
         FunctionCounter.builder("ferry.export.resyncs", follower, DeltaFollower::resyncs)
-                .description("Polls that started from tick 0 (a start, a restart, new slots)").register(registry);
+                .description("Polls that started from tick 0: a full resync (no usable checkpoint)").register(registry);
         FunctionCounter.builder("ferry.export.poll.failures", follower, DeltaFollower::failures)
                 .description("Polls that failed (a training server unreachable, a page refused)").register(registry);
         FunctionCounter.builder("ferry.export.pages.rejected", follower, DeltaFollower::rejectedPages)
                 .description("Pages refused as malformed").register(registry);
+        FunctionCounter.builder("ferry.export.checkpoint.loads", follower, DeltaFollower::checkpointLoads)
+                .description("Catch-ups from a training server's checkpoint plus later deltas").register(registry);
+        FunctionCounter.builder("ferry.export.checkpoint.rows", follower, DeltaFollower::checkpointRows)
+                .description("Rows merged from checkpoints").register(registry);
+        FunctionCounter.builder("ferry.export.checkpoint.fallbacks", follower, DeltaFollower::checkpointFallbacks)
+                .description("Catch-ups that could not use a checkpoint (a full resync instead)").register(registry);
+        FunctionCounter.builder("ferry.export.rows.deleted", follower, DeltaFollower::rowsDeleted)
+                .description("Rows deleted here by tombstones (evicted on training)").register(registry);
+        FunctionCounter.builder("ferry.export.dense.applied", follower, DeltaFollower::denseApplied)
+                .description("Dense tensors merged here, whole").register(registry);
     }
 }

@@ -22,10 +22,10 @@ import dev.ferry.rpc.RpcResponse;
  * A follower's catch-up from a training server's latest checkpoint instead of a full resync: asks
  * where it is ({@code EXPORT_CHECKPOINT}: the path, on a file system both servers mount at the
  * same path, and the tick sealed before its rows were read), loads the rows of this server's
- * slots that the training server holds now, and returns the tick, from which the follower asks
+ * slots that the training server is the primary of now (the slots it exports), and returns the tick, from which the follower asks
  * only for the later deltas. Falls back (returns 0: a full resync) when there is no checkpoint
  * stamped by the training server's current log, when its tick or log id does not match what the
- * manifest says, when it lacks a slot this server wants and the training server holds now, or
+ * manifest says, when it lacks a slot this server wants and the training server exports now, or
  * when it cannot be read. Rows merge by step count, so a row of the checkpoint newer than a
  * later delta is kept and a later delta newer than the checkpoint's row replaces it.
  *
@@ -94,12 +94,12 @@ final class CheckpointCatchUp {
             }
             tick = in.get(PsDescriptor.LONG, 16);
             for (int i = 0; i < load.length; i++) {
-                long held = in.get(PsDescriptor.LONG, 24 + 8L * i);
+                long held = in.get(PsDescriptor.LONG, 24 + 8L * i); // the slots it is primary of
                 long inCheckpoint = in.get(PsDescriptor.LONG, 24 + ExportDescriptor.SLOT_BITMAP + 8L * i);
                 long need = wanted[i] & held;
                 if ((need & ~inCheckpoint) != 0) {
                     int slot = i * 64 + Long.numberOfTrailingZeros(need & ~inCheckpoint);
-                    return fallback(source, "its checkpoint lacks slot " + slot + ", which it holds now");
+                    return fallback(source, "its checkpoint lacks slot " + slot + ", which it exports now");
                 }
                 load[i] = need;
             }

@@ -88,7 +88,8 @@ public final class DeltaFollower implements AutoCloseable {
     private volatile String lastError;
     private volatile boolean closed;
 
-    private record Cursor(long logId, long tick) {
+    /** Per training server: its log, the last tick applied and the hash of the slots it exports. */
+    private record Cursor(long logId, long tick, int primaries) {
     }
 
     private DeltaFollower(PsServer server, Supplier<List<String>> sources, RpcConfig rpc, TransportConfig transport,
@@ -288,16 +289,20 @@ public final class DeltaFollower implements AutoCloseable {
         request[0] = ExportDescriptor.VERSION;
         long logId;
         long upTo;
+        int primaries;
         List<TableConfig> tables = new java.util.ArrayList<>();
         try (RpcResponse answer = call(channel, ExportDescriptor.EXPORT_TABLES, request)) {
             MemorySegment in = answer.segment();
             readTables(in, source, tables);
             logId = in.get(PsDescriptor.LONG, 0);
             upTo = in.get(PsDescriptor.LONG, 8);
+            primaries = in.get(PsDescriptor.INT, 20);
         }
         Cursor cursor = cursors.get(source);
         long since;
-        if (cursor != null && cursor.logId() == logId) {
+        // Another log (a restart) or other primary slots (a failover, a move): its rows of the
+        // slots it exports now from its checkpoint, or from the start.
+        if (cursor != null && cursor.logId() == logId && cursor.primaries() == primaries) {
             since = cursor.tick();
         } else {
             since = catchUp.fromCheckpoint(channel, source, logId, slots);
@@ -311,7 +316,7 @@ public final class DeltaFollower implements AutoCloseable {
             }
             dense(channel, source, logId, since, upTo, slots);
         }
-        cursors.put(source, new Cursor(logId, Math.max(since, upTo)));
+        cursors.put(source, new Cursor(logId, Math.max(since, upTo), primaries));
     }
 
     /** Pages through one table's rows and tombstones stamped in {@code (since, upTo]}. */

@@ -18,8 +18,10 @@ import dev.ferry.rpc.RpcMethod;
  *  answer:
  *   0               8               16              20              24
  *   +---------------+---------------+---------------+---------------+
- *   | log id i64    | sealed tick   | tables i32    | reserved      |
+ *   | log id i64    | sealed tick   | tables i32    | primaries i32 |
  *   +---------------+---------------+---------------+---------------+
+ *   primaries: a hash of the slots the server is primary of, the only ones it exports (0: all,
+ *   an older server); when it changes, the follower catches up with that server again
  *   per table: | length i32 | 4 reserved | a CREATE_TABLE body (PsDescriptor), padded to 8 |
  *
  *  EXPORT_ROWS request:
@@ -51,10 +53,10 @@ import dev.ferry.rpc.RpcMethod;
  *
  *  EXPORT_CHECKPOINT request: | version u8 = 1 | 7 reserved |
  *  answer:
- *   | status i32 | path length i32 | log id i64 | tick i64 | held slots (8 KiB) |
+ *   | status i32 | path length i32 | log id i64 | tick i64 | primary slots (8 KiB) |
  *   | the checkpoint's slots (8 KiB) | path, UTF-8, padded to 8 |
- *   the newest checkpoint stamped by the current log ({@code ExportStamp}); held slots: the
- *   server's slots now (primary or backup)
+ *   the newest checkpoint stamped by the current log ({@code ExportStamp}); primary slots: those
+ *   the server exports now
  * </pre>
  * A poll seals a tick ({@code EXPORT_TABLES}), then pages through each table's rows changed
  * since the follower's cursor up to it, each page continuing after the last id of the one before.

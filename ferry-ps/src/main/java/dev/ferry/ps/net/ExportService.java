@@ -45,6 +45,11 @@ public final class ExportService {
     private final LongAdder refused = new LongAdder();
     private final LongAdder tombstones = new LongAdder();
     private final LongAdder dense = new LongAdder();
+    /** The primary slots of the view last asked about (any thread; replaced whole). */
+    private volatile Primaries primaries;
+
+    private record Primaries(PsServer.View view, long[] slots, int hash) {
+    }
 
     private ExportService(PsServer server, ExportLog log) {
         this.server = server;
@@ -98,6 +103,41 @@ public final class ExportService {
             }
         }
         return bits;
+    }
+
+    /**
+     * The slots this server is the primary of now (every slot without a routing table), and their
+     * hash: only those are exported, so that with replicas each row travels once, from its
+     * primary; a follower that sees the hash change asks again from its catch-up.
+     */
+    private Primaries primaries() {
+        PsServer.View v = server.view();
+        Primaries p = primaries;
+        if (p != null && p.view() == v) {
+            return p;
+        }
+        long[] bits = new long[Slots.COUNT / 64];
+        if (v.table() == null) {
+            Arrays.fill(bits, -1L);
+        } else if (v.self() >= 0) {
+            for (int slot = 0; slot < Slots.COUNT; slot++) {
+                if (v.table().slots().serverOfSlot(slot) == v.self()) {
+                    bits[slot >>> 6] |= 1L << (slot & 63);
+                }
+            }
+        }
+        long mixed = 0;
+        for (long word : bits) {
+            mixed = Slots.mix(mixed ^ word); // not Arrays.hashCode: it folds -1L and 0L alike
+        }
+        int hash = (int) (mixed ^ (mixed >>> 32));
+        p = new Primaries(v, bits, hash == 0 ? 1 : hash);
+        primaries = p;
+        return p;
+    }
+
+    private static boolean has(long[] bits, int slot) {
+        return (bits[slot >>> 6] & (1L << (slot & 63))) != 0;
     }
 
     /** Tombstones sent to followers. */
@@ -179,7 +219,7 @@ public final class ExportService {
         out.set(PsDescriptor.LONG, 0, log.id());
         out.set(PsDescriptor.LONG, 8, tick);
         out.set(PsDescriptor.INT, 16, creates.size());
-        out.set(PsDescriptor.INT, 20, 0);
+        out.set(PsDescriptor.INT, 20, primaries().hash());
         long at = ExportDescriptor.TABLES_HEADER;
         for (byte[] c : creates) {
             out.set(PsDescriptor.INT, at, c.length);
@@ -210,7 +250,9 @@ public final class ExportService {
         long rowBytes = RowTransfer.rowBytes(table);
         long perId = rowBytes + (r.deletions() ? ExportDescriptor.TOMBSTONE_BYTES : 0);
         int max = (int) Math.min(r.maxRows(), Math.max(1, MAX_PAGE_BYTES / perId));
-        long[] ids = log.changed(r.table(), r.since(), r.upTo(), r.afterId(), r.first(), r::wants, max);
+        long[] primary = primaries().slots();
+        long[] ids = log.changed(r.table(), r.since(), r.upTo(), r.afterId(), r.first(),
+                slot -> r.wants(slot) && has(primary, slot), max);
         boolean more = ids.length > max;
         int count = Math.min(ids.length, max);
         MemorySegment out = call.reply(Math.toIntExact(ExportDescriptor.PAGE_HEADER + count * perId));
@@ -273,7 +315,8 @@ public final class ExportService {
             if (!r.afterName().isEmpty() && name.compareTo(r.afterName()) <= 0) {
                 continue;
             }
-            if (!r.wants(Slots.slotOf(PsDescriptor.denseKey(name))) || log.denseTick(name) <= r.since()) {
+            int slot = Slots.slotOf(PsDescriptor.denseKey(name));
+            if (!r.wants(slot) || !has(primaries().slots(), slot) || log.denseTick(name) <= r.since()) {
                 continue;
             }
             DenseTensor tensor = log.denseTensor(name);
@@ -319,7 +362,7 @@ public final class ExportService {
         out.set(PsDescriptor.INT, 4, path.length);
         out.set(PsDescriptor.LONG, 8, stamp.logId());
         out.set(PsDescriptor.LONG, 16, stamp.tick());
-        long[] held = heldSlots(server.view());
+        long[] held = primaries().slots(); // what it exports now
         long[] in = stamp.slots();
         for (int i = 0; i < held.length; i++) {
             out.set(PsDescriptor.LONG, 24 + 8L * i, held[i]);

@@ -88,7 +88,7 @@ final class Checkpoints {
                 DataOutputStream manifest = new DataOutputStream(bytes);
                 manifest.writeInt(CheckpointDescriptor.MANIFEST_VERSION);
                 manifest.writeLong(sequence);
-                writeStamp(manifest, export);
+                ExportCheckpoints.writeStamp(manifest, export);
                 if (slots == null) {
                     manifest.writeInt(0);
                 } else {
@@ -192,7 +192,7 @@ final class Checkpoints {
                             + CheckpointDescriptor.MANIFEST_VERSION);
                 }
                 long sequence = in.readLong();
-                ExportStamp export = version >= 3 ? readStamp(in) : null;
+                ExportStamp export = version >= 3 ? ExportCheckpoints.readStamp(in) : null;
                 int servers = in.readInt();
                 SlotTable slots = null;
                 if (servers > 0) {
@@ -348,62 +348,6 @@ final class Checkpoints {
         } catch (IOException e) {
             // Some file systems cannot sync a directory; the files themselves are forced.
         }
-    }
-
-    /**
-     * The export stamp of a checkpoint's manifest, read without loading anything else; null if it
-     * has none (written before version 3, or by a server nobody exported from).
-     *
-     * @throws PsException {@code CHECKPOINT_CORRUPT} or {@code CHECKPOINT_IO}
-     */
-    static ExportStamp readStamp(Path checkpoint) {
-        try (Arena arena = Arena.ofConfined()) {
-            String where = checkpoint + "/" + CheckpointDescriptor.MANIFEST;
-            MemorySegment content = CheckpointDescriptor.read(checkpoint.resolve(CheckpointDescriptor.MANIFEST),
-                    CheckpointDescriptor.KIND_MANIFEST, null, arena, where);
-            DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(content.toArray(ValueLayout.JAVA_BYTE)));
-            int version = in.readInt();
-            if (version < 1 || version > CheckpointDescriptor.MANIFEST_VERSION) {
-                throw SparseTable.corrupt(where, "manifest version " + version);
-            }
-            in.readLong();
-            return version >= 3 ? readStamp(in) : null;
-        } catch (EOFException e) {
-            throw SparseTable.corrupt(checkpoint + "/" + CheckpointDescriptor.MANIFEST, "ends early");
-        } catch (IOException e) {
-            throw new PsException(PsException.Code.CHECKPOINT_IO, "reading checkpoint " + checkpoint + " failed: " + e, e);
-        }
-    }
-
-    private static void writeStamp(DataOutputStream out, ExportStamp stamp) throws IOException {
-        out.writeByte(stamp == null ? 0 : 1);
-        if (stamp != null) {
-            out.writeLong(stamp.logId());
-            out.writeLong(stamp.tick());
-            for (long bits : stamp.slots()) {
-                out.writeLong(bits);
-            }
-        }
-    }
-
-    private static ExportStamp readStamp(DataInputStream in) throws IOException {
-        int present = in.readUnsignedByte();
-        if (present == 0) {
-            return null;
-        }
-        if (present != 1) {
-            throw TableConfig.invalid("an export stamp flag of " + present);
-        }
-        long logId = in.readLong();
-        long tick = in.readLong();
-        if (tick < 0) {
-            throw TableConfig.invalid("an export stamp's tick of " + tick);
-        }
-        long[] slots = new long[Slots.COUNT / 64];
-        for (int i = 0; i < slots.length; i++) {
-            slots[i] = in.readLong();
-        }
-        return new ExportStamp(logId, tick, slots);
     }
 
     /** A table's pull format, admission rule and eviction settings (manifest version 2). */

@@ -1,6 +1,12 @@
 package dev.ferry.ps;
 
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
 import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.util.Optional;
 import java.util.function.Consumer;
@@ -30,7 +36,7 @@ public final class ExportCheckpoints {
         try {
             for (Path candidate : Checkpoints.existing(directory, false)) {
                 try {
-                    ExportStamp stamp = Checkpoints.readStamp(candidate);
+                    ExportStamp stamp = readStamp(candidate);
                     if (stamp != null && stamp.logId() == logId) {
                         return Optional.of(new Stamped(candidate, stamp));
                     }
@@ -61,5 +67,61 @@ public final class ExportCheckpoints {
         } finally {
             loaded.close();
         }
+    }
+
+    /**
+     * The export stamp of a checkpoint's manifest, read without loading anything else; null if it
+     * has none (written before version 3, or by a server nobody exported from).
+     *
+     * @throws PsException {@code CHECKPOINT_CORRUPT} or {@code CHECKPOINT_IO}
+     */
+    static ExportStamp readStamp(Path checkpoint) {
+        try (Arena arena = Arena.ofConfined()) {
+            String where = checkpoint + "/" + CheckpointDescriptor.MANIFEST;
+            MemorySegment content = CheckpointDescriptor.read(checkpoint.resolve(CheckpointDescriptor.MANIFEST),
+                    CheckpointDescriptor.KIND_MANIFEST, null, arena, where);
+            DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(content.toArray(ValueLayout.JAVA_BYTE)));
+            int version = in.readInt();
+            if (version < 1 || version > CheckpointDescriptor.MANIFEST_VERSION) {
+                throw SparseTable.corrupt(where, "manifest version " + version);
+            }
+            in.readLong();
+            return version >= 3 ? readStamp(in) : null;
+        } catch (EOFException e) {
+            throw SparseTable.corrupt(checkpoint + "/" + CheckpointDescriptor.MANIFEST, "ends early");
+        } catch (IOException e) {
+            throw new PsException(PsException.Code.CHECKPOINT_IO, "reading checkpoint " + checkpoint + " failed: " + e, e);
+        }
+    }
+
+    static void writeStamp(DataOutputStream out, ExportStamp stamp) throws IOException {
+        out.writeByte(stamp == null ? 0 : 1);
+        if (stamp != null) {
+            out.writeLong(stamp.logId());
+            out.writeLong(stamp.tick());
+            for (long bits : stamp.slots()) {
+                out.writeLong(bits);
+            }
+        }
+    }
+
+    static ExportStamp readStamp(DataInputStream in) throws IOException {
+        int present = in.readUnsignedByte();
+        if (present == 0) {
+            return null;
+        }
+        if (present != 1) {
+            throw TableConfig.invalid("an export stamp flag of " + present);
+        }
+        long logId = in.readLong();
+        long tick = in.readLong();
+        if (tick < 0) {
+            throw TableConfig.invalid("an export stamp's tick of " + tick);
+        }
+        long[] slots = new long[Slots.COUNT / 64];
+        for (int i = 0; i < slots.length; i++) {
+            slots[i] = in.readLong();
+        }
+        return new ExportStamp(logId, tick, slots);
     }
 }

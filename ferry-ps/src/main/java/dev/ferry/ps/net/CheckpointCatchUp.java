@@ -110,7 +110,7 @@ final class CheckpointCatchUp {
         ExportStamp stamp;
         try {
             stamp = ExportCheckpoints.load(path, ps.config(), table -> {
-                SparseTable local = follower.localTable(table.config(), source);
+                SparseTable local = LocalCopies.table(ps, table.config(), source);
                 RowTransfer.export(table, id -> wants(load, Slots.slotOf(id)), 1 << 20,
                         run -> merged[0] += RowTransfer.merge(local, run));
             }, tensor -> {
@@ -118,7 +118,7 @@ final class CheckpointCatchUp {
                     try (Arena arena = Arena.ofConfined()) {
                         MemorySegment row = arena.allocate(DenseTransfer.rowBytes(tensor), Long.BYTES);
                         DenseTransfer.copy(tensor, row);
-                        DenseTransfer.merge(follower.localDense(tensor.config(), source), row, false);
+                        DenseTransfer.merge(LocalCopies.dense(ps, tensor.config(), source), row, false);
                     }
                 }
             });

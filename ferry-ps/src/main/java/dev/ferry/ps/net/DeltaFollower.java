@@ -293,7 +293,7 @@ public final class DeltaFollower implements AutoCloseable {
         List<TableConfig> tables = new java.util.ArrayList<>();
         try (RpcResponse answer = call(channel, ExportDescriptor.EXPORT_TABLES, request)) {
             MemorySegment in = answer.segment();
-            readTables(in, source, tables);
+            LocalCopies.readTables(in, tables);
             logId = in.get(PsDescriptor.LONG, 0);
             upTo = in.get(PsDescriptor.LONG, 8);
             primaries = in.get(PsDescriptor.INT, 20);
@@ -312,7 +312,7 @@ public final class DeltaFollower implements AutoCloseable {
         }
         if (since < upTo) {
             for (TableConfig config : tables) {
-                pages(channel, source, localTable(config, source), logId, since, upTo, slots);
+                pages(channel, source, LocalCopies.table(ps, config, source), logId, since, upTo, slots);
             }
             dense(channel, source, logId, since, upTo, slots);
         }
@@ -394,7 +394,7 @@ public final class DeltaFollower implements AutoCloseable {
                     rejected.increment();
                     throw bad;
                 }
-                if (DenseTransfer.merge(localDense(tensor.config(), source), tensor.row(), false)) {
+                if (DenseTransfer.merge(LocalCopies.dense(ps, tensor.config(), source), tensor.row(), false)) {
                     denseApplied.increment();
                 }
                 after = PsDescriptor.nameBytes(tensor.config().name());
@@ -416,32 +416,6 @@ public final class DeltaFollower implements AutoCloseable {
         }
     }
 
-    /** The local copy of a training tensor, made on first sight; one of another length is refused. */
-    DenseTensor localDense(DenseConfig config, String source) {
-        try {
-            DenseTensor tensor = ps.dense(config.name());
-            if (tensor.config().length() != config.length()
-                    || tensor.config().optimizer().stateSlots() != config.optimizer().stateSlots()) {
-                throw new PsException(PsException.Code.WRONG_DIMENSION, "tensor '" + config.name() + "' here has "
-                        + tensor.config().length() + " weights and " + tensor.config().optimizer() + "; training server "
-                        + source + " has " + config.length() + " and " + config.optimizer());
-            }
-            return tensor;
-        } catch (PsException e) {
-            if (e.code() != PsException.Code.UNKNOWN_TABLE) {
-                throw e;
-            }
-        }
-        try {
-            return ps.createDense(config);
-        } catch (PsException e) {
-            if (e.code() == PsException.Code.TABLE_EXISTS) {
-                return ps.dense(config.name());
-            }
-            throw e;
-        }
-    }
-
     /**
      * Checks a page of {@code EXPORT_ROWS} before any of it is applied ({@link ExportPage#check});
      * returns its rows.
@@ -450,56 +424,6 @@ public final class DeltaFollower implements AutoCloseable {
      */
     static MemorySegment checkPage(MemorySegment page, long rowBytes, boolean first, long afterId, long[] slots) {
         return ExportPage.check(page, rowBytes, first, afterId, slots).rows();
-    }
-
-    private static void readTables(MemorySegment in, String source, List<TableConfig> out) {
-        if (in.byteSize() < ExportDescriptor.TABLES_HEADER) {
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "an EXPORT_TABLES answer of " + in.byteSize()
-                    + " bytes");
-        }
-        int n = in.get(PsDescriptor.INT, 16);
-        long at = ExportDescriptor.TABLES_HEADER;
-        for (int i = 0; i < n; i++) {
-            if (at + 8 > in.byteSize()) {
-                throw new PsException(PsException.Code.LENGTH_MISMATCH, "the EXPORT_TABLES answer ends before table "
-                        + i + " of " + n);
-            }
-            int length = in.get(PsDescriptor.INT, at);
-            if (length < PsDescriptor.HEADER || at + 8 + length > in.byteSize()) {
-                throw new PsException(PsException.Code.LENGTH_MISMATCH, "table " + i + " of " + length
-                        + " bytes does not fit the EXPORT_TABLES answer");
-            }
-            MemorySegment create = in.asSlice(at + 8, length);
-            PsDescriptor.checkHeader(create);
-            out.add(PsDescriptor.readTable(create));
-            at += 8 + ((length + 7) & ~7L);
-        }
-    }
-
-    /** The local copy of a training table, made on first sight; one of another layout is refused. */
-    SparseTable localTable(TableConfig config, String source) {
-        try {
-            SparseTable table = ps.table(config.name());
-            if (table.dimension() != config.dimension()
-                    || table.config().optimizer().stateSlots() != config.optimizer().stateSlots()) {
-                throw new PsException(PsException.Code.WRONG_DIMENSION, "table '" + config.name()
-                        + "' here has dimension " + table.dimension() + " and " + table.config().optimizer()
-                        + "; training server " + source + " has " + config.dimension() + " and " + config.optimizer());
-            }
-            return table;
-        } catch (PsException e) {
-            if (e.code() != PsException.Code.UNKNOWN_TABLE) {
-                throw e;
-            }
-        }
-        try {
-            return ps.createTable(config);
-        } catch (PsException e) {
-            if (e.code() == PsException.Code.TABLE_EXISTS) {
-                return ps.table(config.name());
-            }
-            throw e;
-        }
     }
 
     RpcResponse call(RpcChannel channel, RpcMethod method, byte[] body) {

@@ -73,7 +73,14 @@ class ExportCatchUpKillTest {
                 }
                 float[] ones = new float[IDS * DIM];
                 Arrays.fill(ones, 1f);
-                trainer.push("emb", ids, ones);
+                Members.await60(() -> {
+                    try {
+                        trainer.push("emb", ids, ones);
+                        return true;
+                    } catch (dev.ferry.ps.PsException noRoutingTableYet) {
+                        return false; // refused whole: nothing applied
+                    }
+                }, "the first push");
                 assertEquals(1, trainer.checkpoint().size());
                 s0 = ExportClusterTest.serving(serve, "s0", followed);
                 ChildJvm first = startServing(serve, train, children);
@@ -102,7 +109,7 @@ class ExportCatchUpKillTest {
                     }
                 });
                 try {
-                    Members.await60(() -> pushes.get() > 200 && status(first, "checkpointLoads") >= 1,
+                    Members.await60(() -> pushes.get() > 200 && status(first, "checkpointRows") > 0,
                             "the first serving process caught up from the checkpoint");
                     try (PsClient reader = PsClient.connect(rpc, Members.transport("tcp"), "ferry://" + firstAddress)) {
                         reader.pull("emb", ids); // it serves
@@ -115,7 +122,8 @@ class ExportCatchUpKillTest {
                     ChildJvm second = startServing(serve, train, children);
                     String again = second.expect(PsServerMain.LISTENING, 60_000).split(" ")[1];
                     second.expect(ClusterServerMain.JOINED, 60_000);
-                    Members.await60(() -> pushes.get() > before + 200 && status(second, "checkpointLoads") >= 1,
+                    // Once it holds groups again (moved back to it) it has caught up with their rows.
+                    Members.await60(() -> pushes.get() > before + 200 && status(second, "checkpointRows") > 0,
                             "pushes after the restart and its catch-up");
                     stop.set(true);
                     pusher.join();

@@ -4,6 +4,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.logging.Logger;
 
@@ -105,6 +106,10 @@ final class CheckpointCatchUp {
             }
             path = Path.of(new String(in.asSlice(ExportDescriptor.CHECKPOINT_HEADER, length)
                     .toArray(java.lang.foreign.ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8));
+        }
+        if (Arrays.stream(load).allMatch(bits -> bits == 0)) {
+            loads.increment(); // nothing of it wanted (no slots yet): the tick alone will do
+            return tick;
         }
         long[] merged = {0};
         ExportStamp stamp;

@@ -339,6 +339,9 @@ public final class PsClient implements AutoCloseable {
                 partCount = p;
             }
         }
+        if (partCount > 1) {
+            awaitAll(started, partCount);
+        }
         for (int p = 0; p < partCount; p++) {
             BatchParts.Rows rows;
             try {
@@ -360,6 +363,31 @@ public final class PsClient implements AutoCloseable {
             // keeps this plan, and the thread plans its next batches in a new one.
             mine[0] = new BatchPlan();
             throw failure;
+        }
+    }
+
+    /**
+     * Waits until every started part has completed, however it did: the caller then wakes once
+     * per batch instead of once per part that was still out when it finished the one before.
+     * Parts that must be split (null) are left to {@code awaitPull}.
+     */
+    private static void awaitAll(CompletableFuture<?>[] started, int count) {
+        int n = 0;
+        CompletableFuture<?>[] out = new CompletableFuture<?>[count];
+        for (int p = 0; p < count; p++) {
+            if (started[p] != null && !started[p].isDone()) {
+                out[n++] = started[p];
+            }
+        }
+        if (n < 2) {
+            return;
+        }
+        try {
+            CompletableFuture.allOf(n == count ? out : java.util.Arrays.copyOf(out, n)).get();
+        } catch (java.util.concurrent.ExecutionException e) {
+            // Each part's own outcome is read next.
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // awaitPull fails the parts still out
         }
     }
 

@@ -111,7 +111,7 @@ final class Checkpoints {
                     for (int s = 0; s < table.shardCount(); s++) {
                         String file = "t" + t + "-s" + s + ".rows";
                         try (Arena arena = Arena.ofConfined()) {
-                            MemorySegment rows = table.snapshotShard(s, arena);
+                            MemorySegment rows = table.wholeRows().snapshotShard(s, arena);
                             FileSummary summary = CheckpointDescriptor.write(tmp.resolve(file),
                                     CheckpointDescriptor.KIND_ROWS, rows);
                             writeFault.afterFile(tmp.resolve(file));
@@ -226,7 +226,7 @@ final class Checkpoints {
                                 throw SparseTable.corrupt(source, data.byteSize() + " bytes of rows; the manifest says "
                                         + rows + " rows of " + table.rowBytes());
                             }
-                            table.loadShard(s, data, source);
+                            table.wholeRows().loadShard(s, data, source);
                         }
                     }
                 }

@@ -56,7 +56,7 @@ public final class RowTransfer {
                 perShard.lock();
             }
             try (Arena arena = Arena.ofConfined()) {
-                MemorySegment shard = table.snapshotShard(s, arena);
+                MemorySegment shard = table.wholeRows().snapshotShard(s, arena);
                 MemorySegment run = arena.allocate(perRun, Long.BYTES);
                 long filled = 0;
                 for (long at = 0; at < shard.byteSize(); at += rowBytes) {
@@ -82,7 +82,7 @@ public final class RowTransfer {
 
     /** Copies the whole rows of {@code ids[0, count)} into {@code out} ({@code count} rows). */
     public static void copy(SparseTable table, long[] ids, int count, MemorySegment out) {
-        table.copyRows(ids, count, out);
+        table.wholeRows().copy(ids, count, out, true);
     }
 
     /**
@@ -91,7 +91,7 @@ public final class RowTransfer {
      * Returns the rows copied.
      */
     public static int copyPresent(SparseTable table, long[] ids, int count, MemorySegment out) {
-        return table.copyPresentRows(ids, count, out);
+        return table.wholeRows().copy(ids, count, out, false);
     }
 
     /**
@@ -104,7 +104,7 @@ public final class RowTransfer {
             throw new PsException(PsException.Code.LENGTH_MISMATCH, rows.byteSize() + " bytes are not whole rows of "
                     + table.rowBytes() + " bytes of table '" + table.name() + "'");
         }
-        return table.mergeRows(rows);
+        return table.wholeRows().merge(rows);
     }
 
     /**
@@ -113,11 +113,11 @@ public final class RowTransfer {
      * deleted a row.
      */
     public static boolean delete(SparseTable table, long id, long floor) {
-        return table.removeIfNotNewer(id, floor);
+        return table.wholeRows().removeIfNotNewer(id, floor);
     }
 
     /** Resets the rows whose id {@code reset} accepts to their initial values; returns how many. */
     public static int reset(SparseTable table, LongPredicate reset) {
-        return table.resetRows(reset);
+        return table.wholeRows().reset(reset);
     }
 }

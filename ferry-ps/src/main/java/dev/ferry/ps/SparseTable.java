@@ -1,11 +1,8 @@
 package dev.ferry.ps;
 
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
 import java.util.Objects;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.LongSupplier;
 
@@ -30,6 +27,10 @@ import java.util.function.LongSupplier;
  * to one row are serialised, so concurrent pushes give the state of some serial order of their
  * per-row steps (for SGD, the same sums in any order, to rounding).
  *
+ * <p>Roles: this class keeps the shards, the pull ({@link #gather}) and push ({@link #apply})
+ * paths; which ids get a row is {@link RowAdmission}'s, whole rows in and out (checkpoints,
+ * moves, replication, export) are {@link WholeRows}'.
+ *
  * <p>Eviction ({@link Eviction}): rows are deleted in the background by the table's
  * {@link TableEvictor}, in small steps under the same shard locks, as writes for the optimistic
  * readers; a deleted id is again like a never-seen one. Each row's last update (creation or
@@ -44,18 +45,13 @@ public final class SparseTable {
     private final Shard[] shards;
     private final long payloadBytes;
     private final long rowBytes;
-    private final AtomicLong rowCount = new AtomicLong();
-    /** Per shard, guarded by its lock: whether an id not stored gets a row now. */
-    private final AdmissionGate[] gates;
-    private final LongAdder admitted = new LongAdder();
-    private final LongAdder rejected = new LongAdder();
-    private final LongAdder refusedFull = new LongAdder();
+    /** Which ids get a row, and the row count. */
+    private final RowAdmission admission;
+    private final WholeRows wholeRows;
     private final LongAdder evictedTtl = new LongAdder();
     private final LongAdder evictedCapacity = new LongAdder();
     /** Push steps dropped because the evictor deleted their row between the two phases of the push. */
     private final LongAdder lostToEviction = new LongAdder();
-    /** Rows stored beyond which new ids are refused: the eviction capacity, or none. */
-    private final long storeLimit;
     private final LongSupplier clock;
     /** Deletes rows per {@link TableConfig#eviction()}; null when there is none, or the table is read-only. */
     private final TableEvictor evictor;
@@ -77,14 +73,12 @@ public final class SparseTable {
         this.payloadBytes = (long) config.dimension() * Float.BYTES;
         this.rowBytes = RowLayout.rowBytes(config.dimension(), config.optimizer().stateSlots());
         this.shards = new Shard[config.shards()];
-        this.gates = new AdmissionGate[config.shards()];
-        long seed = Slots.mix(config.name().hashCode());
         for (int s = 0; s < shards.length; s++) {
             shards[s] = new Shard(config.dimension(), config.optimizer().stateSlots());
-            gates[s] = AdmissionGate.of(config.admission(), s, shards.length, seed, shards[s].lock);
         }
+        this.admission = new RowAdmission(config, kernel, shards);
+        this.wholeRows = new WholeRows(this, shards, rowBytes, admission);
         Eviction eviction = config.eviction();
-        this.storeLimit = eviction.hasCapacity() ? eviction.capacity() : Long.MAX_VALUE;
         this.evictor = eviction.enabled() && !readOnly ? new TableEvictor(this) : null;
     }
 
@@ -110,7 +104,7 @@ public final class SparseTable {
 
     /** Accounts for {@code n} rows the evictor deleted, for their TTL or for the capacity. */
     void evicted(int n, boolean ttl) {
-        rowCount.addAndGet(-n);
+        admission.removed(n);
         (ttl ? evictedTtl : evictedCapacity).add(n);
     }
 
@@ -119,33 +113,6 @@ public final class SparseTable {
         RowListener listener = changes;
         if (listener != null) {
             listener.removed(id, steps);
-        }
-    }
-
-    /**
-     * Deletes the row of {@code id} if it has at most {@code floor} steps (a deletion exported by
-     * training: a newer row stays), in one write for the optimistic readers; returns whether it did.
-     */
-    boolean removeIfNotNewer(long id, long floor) {
-        long hash = Slots.mix(id);
-        Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
-        shard.lock.lock();
-        try {
-            checkOpen(shard);
-            int row = shard.find(id, hash);
-            if (row < 0 || shard.steps(row) > floor) {
-                return false;
-            }
-            shard.beginWrite();
-            try {
-                shard.remove(row);
-            } finally {
-                shard.endWrite();
-            }
-            rowCount.decrementAndGet();
-            return true;
-        } finally {
-            shard.lock.unlock();
         }
     }
 
@@ -166,16 +133,12 @@ public final class SparseTable {
 
     /** A snapshot of the admission counters. */
     public AdmissionStats admissionStats() {
-        long bytes = 0;
-        for (AdmissionGate gate : gates) {
-            bytes += gate.bytes();
-        }
-        return new AdmissionStats(admitted.sum(), rejected.sum(), bytes);
+        return admission.stats();
     }
 
     /** Shard {@code s}'s gate; for tests. */
     AdmissionGate gate(int s) {
-        return gates[s];
+        return admission.gate(s);
     }
 
     /** Its configuration. */
@@ -200,7 +163,7 @@ public final class SparseTable {
 
     /** Rows stored. */
     public long rows() {
-        return rowCount.get();
+        return admission.rows();
     }
 
     /** A snapshot of its size and memory. */
@@ -214,9 +177,9 @@ public final class SparseTable {
                 shard.lock.unlock();
             }
         }
-        return new TableStats(name(), dimension(), config.optimizer(), rowCount.get(), config.maxRows(),
-                rowBytes, reserved, admitted.sum(), rejected.sum(), refusedFull.sum(), evictedTtl.sum(),
-                evictedCapacity.sum());
+        return new TableStats(name(), dimension(), config.optimizer(), admission.rows(), config.maxRows(),
+                rowBytes, reserved, admission.admitted(), admission.rejected(), admission.refusedFull(),
+                evictedTtl.sum(), evictedCapacity.sum());
     }
 
     /**
@@ -315,7 +278,7 @@ public final class SparseTable {
     /** Optimistic reads of one row before a gather takes its shard's lock instead. */
     private static final int OPTIMISTIC_ATTEMPTS = 3;
     /** {@link Shard#find}'s answer for an absent id. */
-    private static final int ABSENT = -1;
+    private static final int ABSENT = RowAdmission.ABSENT;
     /** Not looked up: a write was under way. */
     private static final int RETRY = -2;
 
@@ -333,7 +296,7 @@ public final class SparseTable {
             checkOpen(shard);
             int row = shard.find(id, hash);
             if (row < 0) {
-                row = readOnly ? ABSENT : admitAndCreate(shard, id, hash, clock.getAsLong());
+                row = readOnly ? ABSENT : admission.admitAndCreate(shard, id, hash, clock.getAsLong());
                 if (row < 0) {
                     kernel.initWeights(id, dimension(), out, at);
                     return;
@@ -406,7 +369,7 @@ public final class SparseTable {
                     int pos = order[k];
                     long id = ids[offset + pos];
                     int row = shard.find(id, hash[pos]);
-                    rowOf[pos] = row >= 0 ? row : admitAndCreate(shard, id, hash[pos], now);
+                    rowOf[pos] = row >= 0 ? row : admission.admitAndCreate(shard, id, hash[pos], now);
                 }
             } finally {
                 shard.lock.unlock();
@@ -458,21 +421,17 @@ public final class SparseTable {
 
     /** The whole row of {@code id} (header, weights, optimizer state) as bytes, or null; for tests. */
     byte[] rawRow(long id) {
-        long hash = Slots.mix(id);
-        Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
-        shard.lock.lock();
-        try {
-            checkOpen(shard);
-            int row = shard.find(id, hash);
-            if (row < 0) {
-                return null;
-            }
-            byte[] bytes = new byte[(int) rowBytes];
-            shard.readRow(row, MemorySegment.ofArray(bytes), 0);
-            return bytes;
-        } finally {
-            shard.lock.unlock();
-        }
+        return wholeRows.raw(id);
+    }
+
+    /** Whole rows in and out: checkpoints, moves, replication, export. */
+    WholeRows wholeRows() {
+        return wholeRows;
+    }
+
+    /** The listener of changed rows, or null. */
+    RowListener listener() {
+        return changes;
     }
 
     int shardCount() {
@@ -483,136 +442,6 @@ public final class SparseTable {
         return rowBytes;
     }
 
-    /** A consistent copy of one shard's rows, taken under its lock (held for one copy). */
-    MemorySegment snapshotShard(int s, Arena arena) {
-        Shard shard = shards[s];
-        shard.lock.lock();
-        try {
-            checkOpen(shard);
-            return shard.snapshot(arena);
-        } finally {
-            shard.lock.unlock();
-        }
-    }
-
-    /**
-     * Adds the rows of a checkpoint file to shard {@code s}, byte for byte.
-     *
-     * @throws PsException {@code CHECKPOINT_CORRUPT} if a row belongs to another shard, repeats an
-     *                     id, or the table would exceed its capacity
-     */
-    void loadShard(int s, MemorySegment data, String source) {
-        if (data.byteSize() % rowBytes != 0) {
-            throw corrupt(source, data.byteSize() + " bytes of rows is not a multiple of the row size " + rowBytes);
-        }
-        Shard shard = shards[s];
-        long now = clock.getAsLong();
-        shard.lock.lock();
-        shard.beginWrite();
-        try {
-            for (long at = 0; at < data.byteSize(); at += rowBytes) {
-                long id = data.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
-                long hash = Slots.mix(id);
-                if (Slots.shardOfHash(hash, shards.length) != s) {
-                    throw corrupt(source, "row " + at / rowBytes + " (id " + id + ") belongs to shard "
-                            + Slots.shardOfHash(hash, shards.length) + ", not " + s);
-                }
-                if (shard.find(id, hash) >= 0) {
-                    throw corrupt(source, "id " + id + " appears twice");
-                }
-                if (rowCount.incrementAndGet() > config.maxRows()) {
-                    throw corrupt(source, "more rows than the table's capacity " + config.maxRows());
-                }
-                if (data.get(RowLayout.LONG, at + RowLayout.STEPS_OFFSET) < 0) {
-                    throw corrupt(source, "row " + at / rowBytes + " (id " + id + ") has a negative step count");
-                }
-                int row = shard.append(id, hash);
-                shard.writeRow(row, data, at);
-                shard.touch(row, now);
-            }
-        } finally {
-            shard.endWrite();
-            shard.lock.unlock();
-        }
-    }
-
-    /**
-     * Puts whole rows ({@link RowLayout}, as {@link #snapshotShard} copies them) where they are
-     * not older: a row replaces the table's copy of its id if its step count is at least the
-     * table's, and is added if the id is absent. Rows moved between servers merge this way in any
-     * order ({@link RowTransfer}). Returns the rows written.
-     *
-     * @throws TableFullException if a new row was needed beyond the capacity
-     */
-    int mergeRows(MemorySegment rows) {
-        int written = 0;
-        for (long at = 0; at + rowBytes <= rows.byteSize(); at += rowBytes) {
-            long id = rows.get(RowLayout.LONG, at + RowLayout.ID_OFFSET);
-            long steps = rows.get(RowLayout.LONG, at + RowLayout.STEPS_OFFSET);
-            long hash = Slots.mix(id);
-            Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
-            shard.lock.lock();
-            try {
-                checkOpen(shard);
-                int row = shard.find(id, hash);
-                if (row < 0) {
-                    row = create(shard, id, hash);
-                } else if (shard.steps(row) > steps) {
-                    continue;
-                }
-                shard.beginWrite();
-                try {
-                    shard.writeRow(row, rows, at);
-                    shard.touch(row, clock.getAsLong());
-                } finally {
-                    shard.endWrite();
-                }
-                written++;
-                RowListener listener = changes;
-                if (listener != null) {
-                    listener.changed(id);
-                }
-            } finally {
-                shard.lock.unlock();
-            }
-        }
-        return written;
-    }
-
-    /** Resets the rows whose id {@code reset} accepts to their initial values, step count 0; returns how many. */
-    int resetRows(java.util.function.LongPredicate reset) {
-        int n = 0;
-        for (Shard shard : shards) {
-            shard.lock.lock();
-            try {
-                checkOpen(shard);
-                for (int row = 0; row < shard.rows(); row++) {
-                    if (!shard.live(row)) {
-                        continue;
-                    }
-                    long id = shard.id(row);
-                    if (reset.test(id)) {
-                        shard.beginWrite();
-                        try {
-                            initStored(shard, row, id, true);
-                        } finally {
-                            shard.endWrite();
-                        }
-                        n++;
-                    }
-                }
-            } finally {
-                shard.lock.unlock();
-            }
-        }
-        return n;
-    }
-
-    /** Copies the whole rows of {@code ids[0, count)} to {@code out}, back to back; absent ids are created. */
-    void copyRows(long[] ids, int count, MemorySegment out) {
-        copyRows(ids, count, out, true);
-    }
-
     /**
      * Tells {@code listener} (null: nobody) of every row changed from now on: after each
      * optimizer step of a push and each row a merge wrote, on the writing thread, under the
@@ -620,40 +449,6 @@ public final class SparseTable {
      */
     public void onChange(RowListener listener) {
         this.changes = listener;
-    }
-
-    /**
-     * Copies the whole rows of those of {@code ids[0, count)} that are stored to {@code out}, back
-     * to back, each under its shard's lock (so whole); absent ids are skipped, nothing is created.
-     * Returns how many rows were copied; {@code out} must hold {@code count} rows.
-     */
-    int copyPresentRows(long[] ids, int count, MemorySegment out) {
-        return copyRows(ids, count, out, false);
-    }
-
-    /** Copies rows back to back, each under its shard's lock; an absent id is created or skipped. */
-    private int copyRows(long[] ids, int count, MemorySegment out, boolean createAbsent) {
-        int copied = 0;
-        for (int i = 0; i < count; i++) {
-            long hash = Slots.mix(ids[i]);
-            Shard shard = shards[Slots.shardOfHash(hash, shards.length)];
-            shard.lock.lock();
-            try {
-                checkOpen(shard);
-                int row = shard.find(ids[i], hash);
-                if (row < 0 && createAbsent) {
-                    row = create(shard, ids[i], hash);
-                    shard.touch(row, clock.getAsLong());
-                }
-                if (row >= 0) {
-                    shard.readRow(row, out, copied * rowBytes);
-                    copied++;
-                }
-            } finally {
-                shard.lock.unlock();
-            }
-        }
-        return copied;
     }
 
     /** Frees the table's memory; later calls fail with {@code CLOSED}. */
@@ -672,90 +467,6 @@ public final class SparseTable {
 
     static PsException corrupt(String source, String message) {
         return new PsException(PsException.Code.CHECKPOINT_CORRUPT, "corrupt checkpoint: " + source + ": " + message);
-    }
-
-    /**
-     * Under the shard's lock: a sighting of an id it does not store. Creates its row (stamped
-     * {@code now}) if the table is below its eviction capacity and the admission rule admits
-     * it; else returns {@link #ABSENT}. At the capacity the rule does not see the sighting.
-     */
-    private int admitAndCreate(Shard shard, long id, long hash, long now) {
-        if (storeLimit == Long.MAX_VALUE) {
-            if (!gates[Slots.shardOfHash(hash, shards.length)].admit(id)) {
-                rejected.increment();
-                return ABSENT;
-            }
-            admitted.increment();
-            int row = create(shard, id, hash);
-            shard.touch(row, now);
-            return row;
-        }
-        // The row is counted first, so that concurrent creates in other shards cannot pass the capacity.
-        if (!reserve(id, storeLimit)) {
-            rejected.increment();
-            refusedFull.increment();
-            return ABSENT;
-        }
-        if (!gates[Slots.shardOfHash(hash, shards.length)].admit(id)) {
-            rowCount.decrementAndGet();
-            rejected.increment();
-            return ABSENT;
-        }
-        admitted.increment();
-        int row = createReserved(shard, id, hash);
-        shard.touch(row, now);
-        return row;
-    }
-
-    /** A row for an id moved in or copied out: bounded by {@code maxRows} only. */
-    private int create(Shard shard, long id, long hash) {
-        reserve(id, Long.MAX_VALUE);
-        return createReserved(shard, id, hash);
-    }
-
-    /**
-     * Counts one more row if that keeps the table within {@code limit} (false if not);
-     * throws {@link TableFullException} past {@code maxRows}.
-     */
-    private boolean reserve(long id, long limit) {
-        long n;
-        do {
-            n = rowCount.get();
-            if (n >= config.maxRows()) {
-                if (limit > config.maxRows()) {
-                    throw new TableFullException(name(), config.maxRows(), id);
-                }
-                return false;
-            }
-            if (n >= limit) {
-                return false;
-            }
-        } while (!rowCount.compareAndSet(n, n + 1));
-        return true;
-    }
-
-    private int createReserved(Shard shard, long id, long hash) {
-        shard.beginWrite();
-        try {
-            int row = shard.append(id, hash);
-            initStored(shard, row, id, false);
-            return row;
-        } finally {
-            shard.endWrite();
-        }
-    }
-
-    /** Writes the initial row of {@code id} to slot {@code row}, zeroed first if {@code zero}, its stamp kept. */
-    private void initStored(Shard shard, int row, long id, boolean zero) {
-        MemorySegment chunk = shard.chunk(row);
-        long w = shard.weightsAt(row);
-        long r = shard.recordAt(row);
-        StoredRow layout = shard.layout();
-        if (zero) {
-            chunk.asSlice(w, layout.weightStride).fill((byte) 0);
-            chunk.asSlice(r + StoredRow.STATE, layout.id).fill((byte) 0);
-        }
-        kernel.initRow(chunk, w, r + layout.id, r + layout.steps, r + StoredRow.STATE, id, dimension());
     }
 
     /** Validates a request's range and size; returns its payload bytes. */

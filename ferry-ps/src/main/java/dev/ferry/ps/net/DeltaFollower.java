@@ -42,10 +42,12 @@ import dev.ferry.transport.TransportConfig;
  * steps wins, so a page applied twice, late or out of order changes nothing). Each row is
  * replaced whole under its shard's lock, so a pull sees it before or after a delta, never torn.
  *
- * <p>Cursors: per training server, its log's id and the last tick fully applied. A server whose
- * log id changed (it restarted), a new server, this server's start and any change of the slots
- * it holds (owner or backup) make the next poll start from tick 0: every row that training server
- * stores in those slots. That full resync is what makes a restarted serving server catch up.
+ * <p>Cursors: per training server, its log's id, the last tick fully applied and the hash of the
+ * slots it exports. A server whose log id or exported slots changed (a restart, a failover, a
+ * move), a new server, this server's start and any change of the slots it holds (owner or
+ * backup) make the next poll catch up first: from that server's latest checkpoint stamped by its
+ * current log, then the changes after the checkpoint's tick ({@link CheckpointCatchUp}); without
+ * a usable checkpoint, from tick 0 (every row that training server stores in those slots).
  *
  * <p>Threads: one poller thread owns the cursors and every call; the counters are read from any
  * thread. A training server that cannot be reached keeps its cursor and is asked again next time;

@@ -112,7 +112,7 @@ final class LinkTable {
      * of links that went away are granted again rather than posted twice.
      */
     Link[] create(FabricPeer peer, int count) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         if (linksOpenNow() + count > config.maxLinks()) {
             throw new TransportException(Reason.LIMIT_REACHED, "maxLinks (" + config.maxLinks() + ") reached");
         }
@@ -210,7 +210,7 @@ final class LinkTable {
 
     /** The dialer's links, once the acceptor answered with its ids and grants. */
     void completeConnector(FabricPeer peer, byte[] fabricAddress, int[] remoteIds, int[] remoteTokens, int[] grants) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         Link[] made = peer.links;
         peer.remoteFabricAddress = fabricAddress;
         for (int i = 0; i < made.length; i++) {
@@ -232,7 +232,7 @@ final class LinkTable {
 
     /** The acceptor's links for a dialer's hello: its connected endpoints come with the dialer's requests. */
     Link[] accept(FabricPeer peer, HandshakeDescriptor.Hello hello) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         int n = hello.links();
         peer.remoteFabricAddress = hello.fabricAddress();
         Link[] made = create(peer, n);
@@ -314,7 +314,7 @@ final class LinkTable {
 
     /** The peer asks for a link of {@code route} (checked by the caller). */
     Link openRequested(FabricPeer peer, int route, int remoteId, int remoteToken, int grant) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         if (peer.failure() != null) {
             throw new TransportException(Reason.PEER_FAILED, "no route " + route);
         }
@@ -331,7 +331,7 @@ final class LinkTable {
 
     /** The peer accepted a link this side asked for. */
     void onLinkOpened(FabricPeer peer, int id, int remoteId, int remoteToken, int grant) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         Link link = byId.get(id);
         if (link == null || link.peer != peer || link.endpoint != null || link.retiredTo != null) {
             linkFailure(peer.links[0], "the peer opened unknown link " + id);
@@ -351,7 +351,7 @@ final class LinkTable {
      * route shares the first link, and what queued on the refused one moves there, in order.
      */
     void onLinkRefused(FabricPeer peer, int id, String reason) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         Link link = byId.get(id);
         if (link == null || link.peer != peer || link.endpoint != null || peer.failure() != null) {
             return;
@@ -383,7 +383,7 @@ final class LinkTable {
 
     /** Handles the fabric's connection events (connected endpoints). */
     void pollEvents() {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         ConnectionEvent event;
         int idleReads = 0;
         while (true) {
@@ -491,7 +491,7 @@ final class LinkTable {
 
     /** Fails a peer, its sends and its links; tells the application if {@code notify}. */
     void teardown(FabricPeer peer, Throwable cause, boolean notify) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         boolean first = peer.fail(cause);
         for (Link link : peer.links) {
             if (link.ready) {

@@ -220,8 +220,12 @@ class KilledPeerTest {
         // fabric token and posts its own send) now spins in fi_send on the peer's lock.
         List<CompletableFuture<Void>> sends = new java.util.concurrent.CopyOnWriteArrayList<>();
         Thread sender = Thread.ofPlatform().name("survivor-sender").start(() -> {
-            for (int seq = 0; seq < 4; seq++) {
-                sends.add(peer.send(seq, filled(peer, 1 << 10)));
+            try {
+                for (int seq = 0; seq < 4; seq++) {
+                    sends.add(peer.send(seq, filled(peer, 1 << 10)));
+                }
+            } catch (TransportException e) {
+                // freed once the peer was proven dead: it refuses further messages
             }
         });
         Thread.sleep(200);
@@ -234,7 +238,7 @@ class KilledPeerTest {
         }
         sender.join(BOUND_SECONDS * 1000);
         assertFalse(sender.isAlive(), "the sender is still stuck in fi_send on the dead peer's lock");
-        assertEquals(4, sends.size());
+        assertFalse(sends.isEmpty(), "the sender never sent");
         for (CompletableFuture<Void> send : sends) {
             try {
                 send.get(BOUND_SECONDS, TimeUnit.SECONDS); // posted once the lock was released: done or failed

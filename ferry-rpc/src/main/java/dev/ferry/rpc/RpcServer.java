@@ -119,8 +119,26 @@ public final class RpcServer implements AutoCloseable {
         return new RpcServer(config, Objects.requireNonNull(executor, "executor"));
     }
 
-    /** Serves {@code method} with {@code handler}; replaces an earlier registration of its id. */
+    /**
+     * Serves {@code method} with {@code handler}.
+     *
+     * @throws IllegalStateException if a method of the same id is registered already (two
+     *                               methods on one id would take each other's calls); use
+     *                               {@link #replace} to change a method's handler on purpose
+     */
     public RpcServer register(RpcMethod method, RpcHandler handler) {
+        Registration added = new Registration(method, Objects.requireNonNull(handler, "handler"));
+        Registration taken = methods.putIfAbsent(method.id(), added);
+        if (taken != null) {
+            throw new IllegalStateException("method id 0x" + Integer.toHexString(method.id()) + " is registered "
+                    + "already (" + taken.handler().getClass().getName() + "); give the new method an id of its "
+                    + "own, or call replace() to change its handler");
+        }
+        return this;
+    }
+
+    /** Serves {@code method} with {@code handler} in place of the handler registered for its id, if any. */
+    public RpcServer replace(RpcMethod method, RpcHandler handler) {
         methods.put(method.id(), new Registration(method, Objects.requireNonNull(handler, "handler")));
         return this;
     }

@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 import java.util.stream.Stream;
 
@@ -73,11 +74,18 @@ abstract class RpcTestBase {
 
     @AfterEach
     void closeAll() throws Exception {
+        // A message is released by the thread that consumed it, which may run a little after the
+        // call completed (a loaded machine): wait for the count to settle, up to 5 s. A leaked
+        // message never comes back.
         List<Long> held = new ArrayList<>();
-        Thread.sleep(50);
-        for (Transport transport : watched) {
-            held.add(transport.counters().receiveBuffersHeld());
-        }
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        do {
+            Thread.sleep(held.isEmpty() ? 50 : 20);
+            held.clear();
+            for (Transport transport : watched) {
+                held.add(transport.counters().receiveBuffersHeld());
+            }
+        } while (held.stream().anyMatch(h -> h != 0) && System.nanoTime() < until);
         for (AutoCloseable closeable : opened) {
             closeable.close();
         }

@@ -173,12 +173,15 @@ class BenchmarkSmokeTest {
         o.workers = 2;
         o.batch = 256;
         o.flowControl = "on";
+        // Two seconds: at load 12-16 a replicated push here took about 1 s (the backup's round trip
+        // on C1-compiled children), and this test checks what the rows hold, not how fast.
+        o.common.durationSeconds = 2;
         List<RunResult> results = PushBenchmark.run(o, new PrintStream(new ByteArrayOutputStream(), true,
                 StandardCharsets.UTF_8));
         assertEquals(List.of("netty r=1", "netty r=2"), results.stream().map(RunResult::label).toList());
         for (RunResult r : results) {
             assertEquals(0, r.errors(), r.json());
-            assertTrue(r.operations() > 5 && r.steps().getTotalCount() > 0, r.json());
+            assertTrue(r.operations() > 0 && r.steps().getTotalCount() > 0, r.json());
             assertEquals(256L * r.operations(), r.keys(), r.json());
         }
     }

@@ -3,10 +3,7 @@ package dev.ferry.ps.net;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
-import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 import dev.ferry.ps.DenseTensor;
@@ -15,13 +12,9 @@ import dev.ferry.ps.PsException;
 import dev.ferry.ps.RowTransfer;
 import dev.ferry.ps.SparseTable;
 import dev.ferry.ps.TableStats;
-import dev.ferry.rpc.RemoteException;
-import dev.ferry.rpc.RequestWriter;
 import dev.ferry.rpc.RpcChannel;
 import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcConfig;
-import dev.ferry.rpc.RpcMethod;
-import dev.ferry.rpc.RpcResponse;
 import dev.ferry.transport.TransportConfig;
 
 /**
@@ -53,8 +46,6 @@ final class MoveSource implements AutoCloseable {
 
     /** Bytes of rows per {@code MOVE_ROWS} message of the snapshot. */
     private static final long RUN_BYTES = 1 << 20;
-    /** Deadline of one server-to-server call; a forward is retried after it. */
-    private static final long CALL_MILLIS = 5_000;
 
     private final ParameterServer ps;
     private final PsServer server;
@@ -62,40 +53,8 @@ final class MoveSource implements AutoCloseable {
     private final DedupeWindow window;
     /** Read: a push from its ownership check to its forward. Write: a move starting. */
     final ReentrantReadWriteLock barrier = new ReentrantReadWriteLock();
-    private volatile Outgoing outgoing;
+    private volatile OutgoingMove outgoing;
     private RpcClient peers;
-
-    /** The move being sent; {@code ended} is set (without the barrier) when it is over. */
-    private static final class Outgoing {
-        final long id;
-        final boolean[] groups;
-        final int firstGroup;
-        final RpcChannel target;
-        /** Held from the apply of a push's moving ids to the end of its forward, and per snapshot shard. */
-        final ReentrantLock forwarding = new ReentrantLock();
-        /** Pushes whose forward ran out of time: sent again with their ids before any later forward. */
-        final UnsentForwards unsent = new UnsentForwards(forwarding);
-        volatile boolean ended;
-
-        Outgoing(long id, boolean[] groups, int firstGroup, RpcChannel target) {
-            this.id = id;
-            this.groups = groups;
-            this.firstGroup = firstGroup;
-            this.target = target;
-        }
-
-        long id() {
-            return id;
-        }
-
-        boolean[] groups() {
-            return groups;
-        }
-
-        RpcChannel target() {
-            return target;
-        }
-    }
 
     MoveSource(ParameterServer ps, PsServer server, RpcConfig config, DedupeWindow window) {
         this.ps = ps;
@@ -127,24 +86,25 @@ final class MoveSource implements AutoCloseable {
             }
         }
         try {
-            send(target, PsDescriptor.MOVE_BEGIN, beginBody(moveId, groups, tables));
-            Outgoing o = new Outgoing(moveId, moving, groups[0], target);
+            MoveCalls.send(target, PsDescriptor.MOVE_BEGIN, MoveCalls.beginBody(moveId, groups, tables));
+            OutgoingMove o = new OutgoingMove(moveId, moving, groups[0], target);
             byte[] dedupe;
             barrier.writeLock().lock();
             try {
                 outgoing = o;
                 // The dedupe ids of every push applied so far: later ones travel with their forwards.
-                dedupe = dedupeBody(moveId, groups);
+                dedupe = MoveCalls.dedupeBody(moveId, groups, window);
             } finally {
                 barrier.writeLock().unlock();
             }
-            send(target, ReplicationDescriptor.MOVE_DEDUPE, dedupe);
+            MoveCalls.send(target, ReplicationDescriptor.MOVE_DEDUPE, dedupe);
             for (SparseTable table : tables) {
                 byte[] name = PsDescriptor.nameBytes(table.name());
                 long rowBytes = RowTransfer.rowBytes(table);
                 RowTransfer.export(table, id -> moving[RoutingTable.groupOf(id)], RUN_BYTES, o.forwarding, rows -> {
                     int count = (int) (rows.byteSize() / rowBytes);
-                    send(target, PsDescriptor.MOVE_ROWS, rowsBody(moveId, name, table.dimension(), count, rows));
+                    MoveCalls.send(target, PsDescriptor.MOVE_ROWS,
+                            MoveCalls.rowsBody(moveId, name, table.dimension(), count, rows));
                 });
             }
             sendDense(o, moving);
@@ -152,7 +112,7 @@ final class MoveSource implements AutoCloseable {
             // out of time carries its effect; its id must be there too before the flip.
             o.forwarding.lock();
             try {
-                if (!o.unsent.flush(moveId, f -> send(target, f.method(), f.body()))) {
+                if (!o.unsent.flush(moveId, f -> MoveCalls.send(target, f.method(), f.body()))) {
                     throw new IllegalStateException("the pushes whose forward ran out of time could not be sent to "
                             + targetAddress + " again; the move does not report ready");
                 }
@@ -169,7 +129,7 @@ final class MoveSource implements AutoCloseable {
      * The snapshot's part of the dense tensors in the moving groups ({@link DenseMove}): each
      * one's whole row, copied and sent under the forwarding lock, as a shard of sparse rows.
      */
-    private void sendDense(Outgoing o, boolean[] moving) {
+    private void sendDense(OutgoingMove o, boolean[] moving) {
         for (TableStats stats : ps.stats()) {
             DenseTensor tensor = denseOrNull(stats.name());
             if (tensor == null || !moving[DenseMove.groupOf(tensor.name())]) {
@@ -177,7 +137,7 @@ final class MoveSource implements AutoCloseable {
             }
             o.forwarding.lock();
             try {
-                send(o.target(), DenseMove.MOVE_DENSE, DenseMove.body(o.id(), tensor, 0, true));
+                MoveCalls.send(o.target, DenseMove.MOVE_DENSE, DenseMove.body(o.id, tensor, 0, true));
             } finally {
                 o.forwarding.unlock();
             }
@@ -202,17 +162,18 @@ final class MoveSource implements AutoCloseable {
      *                     sparse forward
      */
     void pushDense(DenseTensor tensor, MemorySegment gradients, long remainingMillis, long dedupe) {
-        Outgoing o = outgoing;
-        if (o == null || !o.groups()[DenseMove.groupOf(tensor.name())]) {
+        OutgoingMove o = outgoing;
+        if (o == null || !o.moves(DenseMove.groupOf(tensor.name()))) {
             DenseMove.apply(tensor, gradients, dedupe, window);
             return;
         }
         long waitStart = System.nanoTime();
-        lockForwarding(o, remainingMillis);
+        o.lockForwarding(remainingMillis);
         long left = remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart);
         try {
             DenseMove.apply(tensor, gradients, dedupe, window);
-            sendForward(o, DenseMove.MOVE_DENSE, "tensor", DenseMove.body(o.id(), tensor, dedupe, false), left,
+            o.sendForward(server, DenseMove.MOVE_DENSE, "tensor", DenseMove.body(o.id, tensor, dedupe, false),
+                    left, forwardFault,
                     () -> o.unsent.dense(tensor, dedupe));
         } finally {
             o.forwarding.unlock();
@@ -224,21 +185,20 @@ final class MoveSource implements AutoCloseable {
      * its group is moving, sends it to the new owner, which would otherwise miss it.
      */
     void createdDense(DenseTensor tensor, long remainingMillis) {
-        Outgoing o = outgoing;
-        if (o == null || !o.groups()[DenseMove.groupOf(tensor.name())]) {
+        OutgoingMove o = outgoing;
+        if (o == null || !o.moves(DenseMove.groupOf(tensor.name()))) {
             return;
         }
         long waitStart = System.nanoTime();
-        lockForwarding(o, remainingMillis);
+        o.lockForwarding(remainingMillis);
         try {
-            sendForward(o, DenseMove.MOVE_DENSE, "tensor", DenseMove.body(o.id(), tensor, 0, false),
-                    remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart),
+            o.sendForward(server, DenseMove.MOVE_DENSE, "tensor", DenseMove.body(o.id, tensor, 0, false),
+                    remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart), forwardFault,
                     () -> o.unsent.dense(tensor, 0));
         } finally {
             o.forwarding.unlock();
         }
     }
-
 
     /**
      * Stops forwarding for {@code moveId} (flipped or cancelled); another id is ignored. Does not
@@ -246,8 +206,8 @@ final class MoveSource implements AutoCloseable {
      * installing tables, which such a push may be waiting for.
      */
     void end(long moveId) {
-        Outgoing o = outgoing;
-        if (o == null || o.id() != moveId) {
+        OutgoingMove o = outgoing;
+        if (o == null || o.id != moveId) {
             return;
         }
         // First the flag, which pushes waiting in forward() watch; then the barrier, so that no push
@@ -269,7 +229,7 @@ final class MoveSource implements AutoCloseable {
     }
 
     /** Under {@link #barrier}'s write lock, which it releases: forgets {@code o} if it is still the move. */
-    private void clear(Outgoing o) {
+    private void clear(OutgoingMove o) {
         try {
             if (outgoing == o) {
                 outgoing = null;
@@ -281,14 +241,14 @@ final class MoveSource implements AutoCloseable {
 
     /** Whether {@code group} is in the move being sent. */
     boolean movingGroup(int group) {
-        Outgoing o = outgoing;
-        return o != null && o.groups()[group];
+        OutgoingMove o = outgoing;
+        return o != null && o.moves(group);
     }
 
     /** The move being sent, or -1. */
     long moving() {
-        Outgoing o = outgoing;
-        return o == null ? -1 : o.id();
+        OutgoingMove o = outgoing;
+        return o == null ? -1 : o.id;
     }
 
     /**
@@ -299,13 +259,13 @@ final class MoveSource implements AutoCloseable {
      */
     boolean pushMoving(String name, int dimension, long[] ids, int count, MemorySegment gradients,
             long remainingMillis, long dedupe) {
-        Outgoing o = outgoing;
+        OutgoingMove o = outgoing;
         if (o == null) {
             return false;
         }
         int moving = 0;
         for (int i = 0; i < count; i++) {
-            if (o.groups()[RoutingTable.groupOf(ids[i])]) {
+            if (o.moves(RoutingTable.groupOf(ids[i]))) {
                 moving++;
             }
         }
@@ -318,13 +278,13 @@ final class MoveSource implements AutoCloseable {
         int first = 0;
         int rest = moving;
         for (int i = 0; i < count; i++) {
-            int to = o.groups()[RoutingTable.groupOf(ids[i])] ? first++ : rest++;
+            int to = o.moves(RoutingTable.groupOf(ids[i])) ? first++ : rest++;
             order[to] = ids[i];
             MemorySegment.copy(gradients, i * rowBytes, grads, to * rowBytes, rowBytes);
         }
         SparseTable table = ps.table(name);
         long waitStart = System.nanoTime();
-        lockForwarding(o, remainingMillis);
+        o.lockForwarding(remainingMillis);
         long left = remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart);
         try {
             ps.push(name, dimension, order, 0, moving, grads.asSlice(0, moving * rowBytes));
@@ -360,13 +320,13 @@ final class MoveSource implements AutoCloseable {
      *                     changed here; the client retries there, where the move carried the id)
      */
     void resendMoving(String name, long[] ids, int count, long remainingMillis, long dedupe) {
-        Outgoing o = outgoing;
+        OutgoingMove o = outgoing;
         if (o == null) {
             return;
         }
         int moving = 0;
         for (int i = 0; i < count; i++) {
-            moving += o.groups()[RoutingTable.groupOf(ids[i])] ? 1 : 0;
+            moving += o.moves(RoutingTable.groupOf(ids[i])) ? 1 : 0;
         }
         if (moving == 0) {
             return;
@@ -374,12 +334,12 @@ final class MoveSource implements AutoCloseable {
         long[] moved = new long[moving];
         moving = 0;
         for (int i = 0; i < count; i++) {
-            if (o.groups()[RoutingTable.groupOf(ids[i])]) {
+            if (o.moves(RoutingTable.groupOf(ids[i]))) {
                 moved[moving++] = ids[i];
             }
         }
         long waitStart = System.nanoTime();
-        lockForwarding(o, remainingMillis);
+        o.lockForwarding(remainingMillis);
         try {
             forward(o, ps.table(name), moved, moving,
                     remainingMillis - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - waitStart), dedupe);
@@ -393,19 +353,6 @@ final class MoveSource implements AutoCloseable {
     /** Tests only: true for a forward's body makes its attempt fail as if the target did not answer (null outside tests). */
     static volatile java.util.function.Predicate<byte[]> forwardFault;
 
-    /** Takes {@code o.forwarding} within the call's time, else fails the push, which changed nothing yet. */
-    private static void lockForwarding(Outgoing o, long remainingMillis) {
-        try {
-            if (!o.forwarding.tryLock(Math.max(0, remainingMillis - 100), TimeUnit.MILLISECONDS)) {
-                throw new PsException(PsException.Code.CLOSED, "the push was not applied: the pushes forwarded to "
-                        + "the move's target " + o.target().address() + " ahead of it took its whole deadline");
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new PsException(PsException.Code.CLOSED, "the push was not applied: interrupted");
-        }
-    }
-
     /**
      * After a push was applied here (under {@code o.forwarding}): sends the updated whole rows
      * of {@code moved[0, m)} (all in groups of move {@code o}) to the new owner, and returns once it has them, or once the move
@@ -414,78 +361,12 @@ final class MoveSource implements AutoCloseable {
      * @throws PsException {@code WRONG_SERVER} if the new owner owns them already (the push must
      *                     be retried there); {@code CLOSED} if the call's deadline came first
      */
-    private void forward(Outgoing o, SparseTable table, long[] moved, int m, long remainingMillis, long dedupe) {
+    private void forward(OutgoingMove o, SparseTable table, long[] moved, int m, long remainingMillis, long dedupe) {
         // A forward carries its push's dedupe id (in the generation field): the new owner records it
         // with the rows, so that a client's retry there after a failover is not applied twice.
-        byte[] body = UnsentForwards.rowsBody(o.id(), table, java.util.Arrays.copyOf(moved, m), dedupe);
-        sendForward(o, PsDescriptor.MOVE_ROWS, "rows", body, remainingMillis, () -> o.unsent.rows(table, moved, m, dedupe));
-    }
-
-    /**
-     * Sends a forward ({@code what}: the moved rows, or a dense tensor's row) to the move's
-     * target until it is taken, the move is cancelled, or the call's deadline comes.
-     *
-     * @throws PsException {@code WRONG_SERVER} if the target owns the groups already and never
-     *                     saw this push (the push must be retried there); {@code CLOSED} if an
-     *                     earlier attempt may have been merged there, or the deadline came first
-     */
-    private void sendForward(Outgoing o, RpcMethod method, String what, byte[] body, long remainingMillis,
-            Runnable ifOutOfTime) {
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
-        boolean unknown = false; // an earlier attempt may have been merged there
-        while (true) {
-            RuntimeException unreachable;
-            // First the pushes whose forward ran out of time: this body may carry their effect.
-            if (!o.unsent.flush(o.id(), f -> send(o.target(), f.method(), f.body()))) {
-                unreachable = new IllegalStateException("the pushes whose forward ran out of time could not be sent "
-                        + "again first"); // this body was not sent: nothing more is unknown
-            } else {
-                try {
-                    java.util.function.Predicate<byte[]> fault = forwardFault;
-                    if (fault != null && fault.test(body)) {
-                        throw new IllegalStateException("no answer (a test's fault)");
-                    }
-                    send(o.target(), method, body);
-                    return;
-                } catch (RuntimeException e) {
-                    unreachable = e;
-                }
-                if (unreachable instanceof PsException e && e.code() == PsException.Code.WRONG_SERVER) {
-                    if (unknown) {
-                        throw new PsException(PsException.Code.CLOSED, "the push was applied and may be in the " + what
-                                + " of the move's target " + o.target().address() + ", which owns them now: "
-                                + "an earlier copy got no answer; not retried, so as not to apply it twice");
-                    }
-                    // Fenced: the target owns the groups now and never saw this push.
-                    RoutingTable t = server.routingTable();
-                    throw PsDescriptor.wrongServer(t == null ? -1 : t.generation(), "the push's groups moved to "
-                            + o.target().address() + "; this push was not acknowledged here: " + e.getMessage());
-                }
-                unknown |= !(unreachable instanceof PsException);
-            }
-            if (o.ended && ownsStill(o)) {
-                return; // cancelled: the groups stay here, and so does the push
-            }
-            if (System.nanoTime() > deadline) {
-                // Applied here, maybe not there: its rows go again with its id before any later copy of them.
-                ifOutOfTime.run();
-                throw new PsException(PsException.Code.CLOSED, "the push was applied but its " + what
-                        + " could not be copied to the move's target " + o.target().address() + " in time: "
-                        + unreachable.getMessage());
-            }
-            try {
-                Thread.sleep(20);
-            } catch (InterruptedException interrupted) {
-                Thread.currentThread().interrupt();
-                throw new PsException(PsException.Code.CLOSED, "interrupted while forwarding a push");
-            }
-        }
-    }
-
-    private boolean ownsStill(Outgoing o) {
-        RoutingTable t = server.routingTable();
-        int self = server.index();
-        return t != null && self >= 0 && t.ownerOfGroup(o.firstGroup) == self;
+        byte[] body = UnsentForwards.rowsBody(o.id, table, java.util.Arrays.copyOf(moved, m), dedupe);
+        o.sendForward(server, PsDescriptor.MOVE_ROWS, "rows", body, remainingMillis, forwardFault,
+                () -> o.unsent.rows(table, moved, m, dedupe));
     }
 
     @Override
@@ -504,86 +385,5 @@ final class MoveSource implements AutoCloseable {
             peers = RpcClient.open(config, transport);
         }
         return peers.channel(address);
-    }
-
-    private static byte[] beginBody(long moveId, int[] groups, List<SparseTable> tables) {
-        List<byte[]> creates = new ArrayList<>();
-        long bytes = PsDescriptor.payloadOffset(0) + ((4L * groups.length + 7) & ~7L) + 8;
-        for (SparseTable t : tables) {
-            byte[] name = PsDescriptor.nameBytes(t.name());
-            byte[] create = new byte[PsDescriptor.createBytes(name.length)];
-            PsDescriptor.writeCreate(MemorySegment.ofArray(create), name, t.config());
-            creates.add(create);
-            bytes += 8 + ((create.length + 7) & ~7L);
-        }
-        byte[] body = new byte[Math.toIntExact(bytes)];
-        MemorySegment s = MemorySegment.ofArray(body);
-        long at = PsDescriptor.writeHeader(s, PsDescriptor.SPARSE, new byte[0], 0, groups.length, 0);
-        PsDescriptor.stamp(s, 0, moveId);
-        for (int i = 0; i < groups.length; i++) {
-            s.set(PsDescriptor.INT, at + 4L * i, groups[i]);
-        }
-        at += (4L * groups.length + 7) & ~7L;
-        s.set(PsDescriptor.INT, at, creates.size());
-        at += 8;
-        for (byte[] create : creates) {
-            s.set(PsDescriptor.INT, at, create.length);
-            MemorySegment.copy(MemorySegment.ofArray(create), 0, s, at + 8, create.length);
-            at += 8 + ((create.length + 7) & ~7L);
-        }
-        return body;
-    }
-
-    /** {@code MOVE_DEDUPE}: the dedupe ids recorded here for the moving groups. */
-    private byte[] dedupeBody(long moveId, int[] groups) {
-        List<long[]> entries = new ArrayList<>();
-        for (int g : groups) {
-            for (long d : window.ids(g)) {
-                entries.add(new long[] {g, d});
-            }
-        }
-        int at = PsDescriptor.payloadOffset(0);
-        byte[] body = new byte[at + entries.size() * ReplicationDescriptor.GROUP_ENTRY];
-        MemorySegment s = MemorySegment.ofArray(body);
-        PsDescriptor.writeHeader(s, PsDescriptor.SPARSE, new byte[0], 0, entries.size(), 0);
-        PsDescriptor.stamp(s, 0, moveId);
-        for (int i = 0; i < entries.size(); i++) {
-            ReplicationDescriptor.writeGroup(s, at, i, (int) entries.get(i)[0], entries.get(i)[1]);
-        }
-        return body;
-    }
-
-    private static byte[] rowsBody(long moveId, byte[] name, int dimension, int count, MemorySegment rows) {
-        int at = PsDescriptor.payloadOffset(name.length);
-        byte[] body = new byte[Math.toIntExact(at + rows.byteSize())];
-        MemorySegment s = MemorySegment.ofArray(body);
-        PsDescriptor.writeHeader(s, PsDescriptor.SPARSE, name, dimension, count, 0);
-        PsDescriptor.stamp(s, 0, moveId);
-        MemorySegment.copy(rows, 0, s, at, rows.byteSize());
-        return body;
-    }
-
-    /** One blocking call; the server's refusals come back as {@link PsException}s. */
-    private static void send(RpcChannel target, RpcMethod method, byte[] body) {
-        RequestWriter writer = segment -> MemorySegment.copy(MemorySegment.ofArray(body), 0, segment, 0, body.length);
-        try {
-            RpcResponse response = target.call(method, body.length, writer, CALL_MILLIS).get(CALL_MILLIS + 1_000,
-                    TimeUnit.MILLISECONDS);
-            response.release();
-        } catch (ExecutionException e) {
-            Throwable cause = e.getCause();
-            if (cause instanceof RemoteException remote) {
-                PsException ps = PsDescriptor.toPsException(remote, target.address());
-                if (ps != null) {
-                    throw ps;
-                }
-            }
-            throw cause instanceof RuntimeException r ? r : new IllegalStateException(cause);
-        } catch (TimeoutException e) {
-            throw new IllegalStateException("no answer from " + target.address() + " in time", e);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted", e);
-        }
     }
 }

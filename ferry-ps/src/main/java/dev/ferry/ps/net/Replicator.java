@@ -60,6 +60,8 @@ final class Replicator implements AutoCloseable {
     private final DedupeWindow window;
     private final ReentrantLock[] locks = new ReentrantLock[RoutingTable.GROUPS];
     private final java.util.concurrent.atomic.LongAdder deduped = new java.util.concurrent.atomic.LongAdder();
+    /** Per group, the pushes kept for its backups ({@link #keep}); each guarded by the group's lock. */
+    private final KeptPushes keptPushes = new KeptPushes(locks);
 
     Replicator(ParameterServer ps, PsServer server, RpcConfig config, Supplier<TransportConfig> transport,
             DedupeWindow window) {
@@ -228,7 +230,7 @@ final class Replicator implements AutoCloseable {
                 throw moved;
             }
             try {
-                replicateAfterKept(now, deadline, gs, groups, method, body);
+                keptPushes.sendThen(backups, now, deadline, gs, groups, method, body);
             } catch (RuntimeException failed) {
                 for (int i = 0; i < groups; i++) {
                     keep(now, gs[i], dedupe, method, kept);
@@ -283,7 +285,7 @@ final class Replicator implements AutoCloseable {
             return;
         }
         try {
-            replicateAfterKept(now, deadline, led, k, method, body);
+            keptPushes.sendThen(backups, now, deadline, led, k, method, body);
         } catch (RuntimeException alsoFailed) {
             // The push fails with its first reason; a backup lost here was reported as usual.
             for (int i = 0; i < k; i++) {
@@ -297,65 +299,22 @@ final class Replicator implements AutoCloseable {
      * forward to a move's target failed (the group is moving, whose target may own it already:
      * its rows are not sent to the backups now, see {@link #replicateApplied}), or its replication
      * did. Its rows (current then) and its id go to the group's backups before the next push on
-     * the group replicates ({@link #replicateAfterKept}), whose whole rows would carry its effect
+     * the group replicates ({@link KeptPushes#sendThen}), whose whole rows would carry its effect
      * there without its id: after a promotion, its client's retry was applied twice. That next
      * push reaching the backups shows this server still leads the group at the same epoch (and a
      * move's target had not fenced it): the same condition under which its own rows go. Guarded
-     * by the group's lock; at most {@link DedupeWindow#PER_GROUP} per group, the oldest dropped.
+     * by the group's lock ({@link KeptPushes}).
      */
     private void keep(PsServer.View now, int g, long dedupe, RpcMethod method, IntFunction<BackupCalls.Body> keep) {
         if (dedupe == 0 || now.replicas() == null || !window.contains(g, dedupe)) {
             return;
         }
-        assert locks[g].isHeldByCurrentThread();
-        KeptQueue q = unreplicated[g];
-        if (q == null) {
-            q = new KeptQueue();
-            unreplicated[g] = q;
-        }
-        if (q.size() == DedupeWindow.PER_GROUP) {
-            q.removeFirst();
-        }
-        q.addLast(new Kept(now.replicas().epoch(g), method, keep.apply(g)));
+        keptPushes.keep(g, now.replicas().epoch(g), method, keep.apply(g));
     }
-
-    /** A push kept for its group's backups ({@link #keep}): the epoch it was applied at and its request. */
-    private record Kept(long epoch, RpcMethod method, BackupCalls.Body body) {
-    }
-
-    /** The pushes kept for one group's backups, oldest first. */
-    private static final class KeptQueue extends java.util.ArrayDeque<Kept> {
-        private static final long serialVersionUID = 1L;
-    }
-
-    /** Per group, the pushes kept for its backups ({@link #keep}); each guarded by the group's lock. */
-    private final KeptQueue[] unreplicated = new KeptQueue[RoutingTable.GROUPS];
 
     /** Pushes kept for the backups of {@code group} (tests). */
     int kept(int group) {
-        KeptQueue q = unreplicated[group];
-        return q == null ? 0 : q.size();
-    }
-
-    /**
-     * {@link #replicate}, first sending the pushes kept for these groups ({@link #keep}), oldest
-     * first; those of another epoch are dropped (this server led the group before, and a move or
-     * promotion since reset what it holds). A kept push is forgotten once its backups have it.
-     */
-    private void replicateAfterKept(PsServer.View now, long deadline, int[] gs, int groups, RpcMethod method,
-            BackupCalls.Body body) {
-        for (int i = 0; i < groups; i++) {
-            int g = gs[i];
-            KeptQueue q = unreplicated[g];
-            while (q != null && !q.isEmpty()) {
-                Kept k = q.peekFirst();
-                if (k.epoch() == now.replicas().epoch(g)) {
-                    backups.replicate(now, deadline, new int[] {g}, 1, k.method(), k.body());
-                }
-                q.removeFirst();
-            }
-        }
-        backups.replicate(now, deadline, gs, groups, method, body);
+        return keptPushes.count(group);
     }
 
     /** Tests only: runs once a push holds its groups' locks, before it looks at the replicas again. */

@@ -28,7 +28,9 @@ import dev.ferry.rpc.RpcResponse;
  * SGD with learning rate 1 and integer gradients, so every weight is an exact sum. A primary
  * lost without a goodbye (its server closed), its backup promoted: the acknowledged pushes are
  * there exactly once, and a retry of one is deduped; a copy to a new backup carries the tensor
- * and its dedupe ids; a backup that knows a newer epoch fences the deposed primary's push.
+ * and its dedupe ids; a backup that knows a newer epoch fences the deposed primary's push; a
+ * backup that misses the replication timeout is reported, and the push is acknowledged once the
+ * table without it is installed.
  */
 class DenseReplicaTest extends RawMembersTestBase {
 
@@ -149,6 +151,41 @@ class DenseReplicaTest extends RawMembersTestBase {
         assertEquals(4, steps(C));
         assertNull(push(C, 4, 0xE5, -1), "a new push at C");
         assertArrayEquals(new float[] {1112, 1112}, weights(C));
+    }
+
+    @Test
+    void aDenseBackupThatMissesTheReplicationTimeoutIsReportedAndThePushWaitsForTheTableWithoutIt()
+            throws Exception {
+        start();
+        install(1, P, 0, new int[0], P, B);
+        create(P);
+        assertNull(push(P, 1, 0x31, -1), "acknowledged at P, which has no backup yet");
+        java.util.concurrent.CountDownLatch reported = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicReference<String> report = new java.util.concurrent.atomic.AtomicReference<>();
+        servers.get(P).replication(200, (backup, groups, epochs) -> {
+            report.set(backup + " " + Arrays.toString(groups) + " " + Arrays.toString(epochs));
+            reported.countDown();
+        });
+        // P's table names B the tensor's backup at generation 2; B is slow to install it, so it
+        // answers that it is behind until P's replication timeout runs out.
+        install(2, P, 0, new int[] {B}, P);
+        java.util.concurrent.CompletableFuture<PsException.Code> pushed =
+                java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                    try {
+                        return push(P, 2, 0x32, -10);
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                });
+        assertTrue(reported.await(10, TimeUnit.SECONDS), "B, behind, was reported out of sync");
+        assertEquals("b [" + GROUP + "] [0]", report.get(), "the backup, the tensor's group and its epoch");
+        assertTrue(!pushed.isDone(), "not acknowledged while B is still in P's in-sync set");
+        // The controller's answer: the table without B.
+        install(3, P, 0, new int[0], P);
+        assertNull(pushed.get(15, TimeUnit.SECONDS), "acknowledged once P's table dropped B");
+        assertArrayEquals(new float[] {11, 11}, weights(P), "applied once at P");
+        assertEquals(2, steps(P));
+        expect(PsException.Code.UNKNOWN_TABLE, () -> stores.get(B).dense(TENSOR));
     }
 
     @Test

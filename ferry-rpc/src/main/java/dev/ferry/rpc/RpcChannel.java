@@ -301,8 +301,10 @@ public final class RpcChannel {
     private void completed(Call call, boolean ok) {
         long nanos = System.nanoTime() - call.startNanos;
         if (ok) {
+            // Samples count up to twice the spin at most: one stall of the host must not stop the
+            // spinning for hundreds of calls. A lost update among racing callers does no harm.
             long typical = typicalNanos;
-            typicalNanos = typical + ((nanos - typical) >> 3); // a lost update among racing callers does no harm
+            typicalNanos = typical + ((Math.min(nanos, 2 * SPIN_NANOS) - typical) >> 3);
         }
         client.observer.callCompleted(call.method, nanos, ok);
         dev.ferry.rpc.events.RpcEvents.callCompleted(call.method.id(), primaryAddress, call.id, nanos, ok);

@@ -272,32 +272,7 @@ final class FabricTransport implements Transport {
             frame.free(); // never posted: no rendezvous key, no window taken by the progress thread
             SendPump.failFuture(frame, new TransportException(Reason.CLOSED, "transport closed"));
         } else if (loop.finished()) {
-            failHandedOver();
-        }
-    }
-
-    /**
-     * Fails what was handed over after the progress thread's last drain (a send that raced the
-     * close), so that no future waits forever and no buffer stays taken. Whoever gets the token
-     * drains; one that does not leaves it to the holder, and looks again after it.
-     */
-    void failHandedOver() {
-        TransportException cause = new TransportException(Reason.CLOSED, "transport closed");
-        while (!proxy.isEmpty()) {
-            if (!loop.token().tryAcquire()) {
-                Thread.onSpinWait();
-                continue;
-            }
-            try {
-                for (Object command; (command = proxy.poll()) != null; ) {
-                    if (command instanceof OutboundFrame frame) {
-                        frame.free();
-                        SendPump.failFuture(frame, cause);
-                    }
-                }
-            } finally {
-                loop.token().release();
-            }
+            proxy.failAfterShutdown(); // the progress thread's last drain may have missed it
         }
     }
 
@@ -380,7 +355,7 @@ final class FabricTransport implements Transport {
                 sends.failSend(frame, cause);
             }
         }
-        loop.closeIdler(); // hand-overs from now on: failHandedOver
+        loop.closeIdler(); // hand-overs from now on: ProgressProxy.failAfterShutdown
         rendezvousKeys.close();
         if (doorbell != null) {
             doorbell.close();

@@ -162,7 +162,7 @@ final class ProgressLoop {
             } finally {
                 finished = true;
                 token.release();
-                transport.failHandedOver(); // what came in between the last drain and the flag
+                transport.proxy.failAfterShutdown(); // what came in between the last drain and the flag
             }
         }
     }

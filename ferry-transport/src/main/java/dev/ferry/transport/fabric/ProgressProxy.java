@@ -125,6 +125,33 @@ final class ProgressProxy {
         return command != null ? command : overflow.poll();
     }
 
+    /**
+     * Fails the sends handed over after the progress thread's last drain (a send that raced the
+     * close), so that no future waits forever and no buffer stays taken; the progress thread has
+     * {@link ProgressLoop#finished finished}. Whoever gets the token drains; one that does not
+     * leaves it to the holder, and looks again after it.
+     */
+    void failAfterShutdown() {
+        TransportException cause = new TransportException(Reason.CLOSED, "transport closed");
+        FabricToken token = loop.token();
+        while (!isEmpty()) {
+            if (!token.tryAcquire()) {
+                Thread.onSpinWait();
+                continue;
+            }
+            try {
+                for (Object command; (command = poll()) != null; ) {
+                    if (command instanceof OutboundFrame frame) {
+                        frame.free();
+                        SendPump.failFuture(frame, cause);
+                    }
+                }
+            } finally {
+                token.release();
+            }
+        }
+    }
+
     /** Whether nothing waits for the progress thread. */
     boolean isEmpty() {
         return commands.isEmpty() && overflow.isEmpty();

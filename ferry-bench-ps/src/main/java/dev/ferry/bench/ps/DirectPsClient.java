@@ -24,6 +24,8 @@ final class DirectPsClient implements PsBenchClient {
 
     private final List<ParameterServer> servers;
     private final SlotTable slots;
+    /** Each thread's pull plan, re-planned batch after batch, as PsClient's blocking pull does. */
+    private final ThreadLocal<BatchPlan> plans = ThreadLocal.withInitial(BatchPlan::new);
     private final ThreadLocal<MemorySegment[]> scratch = ThreadLocal.withInitial(() -> new MemorySegment[1]);
 
     DirectPsClient(List<ParameterServer> servers) {
@@ -40,7 +42,7 @@ final class DirectPsClient implements PsBenchClient {
     @Override
     public void pullAndWait(String table, int dimension, long[] ids, int count, float[] out) {
         MemorySegment target = MemorySegment.ofArray(out);
-        BatchPlan plan = BatchPlan.of(ids, 0, count, slots);
+        BatchPlan plan = plans.get().plan(ids, 0, count, slots);
         for (int p = 0; p < plan.parts(); p++) {
             int n = plan.partSize(p);
             MemorySegment rows = buffer((long) n * dimension * Float.BYTES);

@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ferry.ps.BatchPlan;
@@ -12,6 +13,7 @@ import dev.ferry.ps.PsException;
 import dev.ferry.ps.PullFormat;
 import dev.ferry.ps.SlotTable;
 import dev.ferry.ps.Slots;
+import dev.ferry.rpc.RpcException;
 import dev.ferry.rpc.RpcResponse;
 
 /**
@@ -98,6 +100,58 @@ final class BatchParts {
                         ? retry.pause(failure, 0, r.addresses().get(plan.server(part)), plan.ids(part)[0])
                                 .thenCompose(v -> pullCopy(plan.ids(part), name, dimension, format, 1))
                         : CompletableFuture.failedFuture(failure));
+    }
+
+    /**
+     * Starts a part's pull for a caller that waits on its own thread ({@link #awaitPull}): the
+     * fast path's request with no stage after the RPC's future, so the transport's thread only
+     * completes it and the answer is checked on the waiting thread. Null when the part is above
+     * the servers' request limits (then {@link #awaitPull} splits it).
+     */
+    CompletableFuture<RpcResponse> startPull(Route r, BatchPlan plan, int part, byte[] name, int dimension,
+            PullFormat format) {
+        int n = plan.partSize(part);
+        if (!routing.fits(n, dimension)) {
+            return null;
+        }
+        return calls.rawCall(r.addresses().get(plan.server(part)), PsDescriptor.PULL,
+                ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
+                    int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, format.code());
+                    PsDescriptor.stamp(body, r.generation(), 0);
+                    plan.writeIds(part, body.asSlice(at));
+                });
+    }
+
+    /**
+     * Waits for a part started by {@link #startPull} and returns its rows (release them). A
+     * failure goes the way {@link #pullPart}'s does: mapped to the server's {@link PsException},
+     * and a retryable one sent again by id, into the client's own copy, waited for here too.
+     */
+    Rows awaitPull(CompletableFuture<RpcResponse> started, Route r, BatchPlan plan, int part, byte[] name,
+            int dimension, PullFormat format) {
+        if (started == null) {
+            return ClientCalls.join(pullCopy(plan.ids(part), name, dimension, format, 1));
+        }
+        String address = r.addresses().get(plan.server(part));
+        RpcResponse response;
+        try {
+            response = started.get();
+        } catch (ExecutionException e) {
+            Throwable failure = ClientCalls.map(e.getCause(), address);
+            if (retry.retryable(failure, true, 0)) {
+                long[] ids = plan.ids(part);
+                return ClientCalls.join(retry.pause(failure, 0, address, ids[0])
+                        .thenCompose(v -> pullCopy(ids, name, dimension, format, 1)));
+            }
+            throw failure instanceof RuntimeException re ? re : new RpcException(String.valueOf(failure), failure);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            started.cancel(false);
+            throw new RpcException("interrupted", e);
+        }
+        int n = plan.partSize(part);
+        return new Rows(checkRows(response, format.rowsBytes(n, dimension), r, plan.server(part), n, dimension),
+                response, format);
     }
 
     /** Pulls distinct ids into a copy of their rows (decoded to f32), in their order. */

@@ -44,6 +44,15 @@ final class ClientCalls {
                 failure -> CompletableFuture.failedFuture(map(failure, address)));
     }
 
+    /**
+     * A call to the server at {@code address} with no stage after the RPC's own future: for a
+     * caller that waits and maps a failure itself ({@link #map}), so that the thread completing
+     * the call has nothing to run but the waiter's wake-up.
+     */
+    CompletableFuture<RpcResponse> rawCall(String address, RpcMethod method, int length, RequestWriter writer) {
+        return channelsByAddress.computeIfAbsent(address, rpc::channel).call(method, length, writer);
+    }
+
     static Throwable map(Throwable failure, String address) {
         Throwable cause = unwrap(failure);
         if (cause instanceof RemoteException remote) {

@@ -71,6 +71,12 @@ public final class PsClient implements AutoCloseable {
     /** The longest pause between two attempts; pauses double from 1 ms up to it. */
     public static final long DEFAULT_MAX_BACKOFF_MILLIS = 200;
 
+    /**
+     * The plan of each thread's blocking pulls, re-planned batch after batch (no garbage per
+     * batch): a blocking pull uses it only until it returns, when every part has completed.
+     */
+    private static final ThreadLocal<BatchPlan[]> PLANS = ThreadLocal.withInitial(() -> new BatchPlan[] {new BatchPlan()});
+
     private final ClientCalls servers;
     private final RoutingFollower routing;
     private final RetryPolicy retry;
@@ -292,9 +298,11 @@ public final class PsClient implements AutoCloseable {
     /**
      * Pulls the rows of {@code ids[offset, offset + count)} into the caller's array ({@code count}
      * rows of the table's dimension, in the batch's order) and waits for them. The rows are copied
-     * out of the receive buffers on the calling thread, part by part as the servers answer, so the
-     * transport's thread only hands the responses over: for callers that wait anyway, this keeps
-     * the copy off the thread that every other call's completions go through.
+     * out of the receive buffers on the calling thread, part by part as the servers answer, and
+     * the answers are checked there too, so the transport's thread only completes each call and
+     * wakes the caller: for callers that wait anyway, this keeps the work off the thread that every
+     * other call's completions go through. The batch is planned in the thread's own plan, re-used
+     * from batch to batch, so a pull allocates no plan.
      *
      * @throws PsException {@code LENGTH_MISMATCH} if {@code out} is too short, or as {@link #pull}
      */
@@ -317,17 +325,29 @@ public final class PsClient implements AutoCloseable {
         PullFormat wire = format != null ? format : directory.pullFormat(table);
         byte[] name = PsDescriptor.nameBytes(table);
         Route r = routing.route();
-        BatchPlan plan = BatchPlan.of(ids, offset, count, r.table().slots());
+        BatchPlan[] mine = PLANS.get();
+        BatchPlan plan = mine[0].plan(ids, offset, count, r.table().slots());
         MemorySegment target = MemorySegment.ofArray(out);
-        List<CompletableFuture<BatchParts.Rows>> parts = new ArrayList<>(plan.parts());
-        for (int p = 0; p < plan.parts(); p++) {
-            parts.add(batches.pullPart(r, plan, p, name, dimension, wire));
-        }
+        int partCount = plan.parts();
+        CompletableFuture<?>[] started = new CompletableFuture<?>[partCount];
         RuntimeException failure = null;
-        for (int p = 0; p < parts.size(); p++) {
+        for (int p = 0; p < partCount && failure == null; p++) {
+            try {
+                started[p] = batches.startPull(r, plan, p, name, dimension, wire);
+            } catch (RuntimeException e) {
+                failure = e;
+                partCount = p;
+            }
+        }
+        if (partCount > 1) {
+            awaitAll(started, partCount);
+        }
+        for (int p = 0; p < partCount; p++) {
             BatchParts.Rows rows;
             try {
-                rows = join(parts.get(p));
+                @SuppressWarnings("unchecked")
+                CompletableFuture<RpcResponse> call = (CompletableFuture<RpcResponse>) started[p];
+                rows = batches.awaitPull(call, r, plan, p, name, dimension, wire);
             } catch (RuntimeException e) {
                 failure = failure == null ? e : failure;
                 continue;
@@ -339,7 +359,35 @@ public final class PsClient implements AutoCloseable {
             }
         }
         if (failure != null) {
+            // A call that failed may still be encoded again (a resend racing its deadline): it
+            // keeps this plan, and the thread plans its next batches in a new one.
+            mine[0] = new BatchPlan();
             throw failure;
+        }
+    }
+
+    /**
+     * Waits until every started part has completed, however it did: the caller then wakes once
+     * per batch instead of once per part that was still out when it finished the one before.
+     * Parts that must be split (null) are left to {@code awaitPull}.
+     */
+    private static void awaitAll(CompletableFuture<?>[] started, int count) {
+        int n = 0;
+        CompletableFuture<?>[] out = new CompletableFuture<?>[count];
+        for (int p = 0; p < count; p++) {
+            if (started[p] != null && !started[p].isDone()) {
+                out[n++] = started[p];
+            }
+        }
+        if (n < 2) {
+            return;
+        }
+        try {
+            CompletableFuture.allOf(n == count ? out : java.util.Arrays.copyOf(out, n)).get();
+        } catch (java.util.concurrent.ExecutionException e) {
+            // Each part's own outcome is read next.
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // awaitPull fails the parts still out
         }
     }
 

@@ -31,6 +31,17 @@ public interface Transport extends AutoCloseable {
         return java.util.Optional.empty();
     }
 
+    /**
+     * Lends the calling thread to the transport while it waits, at most {@code nanos}, for
+     * {@code done} (a reply whose arrival completes it): a transport that can lets the thread
+     * poll for completions itself, so that a reply that comes soon costs no thread hand-off and
+     * no wake-up. Returns whether {@code done} is done; the caller then waits as usual. The
+     * default returns at once.
+     */
+    default boolean awaitPolling(java.util.concurrent.Future<?> done, long nanos) {
+        return done.isDone();
+    }
+
     /** Closes every link and frees every buffer; messages not yet delivered fail their futures. */
     @Override
     void close();

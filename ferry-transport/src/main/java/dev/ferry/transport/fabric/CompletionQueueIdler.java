@@ -6,7 +6,9 @@ import dev.ferry.fabric.CompletionQueue;
 /**
  * Where the completion queue has a wait object that sleeps (tcp, verbs): blocks in the kernel
  * until a completion arrives, a hand-over signals the queue, or the next timer is due (1 ms
- * while connections are being made or receives wait to be posted again).
+ * while connections are being made or receives wait to be posted again). The wait is a
+ * libfabric call, so the progress thread keeps the {@link FabricToken} through it: callers hand
+ * their sends over meanwhile, and the hand-over's signal ends the wait.
  */
 final class CompletionQueueIdler implements Idler {
 

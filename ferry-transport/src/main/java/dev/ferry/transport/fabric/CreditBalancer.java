@@ -69,7 +69,7 @@ final class CreditBalancer {
      * control frames and grants queued.
      */
     int review(long now) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         flushCredits();
         return sharedQueue ? rebalance(now) : 0;
     }

@@ -41,7 +41,13 @@ final class DoorbellIdler implements Idler {
                 return n;
             }
             if (transport.proxy.isEmpty()) {
-                doorbell.await(busy || !everyPeerRings() ? sliceNanos : CreditBalancer.REVIEW_NANOS);
+                long nanos = busy || !everyPeerRings() ? sliceNanos : CreditBalancer.REVIEW_NANOS;
+                loop.lend(); // a caller may post or poll meanwhile
+                try {
+                    doorbell.await(nanos);
+                } finally {
+                    loop.takeBack();
+                }
             }
             return 0;
         } finally {
@@ -55,7 +61,7 @@ final class DoorbellIdler implements Idler {
      * cannot ring and joined since then costs at most one longer sleep, never a lost message.
      */
     private boolean everyPeerRings() {
-        assert loop.inProgressThread();
+        assert loop.holdsFabric();
         long now = System.nanoTime();
         if (now - ringsCheckedAt >= RINGS_CHECK_NANOS) {
             ringsCheckedAt = now;

@@ -85,6 +85,8 @@ final class FabricTransport implements Transport {
     final ProgressLoop loop;
     /** The only way other threads reach the progress thread. */
     final ProgressProxy proxy;
+    /** What a caller does when it gets the fabric token: post its own send, poll for its reply. */
+    final CallerProgress callers;
     final SendPump sends;
     final ReceiveDispatcher receives;
     final RendezvousPuller pulls;
@@ -110,7 +112,7 @@ final class FabricTransport implements Transport {
         this.rendezvousKeys = new RendezvousKeys(session.domain());
         this.ops = new OperationTable(SLOTS);
         this.loop = new ProgressLoop(this, doorbell);
-        this.proxy = new ProgressProxy(loop.thread(), loop::wake, config.connectTimeoutMillis() + 5_000);
+        this.proxy = new ProgressProxy(loop, config.connectTimeoutMillis() + 5_000);
         RegisteredAllocator alloc = null;
         ControlPlane plane = null;
         try {
@@ -145,6 +147,7 @@ final class FabricTransport implements Transport {
         this.pulls = new RendezvousPuller(this);
         this.credits = new CreditBalancer(this);
         this.links = new LinkTable(this);
+        this.callers = new CallerProgress(this, loop);
         loop.start("ferry-progress-" + plane.port());
         plane.start();
     }
@@ -198,9 +201,13 @@ final class FabricTransport implements Transport {
         return closed;
     }
 
-    /** Whether the caller is the progress thread, the only one that calls libfabric. */
-    boolean inProgressThread() {
-        return loop.inProgressThread();
+    /**
+     * Whether the caller holds the fabric token ({@link FabricToken}), the right to call libfabric
+     * and to touch what the progress loop owns: the progress thread at work, or a caller it lent
+     * the token to.
+     */
+    boolean holdsFabric() {
+        return loop.holdsFabric();
     }
 
     @Override
@@ -239,7 +246,7 @@ final class FabricTransport implements Transport {
         // A connect from now on opens a new peer, as Peer.close() promises, even before the
         // progress thread has torn this one down (it would otherwise return the dying peer).
         peers.remove(peer.address(), peer);
-        if (inProgressThread()) {
+        if (holdsFabric()) {
             links.teardown(peer, cause, true);
         } else if (!closed) {
             proxy.run(() -> links.teardown(peer, cause, true));
@@ -247,19 +254,25 @@ final class FabricTransport implements Transport {
     }
 
     /**
-     * Hands a send to the progress thread; fails it if nothing is left to post it. A send made
-     * on the progress thread itself (a handler answering there) is queued on its link at once,
-     * and posted in the same turn, rather than waiting a turn in the proxy: all of that
-     * thread's sends take this path, so they stay in order.
+     * Posts a send, or hands it to the progress thread; fails it if nothing is left to post it.
+     * A send made by the token's holder (a handler answering on the progress thread) is queued
+     * on its link at once, and posted in the same turn. Another thread posts it itself if it
+     * gets the token ({@link CallerProgress#post}), else hands it over; a holder drains the
+     * hand-overs before it queues its own send, so each thread's sends stay in order either way.
      */
     void submitSend(OutboundFrame frame) {
-        if (inProgressThread()) {
+        if (holdsFabric()) {
             sends.enqueue(frame);
+            return;
+        }
+        if (callers.post(frame)) {
             return;
         }
         if (!proxy.send(frame)) {
             frame.free(); // never posted: no rendezvous key, no window taken by the progress thread
             SendPump.failFuture(frame, new TransportException(Reason.CLOSED, "transport closed"));
+        } else if (loop.finished()) {
+            proxy.failAfterShutdown(); // the progress thread's last drain may have missed it
         }
     }
 
@@ -279,6 +292,27 @@ final class FabricTransport implements Transport {
                 c.creditStalls.sum(), c.windowStalls.sum(), window.inFlight(), window.peak(), c.reposts.sum(),
                 c.held.get(), c.linkFailures.sum(), c.creditsGranted.sum(), c.creditsReclaimed.sum(),
                 control.authenticationFailures());
+    }
+
+    /**
+     * Lends the calling thread to the transport while it waits for {@code done} (a reply), at
+     * most {@code nanos}: it polls the completion queue itself whenever the fabric token is free,
+     * so that a reply that comes soon wakes no thread. Returns at once where the host has more
+     * runnable threads than cores.
+     */
+    @Override
+    public boolean awaitPolling(java.util.concurrent.Future<?> done, long nanos) {
+        return callers.await(done, nanos);
+    }
+
+    /** Sends posted by their own thread, and completion-queue polls by waiting callers; for tests. */
+    long[] callerCounts() {
+        return new long[] {callers.directPosts.sum(), callers.callerPolls.sum()};
+    }
+
+    /** Test hook: the fabric token stops excluding, so that the assertion on a second holder can be seen. */
+    FabricToken token() {
+        return loop.token();
     }
 
     @Override
@@ -309,7 +343,7 @@ final class FabricTransport implements Transport {
 
     /** Progress thread, on the way out: fails every peer, then frees fabric and memory. */
     void shutdown(CompletionBatch batch) {
-        assert inProgressThread();
+        assert loop.inProgressThread() && holdsFabric();
         TransportException cause = new TransportException(Reason.CLOSED, "transport closed");
         List<FabricPeer> all = new ArrayList<>(peers.values());
         awaitPeersGone(all);
@@ -321,13 +355,14 @@ final class FabricTransport implements Transport {
                 sends.failSend(frame, cause);
             }
         }
-        loop.closeIdler();
+        loop.closeIdler(); // hand-overs from now on: ProgressProxy.failAfterShutdown
         rendezvousKeys.close();
         if (doorbell != null) {
             doorbell.close();
         }
         session.close();
         batch.close();
+        callers.close();
         ops.close();
         try {
             allocator.close();

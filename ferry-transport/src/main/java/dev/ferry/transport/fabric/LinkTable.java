@@ -27,7 +27,7 @@ import dev.ferry.transport.admission.DropLog;
 /**
  * Every link of the transport: creates them (with their receive buffers and first grant),
  * connects and accepts their endpoints, follows the fabric's connection events, finds the link
- * of an arriving frame, and tears a peer's links down when it fails. Progress thread only, but
+ * of an arriving frame; a peer's teardown is {@link LinkTeardown}'s. Token holder only, but
  * for {@link #openRoute}, {@link #all} and the counts.
  */
 final class LinkTable {
@@ -72,6 +72,7 @@ final class LinkTable {
     /** Connected endpoints waiting for the fabric's CONNREQ or CONNECTED event. */
     private int connecting;
     private volatile int linksOpen;
+    private final LinkTeardown teardowns;
 
     LinkTable(FabricTransport transport) {
         this.transport = transport;
@@ -79,6 +80,7 @@ final class LinkTable {
         this.session = transport.session;
         this.type = transport.type;
         this.sharedQueue = transport.sharedQueue;
+        this.teardowns = new LinkTeardown(transport, this);
     }
 
     /** Every link made so far; a snapshot for other threads. */
@@ -112,7 +114,7 @@ final class LinkTable {
      * of links that went away are granted again rather than posted twice.
      */
     Link[] create(FabricPeer peer, int count) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         if (linksOpenNow() + count > config.maxLinks()) {
             throw new TransportException(Reason.LIMIT_REACHED, "maxLinks (" + config.maxLinks() + ") reached");
         }
@@ -210,7 +212,7 @@ final class LinkTable {
 
     /** The dialer's links, once the acceptor answered with its ids and grants. */
     void completeConnector(FabricPeer peer, byte[] fabricAddress, int[] remoteIds, int[] remoteTokens, int[] grants) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         Link[] made = peer.links;
         peer.remoteFabricAddress = fabricAddress;
         for (int i = 0; i < made.length; i++) {
@@ -232,7 +234,7 @@ final class LinkTable {
 
     /** The acceptor's links for a dialer's hello: its connected endpoints come with the dialer's requests. */
     Link[] accept(FabricPeer peer, HandshakeDescriptor.Hello hello) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         int n = hello.links();
         peer.remoteFabricAddress = hello.fabricAddress();
         Link[] made = create(peer, n);
@@ -314,7 +316,7 @@ final class LinkTable {
 
     /** The peer asks for a link of {@code route} (checked by the caller). */
     Link openRequested(FabricPeer peer, int route, int remoteId, int remoteToken, int grant) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         if (peer.failure() != null) {
             throw new TransportException(Reason.PEER_FAILED, "no route " + route);
         }
@@ -331,7 +333,7 @@ final class LinkTable {
 
     /** The peer accepted a link this side asked for. */
     void onLinkOpened(FabricPeer peer, int id, int remoteId, int remoteToken, int grant) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         Link link = byId.get(id);
         if (link == null || link.peer != peer || link.endpoint != null || link.retiredTo != null) {
             linkFailure(peer.links[0], "the peer opened unknown link " + id);
@@ -351,7 +353,7 @@ final class LinkTable {
      * route shares the first link, and what queued on the refused one moves there, in order.
      */
     void onLinkRefused(FabricPeer peer, int id, String reason) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         Link link = byId.get(id);
         if (link == null || link.peer != peer || link.endpoint != null || peer.failure() != null) {
             return;
@@ -383,7 +385,7 @@ final class LinkTable {
 
     /** Handles the fabric's connection events (connected endpoints). */
     void pollEvents() {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         ConnectionEvent event;
         int idleReads = 0;
         while (true) {
@@ -476,75 +478,22 @@ final class LinkTable {
     }
 
     // ------------------------------------------------------------------------------------------
-    // Failure
+    // Failure: LinkTeardown
 
     /** {@code link} broke (a bad frame, a failed operation): its peer goes with it. */
     void linkFailure(Link link, String reason) {
-        if (link.peer.failure() != null) {
-            return;
-        }
-        transport.counters.linkFailures.increment();
-        TransportEvents.linkFailed(config.provider(), link.peer.address(), link.id, reason);
-        LOG.log(System.Logger.Level.WARNING, "closing " + link + ": " + reason);
-        teardown(link.peer, new TransportException(Reason.PEER_FAILED, link + " closed: " + reason), true);
+        teardowns.linkFailure(link, reason);
     }
 
     /** Fails a peer, its sends and its links; tells the application if {@code notify}. */
     void teardown(FabricPeer peer, Throwable cause, boolean notify) {
-        assert transport.inProgressThread();
-        boolean first = peer.fail(cause);
-        for (Link link : peer.links) {
-            if (link.ready) {
-                link.ready = false;
-                linksOpen--;
-            }
-            transport.credits.withdraw(link);
-            transport.sends.failQueued(link, cause);
-            transport.receives.dropHeld(link);
-            if (link.reserved != null) {
-                for (RegisteredBuffer b : link.reserved) {
-                    if (b != null) {
-                        b.release();
-                    }
-                }
-                link.reserved = null;
-            }
-            if (type == EndpointType.MSG && link.endpoint != null && !link.endpoint.isClosed()) {
-                link.endpoint.close();
-                // Nothing completes on a closed endpoint: free what it still held.
-                transport.ops.dropAll(link, (kind, target, of, bytes) -> dropped(kind, target, of, bytes, cause));
-            }
-        }
-        transport.sends.failRendezvous(peer, cause);
-        if (peer.fabricConnection != null) {
-            // Each incarnation of a peer inserts its address again: without the removal a peer
-            // that reconnects fills the address vector (256 entries) and is refused from then on.
-            peer.fabricConnection.close();
-            peer.fabricConnection = null;
-        }
-        if (peer.doorbell != null) {
-            peer.doorbell.close();
-            peer.doorbell = null;
-        }
-        transport.peers.remove(peer.address(), peer);
-        peer.control.close();
-        ControlPlane.closeQuietly(peer.shmRegion);
-        if (first && notify && !transport.isClosed()) {
-            try {
-                transport.handler.onPeerClosed(peer, cause);
-            } catch (RuntimeException e) {
-                LOG.log(System.Logger.Level.WARNING, "onPeerClosed threw", e);
-            }
-        }
+        teardowns.teardown(peer, cause, notify);
     }
 
-    private void dropped(byte kind, Object target, Link link, long bytes, Throwable cause) {
-        switch (kind) {
-            case OperationTable.RECV -> ((RegisteredBuffer) target).release();
-            case OperationTable.SEND_MESSAGE -> transport.sends.onMessageDropped((OutboundFrame) target, link, cause);
-            case OperationTable.SEND_CONTROL -> transport.sends.onControlSent((RegisteredBuffer) target);
-            case OperationTable.READ -> transport.pulls.abandon((InboundFrame) target, bytes);
-            default -> { }
-        }
+    /** A ready link went down. */
+    void closed(Link link) {
+        assert transport.holdsFabric();
+        link.ready = false;
+        linksOpen--;
     }
 }

@@ -7,15 +7,22 @@ import dev.ferry.fabric.CompletionBatch;
 /** Without a wait object: parks for the slice; a hand-over unparks. */
 final class ParkIdler implements Idler {
 
+    private final ProgressLoop loop;
     private final Thread progress;
 
-    ParkIdler(Thread progress) {
+    ParkIdler(ProgressLoop loop, Thread progress) {
+        this.loop = loop;
         this.progress = progress;
     }
 
     @Override
     public int sleep(CompletionBatch batch, boolean busy, long sliceNanos) {
-        LockSupport.parkNanos(sliceNanos);
+        loop.lend(); // a caller may post or poll meanwhile
+        try {
+            LockSupport.parkNanos(sliceNanos);
+        } finally {
+            loop.takeBack();
+        }
         return 0;
     }
 

@@ -10,7 +10,9 @@ import dev.ferry.transport.TransportException;
 import dev.ferry.transport.TransportException.Reason;
 
 /**
- * The progress thread's duty cycle, the only caller of libfabric. Each turn it takes what other
+ * The progress thread's duty cycle. It holds the {@link FabricToken}, the right to call
+ * libfabric, while it works, and lends it while it spins, yields or sleeps, when an application
+ * thread may take it to post its own send or poll for its reply ({@link CallerProgress}). Each turn it takes what other
  * threads handed over ({@link ProgressProxy}), drains the completion queue in batches and
  * dispatches each completion by its operation's kind, runs the timers (credit review,
  * connection events, quarantine), pumps the links with something to send and starts the
@@ -41,11 +43,17 @@ final class ProgressLoop {
     private final boolean connected;
     private final Thread thread;
     private final Idler idler;
+    /** Who may call libfabric: this thread while it works, a caller while it lends it. */
+    private final FabricToken token = new FabricToken();
     /** Whether the host has more runnable threads than cores: then an idle loop sleeps at once. */
     private final CpuPressure pressure = CpuPressure.open();
     /** Idle progress while work comes in dense bursts: keeps polling this long before sleeping. */
     private final long pollBudgetNanos;
     private volatile boolean parked;
+    /** Sleeping a short slice, without its wait object, while a caller polls: woken by unpark. */
+    private volatile boolean napping;
+    /** Set once the shutdown freed fabric and memory: the token is free again, and useless. */
+    private volatile boolean finished;
     private long loops;
     private long lastReview;
     private long lastWork = System.nanoTime();
@@ -60,7 +68,7 @@ final class ProgressLoop {
         this.pollBudgetNanos = transport.config.idlePollMicros() * 1_000L;
         this.thread = Thread.ofPlatform().daemon().unstarted(this::run);
         this.idler = cq.waitable() ? new CompletionQueueIdler(transport, this)
-                : doorbell != null ? new DoorbellIdler(transport, this, doorbell) : new ParkIdler(thread);
+                : doorbell != null ? new DoorbellIdler(transport, this, doorbell) : new ParkIdler(this, thread);
     }
 
     Thread thread() {
@@ -77,9 +85,37 @@ final class ProgressLoop {
         return Thread.currentThread() == thread;
     }
 
+    /** Whether the caller holds the fabric token: the progress thread at work, or a caller it lent it to. */
+    boolean holdsFabric() {
+        return token.heldByCurrentThread();
+    }
+
+    FabricToken token() {
+        return token;
+    }
+
+    /** Whether the host has more runnable threads than cores, lately. */
+    boolean overcommitted() {
+        return pressure.overcommitted();
+    }
+
+    /** Gives the token to whoever wants it while this thread waits on something that is not libfabric. */
+    void lend() {
+        assert inProgressThread();
+        token.release();
+    }
+
+    /** Takes the token back after {@link #lend}. */
+    void takeBack() {
+        token.acquire();
+    }
+
     private void run() {
         CompletionBatch batch = new CompletionBatch(BATCH);
         int idle = 0;
+        // Held to the end of the shutdown; after it, every holder finds the transport closed and
+        // calls no libfabric: the token then only guards the last drain of hand-overs.
+        token.acquire();
         try {
             while (!transport.isClosed()) {
                 int work = drainCommands();
@@ -121,11 +157,19 @@ final class ProgressLoop {
             }
         } finally {
             pressure.close();
-            transport.shutdown(batch);
+            try {
+                transport.shutdown(batch);
+            } finally {
+                finished = true;
+                token.release();
+                transport.proxy.failAfterShutdown(); // what came in between the last drain and the flag
+            }
         }
     }
 
-    private int drainCommands() {
+    /** Takes what other threads handed over: the token's holder. */
+    int drainCommands() {
+        assert holdsFabric();
         int n = 0;
         Object command;
         while (n < COMMANDS_PER_TURN && (command = transport.proxy.poll()) != null) {
@@ -154,14 +198,23 @@ final class ProgressLoop {
      * flight or traffic is recent, growing slices up to 1 ms once the transport is truly idle.
      */
     private int idle(int idle, CompletionBatch batch) {
-        long idleNanos = System.nanoTime() - lastWork;
+        long now = System.nanoTime();
+        long idleNanos = now - lastWork;
         boolean crowded = pressure.overcommitted();
+        if (transport.callers.polling()) {
+            nap();
+            return idle + 1;
+        }
         if (idleNanos < SPIN_NANOS && !crowded) {
+            lend();
             Thread.onSpinWait();
+            takeBack();
             return idle + 1;
         }
         if (idleNanos < pollBudgetNanos && idleGap < pollBudgetNanos && !crowded) {
+            lend();
             Thread.yield();
+            takeBack();
             return idle + 1;
         }
         boolean busy = transport.window.inFlight() > 0 || transport.pulls.busy() || transport.links.connecting()
@@ -175,9 +228,9 @@ final class ProgressLoop {
             }
             if (idler.sleep(batch, busy, slice) > 0) {
                 // Work arrived while the thread slept: the idle stretch counts toward idleGap.
-                long now = System.nanoTime();
-                idleGap += (Math.min(now - lastWork, MAX_GAP_SAMPLE_NANOS) - idleGap) >> 3;
-                lastWork = now;
+                long woke = System.nanoTime();
+                idleGap += (Math.min(woke - lastWork, MAX_GAP_SAMPLE_NANOS) - idleGap) >> 3;
+                lastWork = woke;
                 return 0;
             }
         } finally {
@@ -186,11 +239,47 @@ final class ProgressLoop {
         return idle + 1;
     }
 
+    /**
+     * A caller polls for its reply and does the progress meanwhile: this thread sleeps one short
+     * slice without its wait object (so that peers posting to this side find nobody to wake) and
+     * lends the token meanwhile; a hand-over unparks it.
+     */
+    private void nap() {
+        napping = true;
+        lend();
+        try {
+            if (transport.proxy.isEmpty()) {
+                java.util.concurrent.locks.LockSupport.parkNanos(PARK_NANOS);
+            }
+        } finally {
+            napping = false;
+            takeBack();
+        }
+    }
+
     /** Wakes the progress thread if it sleeps: any thread, after handing something over. */
     void wake() {
+        if (napping) {
+            java.util.concurrent.locks.LockSupport.unpark(thread);
+        }
         if (parked) {
             idler.wake();
         }
+    }
+
+    /**
+     * A caller posted a send itself: wakes the progress thread from a long sleep on its wait
+     * object, which the send's completion would not end (a short nap ends soon enough).
+     */
+    void wakeForCompletions() {
+        if (parked) {
+            idler.wake();
+        }
+    }
+
+    /** Whether the progress thread has shut the transport down and stopped. */
+    boolean finished() {
+        return finished;
     }
 
     /** Wakes the progress thread whether or not it sleeps: the transport is closing. */
@@ -214,7 +303,7 @@ final class ProgressLoop {
 
     /** Handles the {@code n} completions just read into {@code batch}, or the error waiting. */
     int dispatch(CompletionBatch batch, int n) {
-        assert inProgressThread();
+        assert holdsFabric();
         if (n > 0) {
             transport.receives.batchAt(System.nanoTime());
         }

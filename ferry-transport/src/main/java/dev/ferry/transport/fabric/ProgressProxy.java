@@ -12,14 +12,15 @@ import dev.ferry.transport.TransportException;
 import dev.ferry.transport.TransportException.Reason;
 
 /**
- * The only door from other threads to the progress thread, which alone calls libfabric. A
+ * The only door from other threads to the progress thread, for threads that do not hold the
+ * {@link FabricToken} (the right to call libfabric; see {@link CallerProgress}). A
  * thread hands over a send ({@link OutboundFrame}), a released receive ({@link InboundFrame})
  * or a task; the progress thread takes them in order with {@link #poll}.
  *
  * <p>Many threads offer, one polls ({@link ManyToOneArrayQueue}): allocation-free for frames.
  * While the queue is full a caller waits (back-pressure) and wakes the progress thread; the
- * progress thread itself never waits on its own queue, it puts what does not fit in an overflow
- * that only it reads.
+ * token's holder (the progress thread, or a caller it lent the token to) never waits on the
+ * queue, as only a holder drains it: it puts what does not fit in an overflow that only holders read.
  */
 final class ProgressProxy {
 
@@ -34,21 +35,20 @@ final class ProgressProxy {
     private final ManyToOneArrayQueue<Object> commands = new ManyToOneArrayQueue<>(COMMANDS);
     /** Commands the progress thread gives itself while {@link #commands} is full. */
     private final ArrayDeque<Object> overflow = new ArrayDeque<>();
+    private final ProgressLoop loop;
     private final Thread progress;
-    /** Wakes the progress thread if it sleeps. */
-    private final Runnable wake;
     /** How long {@link #call} waits for the progress thread's answer. */
     private final long answerMillis;
 
-    ProgressProxy(Thread progress, Runnable wake, long answerMillis) {
-        this.progress = progress;
-        this.wake = wake;
+    ProgressProxy(ProgressLoop loop, long answerMillis) {
+        this.loop = loop;
+        this.progress = loop.thread();
         this.answerMillis = answerMillis;
     }
 
-    /** Whether the caller is the progress thread. */
-    boolean inProgressThread() {
-        return Thread.currentThread() == progress;
+    /** Whether the caller holds the fabric token (the progress thread at work, or a caller). */
+    boolean holdsFabric() {
+        return loop.holdsFabric();
     }
 
     /**
@@ -71,10 +71,10 @@ final class ProgressProxy {
 
     /**
      * Runs {@code task} on the progress thread and returns its result, or throws what it threw.
-     * On the progress thread it runs at once.
+     * On the token's holder it runs at once.
      */
     <T> T call(Supplier<T> task) {
-        if (inProgressThread()) {
+        if (holdsFabric()) {
             return task.get();
         }
         CompletableFuture<T> result = new CompletableFuture<>();
@@ -101,7 +101,7 @@ final class ProgressProxy {
     }
 
     private boolean offer(Object command) {
-        if (inProgressThread()) {
+        if (holdsFabric()) {
             if (!overflow.isEmpty() || !commands.offer(command)) {
                 overflow.add(command);
             }
@@ -111,18 +111,45 @@ final class ProgressProxy {
             if (!progress.isAlive()) {
                 return false;
             }
-            wake.run();
+            loop.wake();
             LockSupport.parkNanos(FULL_PARK_NANOS);
         }
-        wake.run();
+        loop.wake();
         return true;
     }
 
-    /** The next command, in the order handed over, or null: progress thread. */
+    /** The next command, in the order handed over, or null: the token's holder. */
     Object poll() {
-        assert inProgressThread();
+        assert holdsFabric();
         Object command = commands.poll();
         return command != null ? command : overflow.poll();
+    }
+
+    /**
+     * Fails the sends handed over after the progress thread's last drain (a send that raced the
+     * close), so that no future waits forever and no buffer stays taken; the progress thread has
+     * {@link ProgressLoop#finished finished}. Whoever gets the token drains; one that does not
+     * leaves it to the holder, and looks again after it.
+     */
+    void failAfterShutdown() {
+        TransportException cause = new TransportException(Reason.CLOSED, "transport closed");
+        FabricToken token = loop.token();
+        while (!isEmpty()) {
+            if (!token.tryAcquire()) {
+                Thread.onSpinWait();
+                continue;
+            }
+            try {
+                for (Object command; (command = poll()) != null; ) {
+                    if (command instanceof OutboundFrame frame) {
+                        frame.free();
+                        SendPump.failFuture(frame, cause);
+                    }
+                }
+            } finally {
+                token.release();
+            }
+        }
     }
 
     /** Whether nothing waits for the progress thread. */

@@ -82,7 +82,7 @@ final class ReceiveDispatcher {
 
     /** Posts {@code buffer} for {@code link}, or to the shared receive context (any link, or null). */
     void postReceive(RegisteredBuffer buffer, Link link) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         int slot = ops.take();
         Endpoint ep = link == null ? null : link.endpoint;
         if (slot < 0 || (srx == null && (ep == null || ep.isClosed()))) {
@@ -287,9 +287,9 @@ final class ReceiveDispatcher {
         }
         if (message.eager) {
             counters.reposts.increment();
-            if (transport.inProgressThread()) {
+            if (transport.holdsFabric()) {
                 repost(message); // released inside the handler: the credit goes back at once
-            } else {
+            } else if (!transport.callers.release(message)) {
                 transport.proxy.release(message);
             }
         } else {

@@ -65,7 +65,7 @@ final class RendezvousPuller {
 
     /** Starts the reads there is room for; the number started. */
     int pull() {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         int started = 0;
         while (!pulls.isEmpty() && readsInFlight < MAX_READS) {
             InboundFrame message = pulls.peek();

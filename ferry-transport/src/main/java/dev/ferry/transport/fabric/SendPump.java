@@ -50,7 +50,7 @@ final class SendPump {
 
     /** A send handed over by the application: queued on its link (or the link it retired to). */
     void enqueue(OutboundFrame frame) {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         Link link = frame.link;
         while (link.retiredTo != null) {
             link.waiting.decrementAndGet();
@@ -91,7 +91,7 @@ final class SendPump {
 
     /** Pumps every active link once; the operations posted. */
     int pump() {
-        assert transport.inProgressThread();
+        assert transport.holdsFabric();
         int work = 0;
         for (int i = active.size(); i > 0; i--) {
             Link link = active.poll();

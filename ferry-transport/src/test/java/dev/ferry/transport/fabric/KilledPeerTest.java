@@ -216,11 +216,18 @@ class KilledPeerTest {
         org.junit.jupiter.api.Assumptions.assumeTrue(locked.get().equals("true"),
                 "this libfabric's shm region layout is not 1.17's: nothing to release");
 
-        // The survivor's progress thread now spins in fi_send on the peer's lock.
-        List<CompletableFuture<Void>> sends = new ArrayList<>();
-        for (int seq = 0; seq < 4; seq++) {
-            sends.add(peer.send(seq, filled(peer, 1 << 10)));
-        }
+        // The survivor's thread that posts (its progress thread, or this sender when it gets the
+        // fabric token and posts its own send) now spins in fi_send on the peer's lock.
+        List<CompletableFuture<Void>> sends = new java.util.concurrent.CopyOnWriteArrayList<>();
+        Thread sender = Thread.ofPlatform().name("survivor-sender").start(() -> {
+            try {
+                for (int seq = 0; seq < 4; seq++) {
+                    sends.add(peer.send(seq, filled(peer, 1 << 10)));
+                }
+            } catch (TransportException e) {
+                // freed once the peer was proven dead: it refuses further messages
+            }
+        });
         Thread.sleep(200);
         long pid = process.pid();
         ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly); // SIGKILL, by PID
@@ -229,6 +236,9 @@ class KilledPeerTest {
         if (!childFailed.await(BOUND_SECONDS, TimeUnit.SECONDS)) {
             fail("the survivor never saw the killed lock holder fail; its threads:\n" + ferryThreads());
         }
+        sender.join(BOUND_SECONDS * 1000);
+        assertFalse(sender.isAlive(), "the sender is still stuck in fi_send on the dead peer's lock");
+        assertFalse(sends.isEmpty(), "the sender never sent");
         for (CompletableFuture<Void> send : sends) {
             try {
                 send.get(BOUND_SECONDS, TimeUnit.SECONDS); // posted once the lock was released: done or failed

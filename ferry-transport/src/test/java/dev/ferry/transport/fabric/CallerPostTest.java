@@ -1,0 +1,287 @@
+package dev.ferry.transport.fabric;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Queue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
+
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import dev.ferry.memory.PoolKind;
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+import dev.ferry.transport.TransportException;
+
+/**
+ * Application threads post their own sends and poll for completions ({@link CallerProgress})
+ * while the progress thread runs: every message arrives once, intact, in order per stream; no
+ * buffer is left behind; credits come back; and a send made while the link fails or the
+ * transport closes fails with a reason, its buffer freed.
+ */
+@Timeout(120)
+class CallerPostTest extends FabricTransportFixture {
+
+    private static final int THREADS = 4;
+    private static final int MESSAGES = 1_500;
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void manyCallersPostDirectlyWhileTheProgressThreadRuns(String provider) throws Exception {
+        TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 32L << 20, 32L << 20);
+        int eager = config.eagerThreshold();
+        AtomicLongArray next = new AtomicLongArray(THREADS);
+        Queue<String> problems = new ConcurrentLinkedQueue<>();
+        AtomicLong received = new AtomicLong();
+        Transport receiver = open(config, (from, m) -> {
+            int stream = m.stream();
+            MemorySegment body = m.segment();
+            long seq = body.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+            String bad = check(body, stream, seq);
+            if (bad != null) {
+                problems.add(bad);
+            } else if (next.getAndIncrement(stream) != seq) {
+                problems.add("stream " + stream + ": message " + seq + " out of order or twice, expected "
+                        + next.get(stream));
+            }
+            m.release();
+            received.incrementAndGet();
+        });
+        // Whatever the load of the host: its progress threads spin when idle and callers poll.
+        Transport sender = spinning(() -> open(config, (from, m) -> m.release()));
+        FabricTransport fabric = (FabricTransport) sender;
+        Peer peer = sender.connect(receiver.localAddress());
+        long buffersBefore = sendBuffers(sender);
+
+        CountDownLatch start = new CountDownLatch(1);
+        Queue<Throwable> errors = new ConcurrentLinkedQueue<>();
+        List<Thread> threads = new ArrayList<>();
+        for (int t = 0; t < THREADS; t++) {
+            int stream = t;
+            threads.add(Thread.ofPlatform().name("caller-" + t).start(() -> {
+                try {
+                    start.await();
+                    for (int seq = 0; seq < MESSAGES; seq++) {
+                        // Mostly eager, some rendezvous: both go out from the calling thread.
+                        int size = seq % 97 == 0 ? 2 * eager + seq : 8 + (seq * 31 + stream) % (eager - 8);
+                        OutboundMessage message = peer.allocate(size);
+                        fill(message.segment(), stream, seq);
+                        CompletableFuture<Void> sent = peer.send(stream, message);
+                        if (seq % 3 == 0) {
+                            sender.awaitPolling(sent, 50_000); // polls for its own completion
+                        }
+                        if (seq % 64 == 0) {
+                            sent.get(30, TimeUnit.SECONDS);
+                        }
+                    }
+                } catch (Throwable e) {
+                    errors.add(e);
+                }
+            }));
+        }
+        start.countDown();
+        for (Thread t : threads) {
+            t.join();
+        }
+        if (!errors.isEmpty()) {
+            throw new AssertionError("a caller failed", errors.peek());
+        }
+        assertTrue(waitFor(() -> received.get() == (long) THREADS * MESSAGES, 30_000),
+                "received " + received.get() + " of " + THREADS * MESSAGES);
+        assertTrue(problems.isEmpty(), problems.size() + " problems, first: " + problems.peek());
+        for (int t = 0; t < THREADS; t++) {
+            assertEquals(MESSAGES, next.get(t), "stream " + t);
+        }
+        long[] counts = fabric.callerCounts();
+        assertTrue(counts[0] > 0, "no caller ever posted its own send");
+        assertTrue(counts[1] > 0, "no caller ever polled");
+        assertTrue(waitFor(() -> sendBuffers(sender) == buffersBefore && sender.counters().bytesInFlight() == 0, 10_000),
+                "send buffers or window left behind: " + sendBuffers(sender) + " buffers, " + buffersBefore
+                + " before; in flight " + sender.counters().bytesInFlight());
+        assertEquals(0, receiver.counters().receiveBuffersHeld());
+        assertEquals((long) THREADS * MESSAGES, sender.counters().messagesSent());
+        // Credits conserved: what the receiver thinks the sender holds is what the sender holds.
+        assertTrue(waitFor(() -> sum(receiver, "peerHeld") == sum(sender, "available"), 10_000),
+                "credits not conserved:\nsender " + fabric.describeLinks() + "\nreceiver "
+                + ((FabricTransport) receiver).describeLinks());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void callersPostingWhileTheLinkFailsGetAReasonAndLeakNothing(String provider) throws Exception {
+        TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 32L << 20, 32L << 20);
+        Transport receiver = open(config, (from, m) -> m.release());
+        Transport sender = spinning(() -> open(config, (from, m) -> m.release()));
+        Peer peer = sender.connect(receiver.localAddress());
+        long buffersBefore = sendBuffers(sender);
+        Queue<Throwable> unexpected = new ConcurrentLinkedQueue<>();
+        Queue<CompletableFuture<Void>> futures = new ConcurrentLinkedQueue<>();
+        AtomicInteger reasons = new AtomicInteger();
+        CountDownLatch running = new CountDownLatch(THREADS);
+        List<Thread> threads = new ArrayList<>();
+        for (int t = 0; t < THREADS; t++) {
+            int stream = t;
+            threads.add(Thread.ofPlatform().name("caller-" + t).start(() -> {
+                running.countDown();
+                for (int seq = 0; ; seq++) {
+                    try {
+                        OutboundMessage message = peer.allocate(64);
+                        fill(message.segment(), stream, seq);
+                        CompletableFuture<Void> sent = peer.send(stream, message);
+                        futures.add(sent);
+                        sender.awaitPolling(sent, 20_000);
+                    } catch (TransportException e) {
+                        reasons.incrementAndGet();
+                        if (e.reason() == TransportException.Reason.UNSPECIFIED) {
+                            unexpected.add(e);
+                        }
+                        return; // the peer failed: this caller stops
+                    } catch (Throwable e) {
+                        unexpected.add(e);
+                        return;
+                    }
+                }
+            }));
+        }
+        running.await();
+        Thread.sleep(100);
+        receiver.close(); // the link fails under the callers
+        for (Thread t : threads) {
+            t.join(30_000);
+            assertTrue(!t.isAlive(), t.getName() + " still sends to a failed peer");
+        }
+        if (!unexpected.isEmpty()) {
+            throw new AssertionError("a caller saw something other than a reasoned TransportException", unexpected.peek());
+        }
+        assertEquals(THREADS, reasons.get(), "each caller stops on a TransportException");
+        for (CompletableFuture<Void> f : futures) {
+            try {
+                f.get(10, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.ExecutionException e) {
+                if (!(e.getCause() instanceof TransportException te) || te.reason() == TransportException.Reason.UNSPECIFIED) {
+                    fail("a send failed without a reason: " + e.getCause());
+                }
+            }
+        }
+        assertTrue(waitFor(() -> sendBuffers(sender) == buffersBefore, 10_000),
+                "send buffers left behind: " + sendBuffers(sender) + ", " + buffersBefore + " before (control frames)");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void callersPostingWhileTheTransportClosesGetAReason(String provider) throws Exception {
+        TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 32L << 20, 32L << 20);
+        Transport receiver = open(config, (from, m) -> m.release());
+        Transport sender = spinning(() -> open(config, (from, m) -> m.release()));
+        Peer peer = sender.connect(receiver.localAddress());
+        Queue<Throwable> unexpected = new ConcurrentLinkedQueue<>();
+        Queue<CompletableFuture<Void>> futures = new ConcurrentLinkedQueue<>();
+        CountDownLatch running = new CountDownLatch(THREADS);
+        List<Thread> threads = new ArrayList<>();
+        for (int t = 0; t < THREADS; t++) {
+            int stream = t;
+            threads.add(Thread.ofPlatform().name("caller-" + t).start(() -> {
+                running.countDown();
+                for (int seq = 0; ; seq++) {
+                    try {
+                        OutboundMessage message = peer.allocate(64);
+                        fill(message.segment(), stream, seq);
+                        CompletableFuture<Void> sent = peer.send(stream, message);
+                        futures.add(sent);
+                        sender.awaitPolling(sent, 20_000);
+                    } catch (TransportException e) {
+                        if (e.reason() == TransportException.Reason.UNSPECIFIED) {
+                            unexpected.add(e);
+                        }
+                        return;
+                    } catch (Throwable e) {
+                        unexpected.add(e);
+                        return;
+                    }
+                }
+            }));
+        }
+        running.await();
+        Thread.sleep(100);
+        sender.close(); // the transport closes under its own callers
+        for (Thread t : threads) {
+            t.join(30_000);
+            assertTrue(!t.isAlive(), t.getName() + " still sends on a closed transport");
+        }
+        if (!unexpected.isEmpty()) {
+            throw new AssertionError("a caller saw something other than a reasoned TransportException", unexpected.peek());
+        }
+        for (CompletableFuture<Void> f : futures) {
+            try {
+                f.get(10, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.ExecutionException e) {
+                if (!(e.getCause() instanceof TransportException te) || te.reason() == TransportException.Reason.UNSPECIFIED) {
+                    fail("a send failed without a reason: " + e.getCause());
+                }
+            }
+        }
+    }
+
+    /** Opens a transport that ignores the host's CPU pressure ({@link CpuPressure}), so that its callers poll. */
+    private static Transport spinning(java.util.function.Supplier<Transport> opener) {
+        synchronized (CallerPostTest.class) {
+            String was = System.setProperty("ferry.transport.spinUnderLoad", "true");
+            try {
+                return opener.get();
+            } finally {
+                if (was == null) {
+                    System.clearProperty("ferry.transport.spinUnderLoad");
+                } else {
+                    System.setProperty("ferry.transport.spinUnderLoad", was);
+                }
+            }
+        }
+    }
+
+    /** Send buffers in use: the transport's own control-frame buffers, and any message not yet done. */
+    private static long sendBuffers(Transport transport) {
+        return transport.allocatorStats().orElseThrow().pool(PoolKind.SEND).buffersInUse();
+    }
+
+    /** The sum of {@code field} over the transport's links, read on its progress thread. */
+    private static long sum(Transport transport, String field) {
+        long total = 0;
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile(" " + field + "=(-?\\d+)")
+                .matcher(((FabricTransport) transport).describeLinks());
+        while (m.find()) {
+            total += Long.parseLong(m.group(1));
+        }
+        return total;
+    }
+
+    private static void fill(MemorySegment body, int stream, long seq) {
+        body.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, seq);
+        for (long i = 8; i < body.byteSize(); i++) {
+            body.set(ValueLayout.JAVA_BYTE, i, (byte) (stream * 131 + seq * 7 + i));
+        }
+    }
+
+    private static String check(MemorySegment body, int stream, long seq) {
+        for (long i = 8; i < body.byteSize(); i++) {
+            if (body.get(ValueLayout.JAVA_BYTE, i) != (byte) (stream * 131 + seq * 7 + i)) {
+                return "stream " + stream + " message " + seq + ": byte " + i + " of " + body.byteSize() + " is wrong";
+            }
+        }
+        return null;
+    }
+}

@@ -9,9 +9,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.curator.test.TestingServer;
 import org.junit.jupiter.api.Test;
@@ -27,7 +24,6 @@ import dev.ferry.ps.net.PsClient;
 import dev.ferry.ps.net.PsServer;
 import dev.ferry.ps.net.PsServerMain;
 import dev.ferry.rpc.RpcConfig;
-import dev.ferry.transport.SharedSecret;
 
 /**
  * A serving server process ({@code ClusterServerMain --serving --follow}, a child JVM) SIGKILLed
@@ -57,7 +53,7 @@ class ExportCatchUpKillTest {
             FollowedCluster followed = FollowedCluster.of(train.uri(), "tcp");
             ExportClusterTest.Node s0 = null;
             RpcConfig rpc = Members.rpc().withDefaultDeadlineMillis(3_000);
-            try (PsClient trainer = PsClient.connect(rpc, Members.transport("tcp"), "ferry://" + t0.address());
+            try (PsClient trainer = ServingProcesses.connectWhenRouted(rpc, t0.address());
                     ClusterAdmin admin = ClusterAdmin.connect(serve)) {
                 Members.await60(() -> {
                     try {
@@ -83,33 +79,11 @@ class ExportCatchUpKillTest {
                 }, "the first push");
                 assertEquals(1, trainer.checkpoint().size());
                 s0 = ExportClusterTest.serving(serve, "s0", followed);
-                ChildJvm first = startServing(serve, train, children);
+                ChildJvm first = ServingProcesses.startServing(serve, train, children);
                 String firstAddress = first.expect(PsServerMain.LISTENING, 60_000).split(" ")[1];
                 first.expect(ClusterServerMain.JOINED, 60_000);
-                AtomicBoolean stop = new AtomicBoolean();
-                AtomicInteger pushes = new AtomicInteger();
-                AtomicReference<Throwable> failed = new AtomicReference<>();
-                Thread pusher = Thread.ofPlatform().start(() -> {
-                    long[] batch = new long[32];
-                    float[] grads = new float[32 * DIM];
-                    int k = 1;
-                    while (!stop.get()) {
-                        int base = (k * 32) % HOT;
-                        for (int i = 0; i < 32; i++) {
-                            batch[i] = base + i;
-                            Arrays.fill(grads, i * DIM, (i + 1) * DIM, k++ % 4093 + 1);
-                        }
-                        try {
-                            trainer.push("emb", batch, grads);
-                            pushes.incrementAndGet();
-                        } catch (RuntimeException e) {
-                            failed.set(e);
-                            return;
-                        }
-                    }
-                });
-                try {
-                    Members.await60(() -> pushes.get() > 200 && status(first, "checkpointRows") > 0,
+                try (ServingProcesses.Trainer pushes = new ServingProcesses.Trainer(trainer, HOT, DIM)) {
+                    Members.await60(() -> pushes.pushes() > 200 && status(first, "checkpointRows") > 0,
                             "the first serving process caught up from the checkpoint");
                     try (PsClient reader = PsClient.connect(rpc, Members.transport("tcp"), "ferry://" + firstAddress)) {
                         reader.pull("emb", ids); // it serves
@@ -118,19 +92,17 @@ class ExportCatchUpKillTest {
                     first.kill();
                     long killed = System.nanoTime();
                     assertTrue(admin.awaitGone("sv", 30_000), "the killed member's node expired");
-                    int before = pushes.get();
-                    ChildJvm second = startServing(serve, train, children);
+                    int before = pushes.pushes();
+                    ChildJvm second = ServingProcesses.startServing(serve, train, children);
                     String again = second.expect(PsServerMain.LISTENING, 60_000).split(" ")[1];
                     second.expect(ClusterServerMain.JOINED, 60_000);
                     // Once it holds groups again (moved back to it) it has caught up with their rows.
-                    Members.await60(() -> pushes.get() > before + 200 && status(second, "checkpointRows") > 0,
+                    Members.await60(() -> pushes.pushes() > before + 200 && status(second, "checkpointRows") > 0,
                             "pushes after the restart and its catch-up");
-                    stop.set(true);
-                    pusher.join();
-                    assertTrue(failed.get() == null, () -> "a push failed: " + failed.get());
+                    pushes.stop();
                     float[] expected = trainer.pull("emb", ids);
                     long stopped = System.nanoTime();
-                    awaitEqual(rpc, "ferry://" + s0.address() + "," + again, ids, expected);
+                    ServingProcesses.awaitEqual(rpc, "ferry://" + s0.address() + "," + again, ids, expected, DIM);
                     long equalMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - stopped);
                     String line = statusLine(second);
                     long loads = ExportStatus.value(line, "checkpointLoads");
@@ -148,9 +120,6 @@ class ExportCatchUpKillTest {
                             + " training %d ms after training stopped (%d ms after the kill)%n", before, loads,
                             fromCheckpoint, deltas, equalMillis,
                             TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killed));
-                } finally {
-                    stop.set(true);
-                    pusher.join();
                 }
             } finally {
                 for (ChildJvm child : children) {
@@ -175,31 +144,6 @@ class ExportCatchUpKillTest {
         return new ExportClusterTest.Node(id, ps, server, address, m, export, null);
     }
 
-    private static void awaitEqual(RpcConfig rpc, String addresses, long[] ids, float[] expected) {
-        try (PsClient reader = PsClient.connect(rpc, Members.transport("tcp"), addresses)) {
-            String[] last = {"nothing pulled"};
-            try {
-                Members.await60(() -> {
-                    try {
-                        float[] got = reader.pull("emb", ids);
-                        for (int i = 0; i < got.length; i++) {
-                            if (got[i] != expected[i]) {
-                                last[0] = "id " + i / DIM + ": " + got[i] + " != " + expected[i];
-                                return false;
-                            }
-                        }
-                        return true;
-                    } catch (RuntimeException notYet) {
-                        last[0] = notYet.toString();
-                        return false;
-                    }
-                }, "the serving cluster equal to training");
-            } catch (AssertionError e) {
-                throw new AssertionError(e.getMessage() + "; last: " + last[0], e);
-            }
-        }
-    }
-
     private static String statusLine(ChildJvm child) {
         child.send(ExportStatus.COMMAND);
         return child.expect(ExportStatus.COMMAND, 10_000);
@@ -207,19 +151,5 @@ class ExportCatchUpKillTest {
 
     private static long status(ChildJvm child, String key) {
         return ExportStatus.value(statusLine(child), key);
-    }
-
-    private static ChildJvm startServing(ClusterConfig serve, ClusterConfig train, List<ChildJvm> children) {
-        ClusterServerMain.Options o = new ClusterServerMain.Options(serve, "sv", 0, "127.0.0.1", "tcp", null, true,
-                false);
-        List<String> args = new ArrayList<>(o.toArgs());
-        args.addAll(ExportOptions.following(train.uri(), 200).toArgs());
-        ProcessBuilder builder = new ProcessBuilder(ChildJvm.javaCommand(List.of("-Xmx256m", "-XX:+UseSerialGC"),
-                ClusterServerMain.class.getName(), args));
-        builder.environment().remove(SharedSecret.ENV_SECRET_FILE);
-        builder.environment().put(SharedSecret.ENV_SECRET, Members.SECRET);
-        ChildJvm child = ChildJvm.start(builder, "sv");
-        children.add(child);
-        return child;
     }
 }

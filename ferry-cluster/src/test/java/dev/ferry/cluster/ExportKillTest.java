@@ -3,12 +3,8 @@ package dev.ferry.cluster;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.curator.test.TestingServer;
 import org.junit.jupiter.api.Test;
@@ -19,7 +15,6 @@ import dev.ferry.ps.net.ChildJvm;
 import dev.ferry.ps.net.PsClient;
 import dev.ferry.ps.net.PsServerMain;
 import dev.ferry.rpc.RpcConfig;
-import dev.ferry.transport.SharedSecret;
 
 /**
  * A serving server process ({@code ClusterServerMain --serving --follow}, a child JVM) killed
@@ -46,7 +41,7 @@ class ExportKillTest {
             FollowedCluster followed = FollowedCluster.of(train.uri(), "tcp");
             ExportClusterTest.Node s0 = ExportClusterTest.serving(serve, "s0", followed);
             try (ClusterAdmin admin = ClusterAdmin.connect(serve)) {
-                ChildJvm first = startServing(serve, train, children);
+                ChildJvm first = ServingProcesses.startServing(serve, train, children);
                 String address = first.expect(PsServerMain.LISTENING, 60_000).split(" ")[1];
                 first.expect(ClusterServerMain.JOINED, 60_000);
                 RpcConfig rpc = Members.rpc().withDefaultDeadlineMillis(3_000);
@@ -56,76 +51,27 @@ class ExportKillTest {
                     for (int i = 0; i < IDS; i++) {
                         ids[i] = i;
                     }
-                    AtomicBoolean stop = new AtomicBoolean();
-                    AtomicInteger pushes = new AtomicInteger();
-                    AtomicReference<Throwable> failed = new AtomicReference<>();
-                    Thread pusher = Thread.ofPlatform().start(() -> {
-                        long[] batch = new long[32];
-                        float[] grads = new float[32 * DIM];
-                        int k = 1;
-                        while (!stop.get()) {
-                            int base = (k * 32) % IDS;
-                            for (int i = 0; i < 32; i++) {
-                                batch[i] = base + i;
-                                Arrays.fill(grads, i * DIM, (i + 1) * DIM, k++ % 4093 + 1);
-                            }
-                            try {
-                                trainer.push("emb", batch, grads);
-                                pushes.incrementAndGet();
-                            } catch (RuntimeException e) {
-                                failed.set(e);
-                                return;
-                            }
-                        }
-                    });
-                    try {
+                    try (ServingProcesses.Trainer pushes = new ServingProcesses.Trainer(trainer, IDS, DIM)) {
                         try (PsClient reader = PsClient.connect(rpc, Members.transport("tcp"), "ferry://" + address)) {
-                            Members.await60(() -> pushes.get() > 200 && servedRows(reader, ids) > 0,
+                            Members.await60(() -> pushes.pushes() > 200 && servedRows(reader, ids) > 0,
                                     "serving rows before the kill");
                         }
                         first.kill();
                         long killed = System.nanoTime();
                         assertTrue(admin.awaitGone("sv", 30_000), "the killed member's node expired");
-                        int before = pushes.get();
-                        ChildJvm second = startServing(serve, train, children);
+                        int before = pushes.pushes();
+                        ChildJvm second = ServingProcesses.startServing(serve, train, children);
                         String again = second.expect(PsServerMain.LISTENING, 60_000).split(" ")[1];
                         second.expect(ClusterServerMain.JOINED, 60_000);
-                        Members.await60(() -> pushes.get() > before + 200, "pushes after the restart");
-                        stop.set(true);
-                        pusher.join();
-                        assertTrue(failed.get() == null, () -> "a push failed: " + failed.get());
+                        Members.await60(() -> pushes.pushes() > before + 200, "pushes after the restart");
+                        pushes.stop();
                         float[] expected = trainer.pull("emb", ids);
                         long stopped = System.nanoTime();
-                        try (PsClient reader = PsClient.connect(rpc, Members.transport("tcp"),
-                                "ferry://" + s0.address() + "," + again)) {
-                            String[] last = {"nothing pulled"};
-                            try {
-                                Members.await60(() -> {
-                                    try {
-                                        float[] got = reader.pull("emb", ids);
-                                        for (int i = 0; i < got.length; i++) {
-                                            if (got[i] != expected[i]) {
-                                                last[0] = "id " + i / DIM + ": " + got[i] + " != " + expected[i];
-                                                return false;
-                                            }
-                                        }
-                                        return true;
-                                    } catch (RuntimeException notYet) {
-                                        last[0] = notYet.toString();
-                                        return false;
-                                    }
-                                }, "the restarted serving server equal to training");
-                            } catch (AssertionError e) {
-                                throw new AssertionError(e.getMessage() + "; last: " + last[0], e);
-                            }
-                        }
+                        ServingProcesses.awaitEqual(rpc, "ferry://" + s0.address() + "," + again, ids, expected, DIM);
                         System.out.printf("[export-kill] serving server SIGKILLed after %d pushes, restarted; equal to"
                                 + " training %d ms after training stopped (%d ms after the kill), %d pushes in all%n",
                                 before, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - stopped),
-                                TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killed), pushes.get());
-                    } finally {
-                        stop.set(true);
-                        pusher.join();
+                                TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killed), pushes.pushes());
                     }
                 }
             } finally {
@@ -137,20 +83,6 @@ class ExportKillTest {
                 t0.close();
             }
         }
-    }
-
-    private static ChildJvm startServing(ClusterConfig serve, ClusterConfig train, List<ChildJvm> children) {
-        ClusterServerMain.Options o = new ClusterServerMain.Options(serve, "sv", 0, "127.0.0.1", "tcp", null, true,
-                false);
-        List<String> args = new ArrayList<>(o.toArgs());
-        args.addAll(ExportOptions.following(train.uri(), 200).toArgs());
-        ProcessBuilder builder = new ProcessBuilder(ChildJvm.javaCommand(List.of("-Xmx256m", "-XX:+UseSerialGC"),
-                ClusterServerMain.class.getName(), args));
-        builder.environment().remove(SharedSecret.ENV_SECRET_FILE);
-        builder.environment().put(SharedSecret.ENV_SECRET, Members.SECRET);
-        ChildJvm child = ChildJvm.start(builder, "sv");
-        children.add(child);
-        return child;
     }
 
     /** Rows {@code reader}'s serving server returns other than the initial zeros, or 0 if it cannot answer yet. */

@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeUnit;
 
 import dev.ferry.ps.BatchPlan;
 import dev.ferry.ps.DenseConfig;
@@ -103,7 +104,11 @@ public final class PsClient implements AutoCloseable {
      * are only bootstrap servers: the table names every server, and the client follows it as it
      * changes (on {@code WRONG_SERVER} answers, and early from the generation every answer carries).
      *
-     * @throws PsException  {@code INVALID_ARGUMENT} if the servers do not form that cluster
+     * <p>Cluster members that have joined but have no routing table yet are asked again until
+     * the configuration's default deadline.
+     *
+     * @throws PsException  {@code INVALID_ARGUMENT} if the servers do not form that cluster;
+     *                      {@code WRONG_SERVER} if none had a routing table within the deadline
      * @throws RpcException if no server can be reached within the deadline
      */
     public static PsClient connect(RpcConfig config, TransportConfig transport, List<String> addresses) {
@@ -114,18 +119,33 @@ public final class PsClient implements AutoCloseable {
         RpcClient rpc = RpcClient.open(config, transport);
         try {
             PsClient client = new PsClient(rpc, addresses, config.defaultDeadlineMillis());
-            RuntimeException last = null;
-            for (String address : addresses) {
-                try {
-                    join(client.routing.fetchRouting(address));
-                    last = null;
-                    break;
-                } catch (RuntimeException e) {
-                    last = e;
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.defaultDeadlineMillis());
+            while (true) {
+                RuntimeException last = null;
+                for (String address : addresses) {
+                    try {
+                        join(client.routing.fetchRouting(address));
+                        last = null;
+                        break;
+                    } catch (RuntimeException e) {
+                        last = e;
+                    }
                 }
-            }
-            if (last != null) {
-                throw last;
+                if (last == null) {
+                    break;
+                }
+                // Cluster members that have just joined answer before their first routing table
+                // is installed: ask again until the call's deadline, then fail with that answer.
+                if (!(last instanceof PsException ps) || ps.code() != PsException.Code.WRONG_SERVER
+                        || PsDescriptor.wrongServerGeneration(ps) >= 0 || System.nanoTime() > deadline) {
+                    throw last;
+                }
+                try {
+                    Thread.sleep(20);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw last;
+                }
             }
             if (client.routing.route().table().members().isEmpty()) {
                 client.routing.fixAddresses(addresses);

@@ -53,7 +53,8 @@ class ExportCatchUpKillTest {
             FollowedCluster followed = FollowedCluster.of(train.uri(), "tcp");
             ExportClusterTest.Node s0 = null;
             RpcConfig rpc = Members.rpc().withDefaultDeadlineMillis(3_000);
-            try (PsClient trainer = ServingProcesses.connectWhenRouted(rpc, t0.address());
+            ExportClusterTest.awaitOwning(List.of(t0));
+            try (PsClient trainer = PsClient.connect(rpc, Members.transport("tcp"), "ferry://" + t0.address());
                     ClusterAdmin admin = ClusterAdmin.connect(serve)) {
                 Members.await60(() -> {
                     try {

@@ -160,7 +160,7 @@ class ExportClusterTest {
     }
 
     /** Waits until every node installed a table naming all of them, with every group owned. */
-    private static void awaitOwning(List<Node> nodes) {
+    static void awaitOwning(List<Node> nodes) {
         Members.await(() -> {
             for (Node n : nodes) {
                 var t = n.server().routingTable();

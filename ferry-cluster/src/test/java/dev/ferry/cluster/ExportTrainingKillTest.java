@@ -51,7 +51,7 @@ class ExportTrainingKillTest {
                 ChildJvm first = startTraining(train, children);
                 String address = first.expect(PsServerMain.LISTENING, 60_000).split(" ")[1];
                 first.expect(ClusterServerMain.JOINED, 60_000);
-                try (PsClient trainer = ServingProcesses.connectWhenRouted(rpc, address)) {
+                try (PsClient trainer = PsClient.connect(rpc, Members.transport("tcp"), "ferry://" + address)) {
                     Members.await60(() -> {
                         try {
                             trainer.createTable(TableConfig.of("emb", DIM, Optimizer.sgd(1)));

@@ -7,7 +7,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
-import dev.ferry.ps.PsException;
 import dev.ferry.ps.net.ChildJvm;
 import dev.ferry.ps.net.PsClient;
 import dev.ferry.rpc.RpcConfig;
@@ -97,33 +96,6 @@ final class ServingProcesses {
         public void close() {
             stop();
         }
-    }
-
-    /**
-     * A client of the member at {@code address}, connected once it has a routing table: a member
-     * that has just joined answers the client's first routing call with {@code WRONG_SERVER}
-     * until its table is there (60 s at most).
-     */
-    static PsClient connectWhenRouted(RpcConfig rpc, String address) {
-        PsClient[] client = {null};
-        RuntimeException[] last = {null};
-        try {
-            Members.await60(() -> {
-                try {
-                    client[0] = PsClient.connect(rpc, Members.transport("tcp"), "ferry://" + address);
-                    return true;
-                } catch (PsException e) {
-                    if (e.code() != PsException.Code.WRONG_SERVER) {
-                        throw e;
-                    }
-                    last[0] = e;
-                    return false;
-                }
-            }, "a routing table at " + address);
-        } catch (AssertionError e) {
-            throw new AssertionError(e.getMessage() + "; last: " + last[0], e);
-        }
-        return client[0];
     }
 
     /** Waits (60 s at most) until the servers at {@code addresses} serve exactly {@code expected} for "emb". */

@@ -175,10 +175,7 @@ public final class ExportDescriptor {
         }
         long since = body.get(PsDescriptor.LONG, 8);
         long upTo = body.get(PsDescriptor.LONG, 16);
-        if (since < 0 || upTo < since) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "EXPORT_ROWS: ticks (" + since + ", " + upTo
-                    + "] are not a range");
-        }
+        checkTicks(since, upTo, "EXPORT_ROWS");
         int maxRows = body.get(PsDescriptor.INT, 32);
         if (maxRows <= 0 || maxRows > maxRowsLimit) {
             throw new PsException(PsException.Code.INVALID_ARGUMENT, "EXPORT_ROWS: " + maxRows
@@ -247,12 +244,17 @@ public final class ExportDescriptor {
         }
         long since = body.get(PsDescriptor.LONG, 8);
         long upTo = body.get(PsDescriptor.LONG, 16);
-        if (since < 0 || upTo < since) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "EXPORT_DENSE: ticks (" + since + ", " + upTo
-                    + "] are not a range");
-        }
+        checkTicks(since, upTo, "EXPORT_DENSE");
         String after = new String(body.asSlice(DENSE_HEADER, nameLength).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
                 StandardCharsets.UTF_8);
         return new DenseRequest(body.get(PsDescriptor.LONG, 0), since, upTo, body.asSlice(32, SLOT_BITMAP), after);
+    }
+
+    /** A request's tick range {@code (since, upTo]}, both at offsets 8 and 16 of its body. */
+    private static void checkTicks(long since, long upTo, String method) {
+        if (since < 0 || upTo < since) {
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, method + ": ticks (" + since + ", " + upTo
+                    + "] are not a range");
+        }
     }
 }

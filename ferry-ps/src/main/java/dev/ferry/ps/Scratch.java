@@ -22,6 +22,8 @@ final class Scratch {
     int[] order = new int[0];
     int[] shardStart = new int[257];
     int[] shardCursor = new int[256];
+    /** Where the cache-line touches of the last apply leave their folded value, so that the JIT keeps them. */
+    long touched;
 
     /** This thread's scratch with room for {@code count} ids. */
     static Scratch of(int count) {

@@ -275,6 +275,14 @@ public final class SparseTable {
         gatherLocked(shard, id, h, out, at);
     }
 
+    /**
+     * Rows of a push whose cache lines are touched together before their steps: a step's work
+     * depends on its row's loads and fills the processor's window, so without the touches the
+     * rows' cache misses come one row after another (measured: phase 2 of a 4,096-id push about
+     * 10% faster per whole apply; groups of 8 were slower, of 32 no better).
+     */
+    static final int TOUCH_GROUP = 16;
+
     /** Optimistic reads of one row before a gather takes its shard's lock instead. */
     private static final int OPTIMISTIC_ATTEMPTS = 3;
     /** {@link Shard#find}'s answer for an absent id. */
@@ -376,8 +384,10 @@ public final class SparseTable {
             }
         }
         // Phase 2: the steps, in batch order within each shard (so duplicates apply in order),
-        // each one write for the optimistic readers.
+        // each one write for the optimistic readers; the rows' lines are touched a group at a
+        // time before their steps, so that their cache misses overlap.
         int dimension = dimension();
+        long touched = 0;
         for (int s = 0; s < shards.length; s++) {
             if (start[s] == start[s + 1]) {
                 continue;
@@ -386,37 +396,54 @@ public final class SparseTable {
             shard.lock.lock();
             try {
                 checkOpen(shard);
-                for (int k = start[s]; k < start[s + 1]; k++) {
-                    int pos = order[k];
-                    int row = rowOf[pos];
-                    if (row < 0) {
-                        continue; // not admitted: counted, not stored
-                    }
-                    long id = ids[offset + pos];
-                    if (!shard.holds(row, id)) {
-                        // Evicted since phase 1 (its slot maybe reused): the step is lost with
-                        // the row, as if it had been applied just before the eviction.
-                        row = shard.find(id, hash[pos]);
+                for (int from = start[s], end = start[s + 1]; from < end; from += TOUCH_GROUP) {
+                    int to = Math.min(end, from + TOUCH_GROUP);
+                    touched += touch(shard, order, rowOf, from, to);
+                    for (int k = from; k < to; k++) {
+                        int pos = order[k];
+                        int row = rowOf[pos];
                         if (row < 0) {
-                            lostToEviction.increment();
-                            continue;
+                            continue; // not admitted: counted, not stored
                         }
-                    }
-                    shard.beginWrite();
-                    try {
-                        shard.step(row, kernel, dimension, gradients, pos * payloadBytes, now);
-                    } finally {
-                        shard.endWrite();
-                    }
-                    RowListener listener = changes;
-                    if (listener != null) {
-                        listener.changed(id);
+                        long id = ids[offset + pos];
+                        if (!shard.holds(row, id)) {
+                            // Evicted since phase 1 (its slot maybe reused): the step is lost with
+                            // the row, as if it had been applied just before the eviction.
+                            row = shard.find(id, hash[pos]);
+                            if (row < 0) {
+                                lostToEviction.increment();
+                                continue;
+                            }
+                        }
+                        shard.beginWrite();
+                        try {
+                            shard.step(row, kernel, dimension, gradients, pos * payloadBytes, now);
+                        } finally {
+                            shard.endWrite();
+                        }
+                        RowListener listener = changes;
+                        if (listener != null) {
+                            listener.changed(id);
+                        }
                     }
                 }
             } finally {
                 shard.lock.unlock();
             }
         }
+        scratch.touched = touched;
+    }
+
+    /** Touches the rows of {@code order[from, to)} ({@link Shard#touch}). */
+    private static long touch(Shard shard, int[] order, int[] rowOf, int from, int to) {
+        long touched = 0;
+        for (int k = from; k < to; k++) {
+            int row = rowOf[order[k]];
+            if (row >= 0) {
+                touched += shard.touch(row);
+            }
+        }
+        return touched;
     }
 
     /** The whole row of {@code id} (header, weights, optimizer state) as bytes, or null; for tests. */

@@ -78,7 +78,7 @@ final class Shard {
     private final long recordStride;
     /** Bytes of one row in a chunk, weights and record. */
     private final long rowBytes;
-    /** Cache lines {@link #touch} reads of a row's weights and of its record: one per 64 bytes. */
+    /** Cache lines {@link #preload} reads of a row's weights and of its record: one per 64 bytes. */
     private final int weightLines;
     private final int recordLines;
     /** Offsets of the id, step count and stamp in a record. */
@@ -199,12 +199,12 @@ final class Shard {
      * steps, so that the rows' cache misses overlap: a step's work depends on its row's loads and
      * fills the processor's window, so without it the misses come one row after another.
      */
-    long touch(int row) {
+    long preload(int row) {
         assert lock.isHeldByCurrentThread();
         int c = chunkIndex(row);
         MemorySegment chunk = chunks[c];
-        return touchLines(chunk, (long) (row - firstRow(c)) * weightStride, weightLines)
-                + touchLines(chunk, recordAt(row, c), recordLines);
+        return preloadLines(chunk, (long) (row - firstRow(c)) * weightStride, weightLines)
+                + preloadLines(chunk, recordAt(row, c), recordLines);
     }
 
     /**
@@ -214,7 +214,7 @@ final class Shard {
      * clamped to the end, cost a third to a half more per row.
      */
     @SuppressWarnings("fallthrough")
-    private static long touchLines(MemorySegment chunk, long from, int lines) {
+    private static long preloadLines(MemorySegment chunk, long from, int lines) {
         long folded = 0;
         switch (Math.min(lines, 8)) {
             case 8: folded += chunk.get(RowLayout.LONG, from + 7 * TOUCH_STEP);
@@ -232,7 +232,7 @@ final class Shard {
         return folded;
     }
 
-    /** A cache line: {@link #touch} reads one long per line (strides and chunk starts are multiples of 8). */
+    /** A cache line: {@link #preload} reads one long per line (strides and chunk starts are multiples of 8). */
     private static final long TOUCH_STEP = 64;
 
     /**

@@ -77,4 +77,53 @@ class StoredRowTest {
             }
         }
     }
+
+    /**
+     * {@link Shard#preload} (a push's cache-line touches) reads one long at the start of every
+     * 64-byte line of the row's weights and of its record, no more, and writes nothing: its sum
+     * is that of those longs, whatever the dimension (one line up to thirteen, the loop past
+     * eight), and the rows read back unchanged.
+     */
+    @Test
+    void preloadReadsEachLineOfTheRowOnceAndChangesNothing() {
+        SplittableRandom random = new SplittableRandom(12);
+        for (int dimension : DIMENSIONS) {
+            for (int slots = 0; slots <= 2; slots++) {
+                Shard shard = new Shard(dimension, slots);
+                StoredRow layout = shard.layout();
+                long rowBytes = RowLayout.rowBytes(dimension, slots);
+                int n = 9000;
+                shard.lock.lock();
+                try (Arena arena = Arena.ofConfined()) {
+                    MemorySegment rows = arena.allocate(n * rowBytes, 8);
+                    byte[] bytes = new byte[(int) rowBytes];
+                    shard.beginWrite();
+                    for (int i = 0; i < n; i++) {
+                        random.nextBytes(bytes);
+                        MemorySegment.copy(bytes, 0, rows, ValueLayout.JAVA_BYTE, i * rowBytes, bytes.length);
+                        long id = rows.get(RowLayout.LONG, i * rowBytes + RowLayout.ID_OFFSET);
+                        shard.writeRow(shard.append(id, Slots.mix(id)), rows, i * rowBytes);
+                    }
+                    shard.endWrite();
+                    byte[] before = shard.snapshot(arena).toArray(ValueLayout.JAVA_BYTE);
+                    for (int row = 0; row < n; row++) {
+                        MemorySegment chunk = shard.chunk(row);
+                        long expected = 0;
+                        for (long at = 0; at < layout.weightStride; at += 64) {
+                            expected += chunk.get(RowLayout.LONG, shard.weightsAt(row) + at);
+                        }
+                        for (long at = 0; at < layout.recordStride; at += 64) {
+                            expected += chunk.get(RowLayout.LONG, shard.recordAt(row) + at);
+                        }
+                        assertEquals(expected, shard.preload(row), "dimension " + dimension + ", slots " + slots
+                                + ", row " + row);
+                    }
+                    assertArrayEquals(before, shard.snapshot(arena).toArray(ValueLayout.JAVA_BYTE));
+                } finally {
+                    shard.close();
+                    shard.lock.unlock();
+                }
+            }
+        }
+    }
 }

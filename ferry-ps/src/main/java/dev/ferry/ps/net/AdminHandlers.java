@@ -97,7 +97,7 @@ final class AdminHandlers {
         List<TableStats> stats = only == null ? ps.stats() : List.of(ps.describe(only));
         int bytes = PsDescriptor.SERVER_INFO;
         for (TableStats s : stats) {
-            bytes += PsDescriptor.tableInfoBytes(s.name().getBytes(StandardCharsets.UTF_8).length);
+            bytes += DescribeDescriptor.tableInfoBytes(s.name().getBytes(StandardCharsets.UTF_8).length);
         }
         MemorySegment out = call.reply(bytes);
         List<ServerInfo.Table> tables = stats.stream().map(s -> isDense(s.name()) ? new ServerInfo.Table(true, s)
@@ -105,10 +105,10 @@ final class AdminHandlers {
         PsServer.View v = server.view();
         int servers = v.table() == null ? 0 : v.table().serverCount();
         int hash = v.table() == null ? 0 : v.table().slots().hashCode();
-        int at = PsDescriptor.writeServerInfo(out,
+        int at = DescribeDescriptor.writeServerInfo(out,
                 new ServerInfo(null, v.self(), servers, ps.readOnly(), hash, tables), hash);
         for (ServerInfo.Table t : tables) {
-            at = PsDescriptor.writeTableInfo(out, at, t.dense() ? PsDescriptor.DENSE : PsDescriptor.SPARSE, t.stats(),
+            at = DescribeDescriptor.writeTableInfo(out, at, t.dense() ? PsDescriptor.DENSE : PsDescriptor.SPARSE, t.stats(),
                     t.pullFormat());
         }
     }
@@ -118,7 +118,7 @@ final class AdminHandlers {
         if (v.table() == null) {
             throw PsDescriptor.wrongServer(v.generation(), "member " + server.memberId() + " has no routing table yet");
         }
-        PsDescriptor.writeSlotTable(call.reply(PsDescriptor.slotTableBytes()), v.table().slots());
+        DescribeDescriptor.writeSlotTable(call.reply(DescribeDescriptor.slotTableBytes()), v.table().slots());
     }
 
     void routing(ServerCall call) {

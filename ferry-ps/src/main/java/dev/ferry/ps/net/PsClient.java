@@ -6,8 +6,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
-import java.util.concurrent.TimeUnit;
 
 import dev.ferry.ps.BatchPlan;
 import dev.ferry.ps.DenseConfig;
@@ -48,8 +46,10 @@ import dev.ferry.transport.TransportConfig;
  * ({@link PullFormat}: f16, bf16, int8), by the table's default or per call, decoded into the
  * caller's array within the format's documented error.
  *
- * <p>The roles behind this API: {@code RoutingFollower} (the route and its refreshes),
- * {@code RetryPolicy}, {@code BatchParts} (the per-server parts of a batch), {@code TableDirectory}
+ * <p>The roles behind this API: {@code ClusterBootstrap} (the first routing table, the check of
+ * a fixed cluster), {@code RoutingFollower} (the route and its refreshes), {@code RetryPolicy},
+ * {@code SparseCalls} (a sparse batch planned, its parts started, the answers put back in order),
+ * {@code BatchParts} (the per-server parts of a batch), {@code DenseCalls}, {@code TableDirectory}
  * (table metadata) and {@code ClientCalls} (channels and errors).
  *
  * <p>Errors: a request the servers refuse fails with a {@link PsException} carrying the server's
@@ -72,18 +72,13 @@ public final class PsClient implements AutoCloseable {
     /** The longest pause between two attempts; pauses double from 1 ms up to it. */
     public static final long DEFAULT_MAX_BACKOFF_MILLIS = 200;
 
-    /**
-     * The plan of each thread's blocking pulls, re-planned batch after batch (no garbage per
-     * batch): a blocking pull uses it only until it returns, when every part has completed.
-     */
-    private static final ThreadLocal<BatchPlan[]> PLANS = ThreadLocal.withInitial(() -> new BatchPlan[] {new BatchPlan()});
-
     private final ClientCalls servers;
     private final RoutingFollower routing;
     private final RetryPolicy retry;
     private final BatchParts batches;
     private final TableDirectory directory;
     private final DenseCalls dense;
+    private final SparseCalls sparse;
 
     private PsClient(RpcClient rpc, List<String> bootstrap, long deadlineMillis) {
         this.servers = new ClientCalls(rpc);
@@ -92,8 +87,8 @@ public final class PsClient implements AutoCloseable {
         this.batches = new BatchParts(servers, routing, retry);
         this.directory = new TableDirectory(servers, routing);
         this.dense = new DenseCalls(servers, routing, directory, retry);
+        this.sparse = new SparseCalls(routing, batches, directory);
     }
-
 
     /**
      * Connects to a cluster through any of its servers and fetches the routing table.
@@ -119,38 +114,7 @@ public final class PsClient implements AutoCloseable {
         RpcClient rpc = RpcClient.open(config, transport);
         try {
             PsClient client = new PsClient(rpc, addresses, config.defaultDeadlineMillis());
-            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.defaultDeadlineMillis());
-            while (true) {
-                RuntimeException last = null;
-                for (String address : addresses) {
-                    try {
-                        join(client.routing.fetchRouting(address));
-                        last = null;
-                        break;
-                    } catch (RuntimeException e) {
-                        last = e;
-                    }
-                }
-                if (last == null) {
-                    break;
-                }
-                // Cluster members that have just joined answer before their first routing table
-                // is installed: ask again until the call's deadline, then fail with that answer.
-                if (!(last instanceof PsException ps) || ps.code() != PsException.Code.WRONG_SERVER
-                        || PsDescriptor.wrongServerGeneration(ps) >= 0 || System.nanoTime() > deadline) {
-                    throw last;
-                }
-                try {
-                    Thread.sleep(20);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    throw last;
-                }
-            }
-            if (client.routing.route().table().members().isEmpty()) {
-                client.routing.fixAddresses(addresses);
-                client.checkFixed(addresses);
-            }
+            ClusterBootstrap.join(client.routing, client.directory, addresses, config.defaultDeadlineMillis());
             return client;
         } catch (RuntimeException e) {
             rpc.close();
@@ -173,21 +137,6 @@ public final class PsClient implements AutoCloseable {
             }
         }
         return connect(config, transport, addresses);
-    }
-
-    private void checkFixed(List<String> addresses) {
-        SlotTable slots = routing.route().table().slots();
-        List<ServerInfo> infos = describeServers();
-        for (int i = 0; i < infos.size(); i++) {
-            ServerInfo info = infos.get(i);
-            if (info.index() != i || info.serverCount() != addresses.size() || info.slotHash() != slots.hashCode()
-                    || slots.serverCount() != addresses.size()) {
-                throw new PsException(PsException.Code.INVALID_ARGUMENT, "server " + addresses.get(i)
-                        + " is server " + info.index() + " of " + info.serverCount()
-                        + (info.slotHash() != slots.hashCode() ? " with another slot table" : "")
-                        + "; the client was given it as server " + i + " of " + addresses.size());
-            }
-        }
     }
 
     /**
@@ -311,7 +260,7 @@ public final class PsClient implements AutoCloseable {
         Objects.requireNonNull(ids, "ids");
         return join(directory.dimension(table).thenCompose(dimension -> {
             float[] out = new float[Math.multiplyExact(ids.length, dimension)];
-            return pullInto(table, dimension, ids, MemorySegment.ofArray(out), format).thenApply(v -> out);
+            return sparse.pullInto(table, dimension, ids, MemorySegment.ofArray(out), format).thenApply(v -> out);
         }));
     }
 
@@ -337,78 +286,7 @@ public final class PsClient implements AutoCloseable {
     public void pull(String table, long[] ids, int offset, int count, float[] out, PullFormat format) {
         Objects.requireNonNull(ids, "ids");
         Objects.requireNonNull(out, "out");
-        int dimension = join(directory.dimension(table));
-        if (out.length < (long) count * dimension) {
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "out holds " + out.length + " floats; "
-                    + count + " rows of dimension " + dimension + " need " + (long) count * dimension);
-        }
-        PullFormat wire = format != null ? format : directory.pullFormat(table);
-        byte[] name = PsDescriptor.nameBytes(table);
-        Route r = routing.route();
-        BatchPlan[] mine = PLANS.get();
-        BatchPlan plan = mine[0].plan(ids, offset, count, r.table().slots());
-        MemorySegment target = MemorySegment.ofArray(out);
-        int partCount = plan.parts();
-        CompletableFuture<?>[] started = new CompletableFuture<?>[partCount];
-        RuntimeException failure = null;
-        for (int p = 0; p < partCount && failure == null; p++) {
-            try {
-                started[p] = batches.startPull(r, plan, p, name, dimension, wire);
-            } catch (RuntimeException e) {
-                failure = e;
-                partCount = p;
-            }
-        }
-        if (partCount > 1) {
-            awaitAll(started, partCount);
-        }
-        for (int p = 0; p < partCount; p++) {
-            BatchParts.Rows rows;
-            try {
-                @SuppressWarnings("unchecked")
-                CompletableFuture<RpcResponse> call = (CompletableFuture<RpcResponse>) started[p];
-                rows = batches.awaitPull(call, r, plan, p, name, dimension, wire);
-            } catch (RuntimeException e) {
-                failure = failure == null ? e : failure;
-                continue;
-            }
-            try (rows) {
-                if (failure == null) {
-                    BatchParts.scatter(plan, p, rows, dimension, target);
-                }
-            }
-        }
-        if (failure != null) {
-            // A call that failed may still be encoded again (a resend racing its deadline): it
-            // keeps this plan, and the thread plans its next batches in a new one.
-            mine[0] = new BatchPlan();
-            throw failure;
-        }
-    }
-
-    /**
-     * Waits until every started part has completed, however it did: the caller then wakes once
-     * per batch instead of once per part that was still out when it finished the one before.
-     * Parts that must be split (null) are left to {@code awaitPull}.
-     */
-    private static void awaitAll(CompletableFuture<?>[] started, int count) {
-        int n = 0;
-        CompletableFuture<?>[] out = new CompletableFuture<?>[count];
-        for (int p = 0; p < count; p++) {
-            if (started[p] != null && !started[p].isDone()) {
-                out[n++] = started[p];
-            }
-        }
-        if (n < 2) {
-            return;
-        }
-        try {
-            CompletableFuture.allOf(n == count ? out : java.util.Arrays.copyOf(out, n)).get();
-        } catch (java.util.concurrent.ExecutionException e) {
-            // Each part's own outcome is read next.
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt(); // awaitPull fails the parts still out
-        }
+        sparse.pull(table, ids, offset, count, out, format);
     }
 
     /** {@link #pull} as one array per id. */
@@ -427,7 +305,7 @@ public final class PsClient implements AutoCloseable {
         Objects.requireNonNull(ids, "ids");
         return directory.dimension(table).thenCompose(dimension -> {
             float[] out = new float[Math.multiplyExact(ids.length, dimension)];
-            return pullInto(table, dimension, ids, MemorySegment.ofArray(out), null).thenApply(v -> out);
+            return sparse.pullInto(table, dimension, ids, MemorySegment.ofArray(out), null).thenApply(v -> out);
         });
     }
 
@@ -448,26 +326,8 @@ public final class PsClient implements AutoCloseable {
                 throw new PsException(PsException.Code.LENGTH_MISMATCH, "out holds " + out.length + " floats; "
                         + ids.length + " rows of dimension " + dimension + " need " + (long) ids.length * dimension);
             }
-            return pullInto(table, dimension, ids, MemorySegment.ofArray(out), format);
+            return sparse.pullInto(table, dimension, ids, MemorySegment.ofArray(out), format);
         });
-    }
-
-    private CompletableFuture<Void> pullInto(String table, int dimension, long[] ids, MemorySegment out,
-            PullFormat format) {
-        PullFormat wire = format != null ? format : directory.pullFormat(table);
-        byte[] name = PsDescriptor.nameBytes(table);
-        Route r = routing.route();
-        BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
-        CompletableFuture<?>[] parts = new CompletableFuture<?>[plan.parts()];
-        for (int p = 0; p < parts.length; p++) {
-            int part = p;
-            parts[p] = batches.pullPart(r, plan, part, name, dimension, wire).thenAccept(rows -> {
-                try (rows) {
-                    BatchParts.scatter(plan, part, rows, dimension, out);
-                }
-            });
-        }
-        return CompletableFuture.allOf(parts);
     }
 
     /**
@@ -478,25 +338,7 @@ public final class PsClient implements AutoCloseable {
      */
     public CompletableFuture<PullView> pullView(String table, long[] ids) {
         Objects.requireNonNull(ids, "ids");
-        return directory.dimension(table).thenCompose(dimension -> {
-            byte[] name = PsDescriptor.nameBytes(table);
-            Route r = routing.route();
-            BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
-            List<CompletableFuture<BatchParts.Rows>> parts = new ArrayList<>();
-            for (int p = 0; p < plan.parts(); p++) {
-                parts.add(batches.pullPart(r, plan, p, name, dimension, PullFormat.F32));
-            }
-            return CompletableFuture.allOf(parts.toArray(CompletableFuture<?>[]::new)).handle((v, failure) -> {
-                if (failure != null) {
-                    BatchParts.releaseCompleted(parts);
-                    throw failure instanceof CompletionException c ? c : new CompletionException(failure);
-                }
-                int[] partOf = new int[ids.length];
-                int[] rowOf = new int[ids.length];
-                plan.locate(partOf, rowOf);
-                return new PullView(dimension, parts.stream().map(CompletableFuture::join).toList(), partOf, rowOf);
-            });
-        });
+        return sparse.pullView(table, ids);
     }
 
     /**
@@ -511,23 +353,7 @@ public final class PsClient implements AutoCloseable {
     public CompletableFuture<Void> pushAsync(String table, long[] ids, float[] gradients) {
         Objects.requireNonNull(ids, "ids");
         Objects.requireNonNull(gradients, "gradients");
-        return directory.dimension(table).thenCompose(dimension -> {
-            if (gradients.length != (long) ids.length * dimension) {
-                throw new PsException(PsException.Code.LENGTH_MISMATCH, ids.length + " ids of table '" + table
-                        + "' (dimension " + dimension + ") need " + (long) ids.length * dimension
-                        + " gradient floats, not " + gradients.length);
-            }
-            FiniteGradients.check(table, ids, gradients, dimension);
-            byte[] name = PsDescriptor.nameBytes(table);
-            Route r = routing.route();
-            BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
-            MemorySegment grads = MemorySegment.ofArray(gradients);
-            CompletableFuture<?>[] parts = new CompletableFuture<?>[plan.parts()];
-            for (int p = 0; p < plan.parts(); p++) {
-                parts[p] = batches.pushPart(r, plan, p, name, dimension, grads);
-            }
-            return CompletableFuture.allOf(parts);
-        });
+        return sparse.push(table, ids, gradients);
     }
 
     // ------------------------------------------------------------------------------------------

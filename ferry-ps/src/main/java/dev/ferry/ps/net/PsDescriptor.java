@@ -7,14 +7,9 @@ import java.nio.charset.StandardCharsets;
 
 import dev.ferry.ps.Admission;
 import dev.ferry.ps.DenseConfig;
-import dev.ferry.ps.Initializer;
-import dev.ferry.ps.Optimizer;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.PullFormat;
-import dev.ferry.ps.SlotTable;
-import dev.ferry.ps.Slots;
 import dev.ferry.ps.TableConfig;
-import dev.ferry.ps.TableStats;
 import dev.ferry.rpc.RemoteException;
 import dev.ferry.rpc.RpcMethod;
 
@@ -69,38 +64,15 @@ import dev.ferry.rpc.RpcMethod;
  * </pre>
  * The server-to-server methods carry the move's id in the dedupe field of the header.
  *
- * <p>The body of {@code CREATE_TABLE} after the name, {@value #CREATE_BODY} bytes:
- * <pre>
- *   0               4               8              16              24              32
- *   +---------------+---------------+---------------+---------------+---------------+
- *   | optimizer kind| init kind     | optimizer parameters: 4 x f64                 |
- *   +---------------+---------------+---------------+---------------+---------------+
- *  40              48              56              64
- *   | init: 2 x f64 (low/mean, high/stddev)         | init seed i64 |
- *   +---------------+---------------+---------------+---------------+
- *  64              68              72              80
- *   | pull format   | admission kind| admission parameter f64       |
- *   +---------------+---------------+-------------------------------+
- *  80              88              96             100             104             112
- *   | eviction TTL ns i64 (0 none)  | capacity i64 (0 none)         | policy i32    | 4 reserved    | margin f64    |
- *   +-------------------------------+-------------------------------+---------------+---------------+---------------+
- * </pre>
- * The last {@value #CREATE_EXTENSION} + {@value #EVICTION_EXTENSION} bytes (a sparse table's default
- * {@link PullFormat} code and its {@link Admission}: kind 0 always, 1 after a count (the parameter:
- * count + cells x 2^8), 2 with a probability; then its eviction, policy 0 least recently updated,
- * 1 least frequently used) may be absent, from older clients: a 64-byte body stands for f32 and
- * admit-always, and a body without the last 32 bytes for no eviction.
+ * <p>The body of {@code CREATE_TABLE} after the name ({@value #CREATE_BODY} bytes, then the
+ * optional {@value #CREATE_EXTENSION} + {@value #EVICTION_EXTENSION} of a sparse table's pull
+ * format, {@link Admission} and eviction) is drawn in {@code CreateTableDescriptor}, which
+ * encodes it; the answers of {@code DESCRIBE} and {@code SLOT_TABLE} in
+ * {@code DescribeDescriptor}.
  *
  * <p>{@code PULL}'s {@code offset} field is the {@link PullFormat} code of the answer's rows
  * (0 f32: {@code count x dimension x 4} bytes; 1 f16 and 2 bf16: 2 bytes per weight; 3 int8: per
  * row an f32 scale then one byte per weight); see {@code docs/pull-formats.md}.
- *
- * <p>A {@code DESCRIBE} response: {@value #SERVER_INFO} bytes of server info (index i32, server
- * count i32, flags i32 with bit 0 read-only, tables i32, slot-table hash i32, 4 reserved), then per
- * table a request-style header (kind, name length, dimension) and name, followed by
- * {@value #TABLE_INFO} bytes: rows, capacity rows, bytes per row, reserved bytes (4 x i64), the
- * optimizer kind i32, the table's default pull format code i32, and the optimizer's 4
- * parameters (f64).
  *
  * <p>Errors travel as the RPC layer's remote errors: the class is {@link PsException}'s and the
  * message starts with the {@link PsException.Code} name and {@code ": "}, which
@@ -173,14 +145,6 @@ public final class PsDescriptor {
     static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     static final ValueLayout.OfDouble DOUBLE = ValueLayout.JAVA_DOUBLE_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-
-    private static final int OPT_SGD = 1;
-    private static final int OPT_ADAGRAD = 2;
-    private static final int OPT_ADAM = 3;
-    private static final int OPT_FTRL = 4;
-    private static final int INIT_ZEROS = 1;
-    private static final int INIT_UNIFORM = 2;
-    private static final int INIT_NORMAL = 3;
 
     private PsDescriptor() {
     }
@@ -323,262 +287,28 @@ public final class PsDescriptor {
         return payloadOffset(nameLength) + CREATE_BODY + CREATE_EXTENSION + EVICTION_EXTENSION;
     }
 
-    /** Encodes a sparse table's configuration. */
+    /** Encodes a sparse table's configuration ({@code CreateTableDescriptor}). */
     public static void writeCreate(MemorySegment body, byte[] name, TableConfig table) {
-        int at = writeHeader(body, SPARSE, name, table.dimension(), (int) table.maxRows(), table.shards());
-        writeOptimizer(body, at, table.optimizer());
-        writeInitializer(body, at, table.initializer());
-        TableExtension.write(body, at + CREATE_BODY, table);
-        if (body.byteSize() >= at + CREATE_BODY + CREATE_EXTENSION + EVICTION_EXTENSION) {
-            TableExtension.writeEviction(body, at + CREATE_BODY + CREATE_EXTENSION, table.eviction());
-        } else if (table.eviction().enabled()) {
-            throw new PsException(PsException.Code.INVALID_ARGUMENT, "table '" + table.name()
-                    + "': a CREATE_TABLE body without its eviction extension cannot carry eviction settings");
-        }
+        CreateTableDescriptor.writeCreate(body, name, table);
     }
 
     /** Encodes a dense tensor's configuration. */
     public static void writeCreate(MemorySegment body, byte[] name, DenseConfig tensor) {
-        int at = writeHeader(body, DENSE, name, tensor.length(), 1, 0);
-        writeOptimizer(body, at, tensor.optimizer());
-        writeInitializer(body, at, tensor.initializer());
-        if (body.byteSize() > at + CREATE_BODY) {
-            body.asSlice(at + CREATE_BODY).fill((byte) 0);
-        }
+        CreateTableDescriptor.writeCreate(body, name, tensor);
     }
 
     /** Decodes a sparse table's configuration (the values are checked by {@link TableConfig}). */
     public static TableConfig readTable(MemorySegment body) {
-        int at = createPayload(body);
-        TableConfig table = new TableConfig(name(body), dimension(body), readOptimizer(body, at),
-                readInitializer(body, at), count(body), offset(body));
-        if (body.byteSize() == at + CREATE_BODY) {
-            return table;
-        }
-        table = TableExtension.read(body, at + CREATE_BODY, table);
-        if (body.byteSize() == at + CREATE_BODY + CREATE_EXTENSION) {
-            return table;
-        }
-        return table.withEviction(TableExtension.readEviction(body, at + CREATE_BODY + CREATE_EXTENSION));
+        return CreateTableDescriptor.readTable(body);
     }
 
     /** Decodes a dense tensor's configuration. */
     public static DenseConfig readDense(MemorySegment body) {
-        int at = createPayload(body);
-        return new DenseConfig(name(body), dimension(body), readOptimizer(body, at), readInitializer(body, at));
-    }
-
-    private static int createPayload(MemorySegment body) {
-        int at = payloadOffset(nameLength(body));
-        long size = body.byteSize();
-        if (size != at + CREATE_BODY && size != at + CREATE_BODY + CREATE_EXTENSION
-                && size != at + CREATE_BODY + CREATE_EXTENSION + EVICTION_EXTENSION) {
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "a CREATE_TABLE request with a "
-                    + nameLength(body) + "-byte name has " + (at + CREATE_BODY + CREATE_EXTENSION + EVICTION_EXTENSION)
-                    + " bytes (or " + (at + CREATE_BODY) + " or " + (at + CREATE_BODY + CREATE_EXTENSION)
-                    + " from older clients), not " + size);
-        }
-        return at;
-    }
-
-    private static void writeOptimizer(MemorySegment body, int at, Optimizer optimizer) {
-        double[] p = new double[4];
-        int kind = switch (optimizer) {
-            case Optimizer.Sgd s -> {
-                p[0] = s.learningRate();
-                yield OPT_SGD;
-            }
-            case Optimizer.Adagrad a -> {
-                p[0] = a.learningRate();
-                p[1] = a.initialAccumulator();
-                p[2] = a.epsilon();
-                yield OPT_ADAGRAD;
-            }
-            case Optimizer.Adam a -> {
-                p[0] = a.learningRate();
-                p[1] = a.beta1();
-                p[2] = a.beta2();
-                p[3] = a.epsilon();
-                yield OPT_ADAM;
-            }
-            case Optimizer.Ftrl f -> {
-                p[0] = f.alpha();
-                p[1] = f.beta();
-                p[2] = f.l1();
-                p[3] = f.l2();
-                yield OPT_FTRL;
-            }
-        };
-        body.set(INT, at, kind);
-        for (int i = 0; i < 4; i++) {
-            body.set(DOUBLE, at + 8 + 8L * i, p[i]);
-        }
-    }
-
-    private static Optimizer readOptimizer(MemorySegment body, long at) {
-        int kind = body.get(INT, at);
-        double a = body.get(DOUBLE, at + 8);
-        double b = body.get(DOUBLE, at + 16);
-        double c = body.get(DOUBLE, at + 24);
-        double d = body.get(DOUBLE, at + 32);
-        return switch (kind) {
-            case OPT_SGD -> new Optimizer.Sgd(a);
-            case OPT_ADAGRAD -> new Optimizer.Adagrad(a, b, c);
-            case OPT_ADAM -> new Optimizer.Adam(a, b, c, d);
-            case OPT_FTRL -> new Optimizer.Ftrl(a, b, c, d);
-            default -> throw new PsException(PsException.Code.INVALID_ARGUMENT, "unknown optimizer kind " + kind);
-        };
-    }
-
-    private static void writeInitializer(MemorySegment body, int at, Initializer initializer) {
-        int kind;
-        double a = 0;
-        double b = 0;
-        long seed = 0;
-        switch (initializer) {
-            case Initializer.Zeros z -> kind = INIT_ZEROS;
-            case Initializer.Uniform u -> {
-                kind = INIT_UNIFORM;
-                a = u.low();
-                b = u.high();
-                seed = u.seed();
-            }
-            case Initializer.Normal n -> {
-                kind = INIT_NORMAL;
-                a = n.mean();
-                b = n.stddev();
-                seed = n.seed();
-            }
-        }
-        body.set(INT, at + 4, kind);
-        body.set(DOUBLE, at + 40, a);
-        body.set(DOUBLE, at + 48, b);
-        body.set(LONG, at + 56, seed);
-    }
-
-    private static Initializer readInitializer(MemorySegment body, long at) {
-        int kind = body.get(INT, at + 4);
-        double a = body.get(DOUBLE, at + 40);
-        double b = body.get(DOUBLE, at + 48);
-        long seed = body.get(LONG, at + 56);
-        return switch (kind) {
-            case INIT_ZEROS -> Initializer.zeros();
-            case INIT_UNIFORM -> Initializer.uniform(a, b, seed);
-            case INIT_NORMAL -> Initializer.normal(a, b, seed);
-            default -> throw new PsException(PsException.Code.INVALID_ARGUMENT, "unknown initializer kind " + kind);
-        };
+        return CreateTableDescriptor.readDense(body);
     }
 
     // ------------------------------------------------------------------------------------------
-    // DESCRIBE
-
-    /** Bytes of one table's entry in a {@code DESCRIBE} response. */
-    public static int tableInfoBytes(int nameLength) {
-        return payloadOffset(nameLength) + TABLE_INFO;
-    }
-
-    /** Writes the server info; returns the offset after it. */
-    static int writeServerInfo(MemorySegment out, ServerInfo info, int slotHash) {
-        out.set(INT, 0, info.index());
-        out.set(INT, 4, info.serverCount());
-        out.set(INT, 8, info.readOnly() ? 1 : 0);
-        out.set(INT, 12, info.tables().size());
-        out.set(INT, 16, slotHash);
-        out.set(INT, 20, 0);
-        return SERVER_INFO;
-    }
-
-    /** Writes one table's entry at {@code at}; returns the offset after it. */
-    static int writeTableInfo(MemorySegment out, int at, byte kind, TableStats stats) {
-        return writeTableInfo(out, at, kind, stats, PullFormat.F32);
-    }
-
-    /** Writes one table's entry, with its default pull format, at {@code at}; returns the offset after it. */
-    static int writeTableInfo(MemorySegment out, int at, byte kind, TableStats stats, PullFormat format) {
-        byte[] name = stats.name().getBytes(StandardCharsets.UTF_8);
-        int p = at + writeHeader(out.asSlice(at), kind, name, stats.dimension(), 0, 0);
-        out.set(LONG, p, stats.rows());
-        out.set(LONG, p + 8, stats.capacityRows());
-        out.set(LONG, p + 16, stats.bytesPerRow());
-        out.set(LONG, p + 24, stats.reservedBytes());
-        writeOptimizer(out, p + 32, stats.optimizer());
-        out.set(INT, p + 36, format.code());
-        return p + TABLE_INFO;
-    }
-
-    /**
-     * Decodes a {@code DESCRIBE} response.
-     *
-     * @throws PsException {@code LENGTH_MISMATCH} if its size disagrees with what it holds,
-     *                     {@code INVALID_ARGUMENT} if a table's optimizer is unknown or invalid
-     */
-    static ServerInfo readDescribe(MemorySegment in, String address) {
-        if (in.byteSize() < SERVER_INFO) {
-            throw malformedDescribe(address, in.byteSize() + " bytes, shorter than the server info");
-        }
-        int index = in.get(INT, 0);
-        int count = in.get(INT, 4);
-        boolean readOnly = (in.get(INT, 8) & 1) != 0;
-        int tables = in.get(INT, 12);
-        int slotHash = in.get(INT, 16);
-        // Every entry takes at least tableInfoBytes(0): the count cannot claim more than the bytes hold.
-        if (tables < 0 || tables > (in.byteSize() - SERVER_INFO) / tableInfoBytes(0)) {
-            throw malformedDescribe(address, tables + " tables in " + in.byteSize() + " bytes");
-        }
-        java.util.List<ServerInfo.Table> list = new java.util.ArrayList<>(tables);
-        long at = SERVER_INFO;
-        for (int t = 0; t < tables; t++) {
-            if (in.byteSize() - at < HEADER) {
-                throw malformedDescribe(address, "table " + t + " at byte " + at + " is cut short");
-            }
-            MemorySegment entry = in.asSlice(at);
-            int p = payloadOffset(nameLength(entry));
-            if (entry.byteSize() < p + TABLE_INFO) {
-                throw malformedDescribe(address, "table " + t + " at byte " + at + " is cut short");
-            }
-            Optimizer optimizer = readOptimizer(entry, p + 32);
-            TableStats stats = new TableStats(name(entry), dimension(entry), optimizer, entry.get(LONG, p),
-                    entry.get(LONG, p + 8), entry.get(LONG, p + 16), entry.get(LONG, p + 24));
-            list.add(new ServerInfo.Table(kind(entry) == DENSE, stats, PullFormat.ofCode(entry.get(INT, p + 36))));
-            at += p + TABLE_INFO;
-        }
-        if (at != in.byteSize()) {
-            throw malformedDescribe(address, (in.byteSize() - at) + " bytes after the last table");
-        }
-        return new ServerInfo(address, index, count, readOnly, slotHash, list);
-    }
-
-    private static PsException malformedDescribe(String address, String problem) {
-        return new PsException(PsException.Code.LENGTH_MISMATCH, "server " + address
-                + " sent a malformed DESCRIBE response: " + problem);
-    }
-
-    // ------------------------------------------------------------------------------------------
-    // SLOT_TABLE
-
-    /** Bytes of a {@code SLOT_TABLE} response. */
-    public static int slotTableBytes() {
-        return Integer.BYTES + Slots.COUNT * Short.BYTES;
-    }
-
-    static void writeSlotTable(MemorySegment out, SlotTable slots) {
-        out.set(INT, 0, slots.serverCount());
-        for (int s = 0; s < Slots.COUNT; s++) {
-            out.set(SHORT, Integer.BYTES + (long) s * Short.BYTES, (short) slots.serverOfSlot(s));
-        }
-    }
-
-    static SlotTable readSlotTable(MemorySegment in) {
-        if (in.byteSize() != slotTableBytes()) {
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "a slot table of " + in.byteSize()
-                    + " bytes; expected " + slotTableBytes());
-        }
-        int[] map = new int[Slots.COUNT];
-        for (int s = 0; s < Slots.COUNT; s++) {
-            map[s] = Short.toUnsignedInt(in.get(SHORT, Integer.BYTES + (long) s * Short.BYTES));
-        }
-        return SlotTable.of(map, in.get(INT, 0));
-    }
+    // Routing errors and placement
 
     /** A {@code WRONG_SERVER} error naming the server's generation, for {@link #wrongServerGeneration}. */
     public static PsException wrongServer(long generation, String message) {

@@ -138,7 +138,7 @@ final class TableDirectory {
                     body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0))
                     .thenApply(resp -> {
                         try (resp) {
-                            return PsDescriptor.readDescribe(resp.segment(), address);
+                            return DescribeDescriptor.readDescribe(resp.segment(), address);
                         }
                     }));
         }
@@ -178,7 +178,7 @@ final class TableDirectory {
                 body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0)).thenApply(resp -> {
                     ServerInfo info;
                     try (resp) {
-                        info = PsDescriptor.readDescribe(resp.segment(), r.addresses().get(0));
+                        info = DescribeDescriptor.readDescribe(resp.segment(), r.addresses().get(0));
                     }
                     for (ServerInfo.Table t : info.tables()) {
                         if (!t.dense() && t.stats().name().equals(table)) {

@@ -29,7 +29,10 @@ import dev.ferry.rpc.RpcChannel;
 import dev.ferry.rpc.RpcClient;
 import dev.ferry.rpc.RpcResponse;
 
-/** A training server, a serving server and a follower on tcp in one process, and row comparisons. */
+/**
+ * A training server, a serving server and a follower in one process (on tcp unless a test names
+ * another provider), and row comparisons.
+ */
 abstract class ExportTestBase extends PsNetTestBase {
 
     static final int DIM = 4;
@@ -41,9 +44,13 @@ abstract class ExportTestBase extends PsNetTestBase {
     }
 
     Training training(ParameterServer ps, Path checkpoints) {
+        return training(ps, checkpoints, "tcp");
+    }
+
+    Training training(ParameterServer ps, Path checkpoints, String provider) {
         PsServer server = PsServer.open(ps, 0, 1, checkpoints, rpc());
         ExportService export = ExportService.attach(server);
-        String address = server.listen(config("tcp"));
+        String address = server.listen(config(provider));
         track(ps, server);
         return new Training(ps, server, address, export);
     }
@@ -52,20 +59,28 @@ abstract class ExportTestBase extends PsNetTestBase {
         return training(ParameterServer.create(PsConfig.defaults()), checkpoints);
     }
 
-    record Serving(ParameterServer ps, PsServer server) {
+    record Serving(ParameterServer ps, PsServer server, String address) {
     }
 
     Serving serving() {
+        return serving("tcp");
+    }
+
+    Serving serving(String provider) {
         ParameterServer ps = ParameterServer.follower(PsConfig.defaults());
         PsServer server = PsServer.openMember(ps, "s", null, rpc(), false);
-        String address = server.listen(config("tcp"));
+        String address = server.listen(config(provider));
         track(ps, server);
         server.install(RoutingTable.of(1, List.of("s"), List.of(address), new int[RoutingTable.GROUPS]));
-        return new Serving(ps, server);
+        return new Serving(ps, server, address);
     }
 
     DeltaFollower follow(Serving s, Training t) {
-        return DeltaFollower.start(s.server(), () -> List.of(t.address()), rpc(), config("tcp"), 20);
+        return follow(s, t, "tcp");
+    }
+
+    DeltaFollower follow(Serving s, Training t, String provider) {
+        return DeltaFollower.start(s.server(), () -> List.of(t.address()), rpc(), config(provider), 20);
     }
 
     static long[] ids(int n, long stride) {

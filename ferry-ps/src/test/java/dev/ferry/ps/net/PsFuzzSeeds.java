@@ -92,14 +92,14 @@ public final class PsFuzzSeeds {
         TableStats stats = new TableStats("t", dimension, new Optimizer.Adagrad(0.1, 0.1, 1e-8), 3, 4096, 40, 1 << 16);
         TableStats dense = new TableStats("e", 32, new Optimizer.Sgd(0.5), 1, 1, 128, 128);
         List<ServerInfo.Table> tables = List.of(new ServerInfo.Table(false, stats), new ServerInfo.Table(true, dense));
-        byte[] describe = new byte[PsDescriptor.SERVER_INFO + PsDescriptor.tableInfoBytes(1) * 2];
+        byte[] describe = new byte[PsDescriptor.SERVER_INFO + DescribeDescriptor.tableInfoBytes(1) * 2];
         MemorySegment r = MemorySegment.ofArray(describe);
-        at = PsDescriptor.writeServerInfo(r, new ServerInfo(null, 0, 2, false, 99, tables), 99);
-        at = PsDescriptor.writeTableInfo(r, at, PsDescriptor.SPARSE, stats);
-        PsDescriptor.writeTableInfo(r, at, PsDescriptor.DENSE, dense);
+        at = DescribeDescriptor.writeServerInfo(r, new ServerInfo(null, 0, 2, false, 99, tables), 99);
+        at = DescribeDescriptor.writeTableInfo(r, at, PsDescriptor.SPARSE, stats);
+        DescribeDescriptor.writeTableInfo(r, at, PsDescriptor.DENSE, dense);
         write(dir, "describe-response", PsRequestFuzzTest.METHODS.length, describe);
-        byte[] slots = new byte[PsDescriptor.slotTableBytes()];
-        PsDescriptor.writeSlotTable(MemorySegment.ofArray(slots), SlotTable.balanced(3));
+        byte[] slots = new byte[DescribeDescriptor.slotTableBytes()];
+        DescribeDescriptor.writeSlotTable(MemorySegment.ofArray(slots), SlotTable.balanced(3));
         write(dir, "slot-table-response", PsRequestFuzzTest.METHODS.length + 1, slots);
     }
 

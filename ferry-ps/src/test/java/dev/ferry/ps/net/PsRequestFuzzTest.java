@@ -87,12 +87,12 @@ class PsRequestFuzzTest {
         } else if (method.equals(PsDescriptor.DENSE_PULL)) {
             assertEquals((long) PsDescriptor.count(request) * Float.BYTES, reply.length);
         } else if (method.equals(PsDescriptor.DESCRIBE)) {
-            ServerInfo info = PsDescriptor.readDescribe(MemorySegment.ofArray(reply), "fuzzer:0");
+            ServerInfo info = DescribeDescriptor.readDescribe(MemorySegment.ofArray(reply), "fuzzer:0");
             assertEquals(0, info.index());
             assertEquals(PsDescriptor.nameLength(request) == 0 ? ps.stats().size() : 1, info.tables().size());
         } else if (method.equals(PsDescriptor.SLOT_TABLE)) {
             assertEquals(ps.slotTable(),
-                    PsDescriptor.readSlotTable(MemorySegment.ofArray(reply)));
+                    DescribeDescriptor.readSlotTable(MemorySegment.ofArray(reply)));
         } else {
             assertEquals(0, reply.length);
         }
@@ -117,8 +117,8 @@ class PsRequestFuzzTest {
 
     private static void describeResponse(byte[] body) {
         try {
-            ServerInfo info = PsDescriptor.readDescribe(MemorySegment.ofArray(body), "fuzzer:0");
-            assertTrue(info.tables().size() <= body.length / PsDescriptor.tableInfoBytes(0));
+            ServerInfo info = DescribeDescriptor.readDescribe(MemorySegment.ofArray(body), "fuzzer:0");
+            assertTrue(info.tables().size() <= body.length / DescribeDescriptor.tableInfoBytes(0));
         } catch (PsException refused) {
             assertTrue(refused.code() == PsException.Code.LENGTH_MISMATCH
                     || refused.code() == PsException.Code.INVALID_ARGUMENT, refused::toString);
@@ -127,7 +127,7 @@ class PsRequestFuzzTest {
 
     private static void slotTableResponse(byte[] body) {
         try {
-            SlotTable slots = PsDescriptor.readSlotTable(MemorySegment.ofArray(body));
+            SlotTable slots = DescribeDescriptor.readSlotTable(MemorySegment.ofArray(body));
             assertTrue(slots.serverCount() >= 1);
         } catch (PsException refused) {
             assertTrue(refused.code() == PsException.Code.LENGTH_MISMATCH

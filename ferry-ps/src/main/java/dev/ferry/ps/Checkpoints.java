@@ -3,15 +3,11 @@ package dev.ferry.ps;
 import static dev.ferry.ps.CheckpointDescriptor.FileSummary;
 
 import java.io.ByteArrayOutputStream;
-import java.io.DataInputStream;
 import java.io.DataOutputStream;
-import java.io.EOFException;
 import java.io.IOException;
-import java.io.UTFDataFormatException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -19,7 +15,6 @@ import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
@@ -172,124 +167,13 @@ final class Checkpoints {
     }
 
     /**
-     * Loads one checkpoint into new tables, verifying every file before it is used.
+     * Loads one checkpoint into new tables, verifying every file before it is used
+     * ({@link CheckpointReader#load}).
      *
      * @throws PsException {@code CHECKPOINT_CORRUPT} (nothing is kept) or {@code CHECKPOINT_IO}
      */
     static Loaded load(Path checkpoint, PsConfig limits, boolean readOnly) {
-        Map<String, SparseTable> tables = new LinkedHashMap<>();
-        Map<String, DenseTensor> tensors = new LinkedHashMap<>();
-        Loaded loaded = null;
-        try (Arena arena = Arena.ofConfined()) {
-            String where = checkpoint.toString();
-            MemorySegment content = CheckpointDescriptor.read(checkpoint.resolve(CheckpointDescriptor.MANIFEST),
-                    CheckpointDescriptor.KIND_MANIFEST, null, arena, where + "/" + CheckpointDescriptor.MANIFEST);
-            DataInputStream in = new DataInputStream(new java.io.ByteArrayInputStream(content.toArray(ValueLayout.JAVA_BYTE)));
-            try {
-                int version = in.readInt();
-                if (version < 1 || version > CheckpointDescriptor.MANIFEST_VERSION) {
-                    throw SparseTable.corrupt(where, "manifest version " + version + ", this code reads 1 to "
-                            + CheckpointDescriptor.MANIFEST_VERSION);
-                }
-                long sequence = in.readLong();
-                ExportStamp export = version >= 3 ? ExportCheckpoints.readStamp(in) : null;
-                int servers = in.readInt();
-                SlotTable slots = null;
-                if (servers > 0) {
-                    int[] map = new int[Slots.COUNT];
-                    for (int i = 0; i < map.length; i++) {
-                        map[i] = in.readInt();
-                    }
-                    slots = SlotTable.of(map, servers);
-                }
-                int tableCount = in.readInt();
-                for (int t = 0; t < tableCount; t++) {
-                    TableConfig config = new TableConfig(in.readUTF(), in.readInt(), readOptimizer(in),
-                            readInitializer(in), in.readLong(), in.readInt());
-                    if (version >= 2) {
-                        config = readTableRules(in, config);
-                    }
-                    SparseTable table = new SparseTable(config, limits, readOnly);
-                    if (tables.putIfAbsent(config.name(), table) != null) {
-                        table.close();
-                        throw SparseTable.corrupt(where, "table '" + config.name() + "' appears twice");
-                    }
-                    for (int s = 0; s < config.shards(); s++) {
-                        String file = in.readUTF();
-                        long rows = in.readLong();
-                        FileSummary summary = new FileSummary(in.readLong(), in.readInt());
-                        String source = where + "/" + file;
-                        try (Arena shardArena = Arena.ofConfined()) {
-                            MemorySegment data = CheckpointDescriptor.read(fileIn(checkpoint, file),
-                                    CheckpointDescriptor.KIND_ROWS, summary, shardArena, source);
-                            if (data.byteSize() != rows * table.rowBytes()) {
-                                throw SparseTable.corrupt(source, data.byteSize() + " bytes of rows; the manifest says "
-                                        + rows + " rows of " + table.rowBytes());
-                            }
-                            table.wholeRows().loadShard(s, data, source);
-                        }
-                    }
-                }
-                int tensorCount = in.readInt();
-                for (int d = 0; d < tensorCount; d++) {
-                    DenseConfig config = new DenseConfig(in.readUTF(), in.readInt(), readOptimizer(in),
-                            readInitializer(in));
-                    if (tables.containsKey(config.name()) || tensors.containsKey(config.name())) {
-                        throw SparseTable.corrupt(where, "name '" + config.name() + "' appears twice");
-                    }
-                    String file = in.readUTF();
-                    FileSummary summary = new FileSummary(in.readLong(), in.readInt());
-                    String source = where + "/" + file;
-                    try (Arena tensorArena = Arena.ofConfined()) {
-                        // The file first: its size, not the manifest's claimed length, bounds what is allocated.
-                        MemorySegment data = CheckpointDescriptor.read(fileIn(checkpoint, file),
-                                CheckpointDescriptor.KIND_DENSE, summary, tensorArena, source);
-                        if (data.byteSize() != config.bytes()) {
-                            throw SparseTable.corrupt(source, data.byteSize() + " bytes; tensor '" + config.name()
-                                    + "' takes " + config.bytes());
-                        }
-                        DenseTensor tensor = new DenseTensor(config, limits, readOnly);
-                        tensors.put(config.name(), tensor);
-                        tensor.load(data, source);
-                    }
-                }
-                if (in.available() != 0) {
-                    throw SparseTable.corrupt(where, in.available() + " bytes after the manifest's end");
-                }
-                loaded = new Loaded(sequence, slots, tables, tensors, export);
-                return loaded;
-            } catch (EOFException e) {
-                throw SparseTable.corrupt(where + "/" + CheckpointDescriptor.MANIFEST, "ends early");
-            } catch (UTFDataFormatException e) {
-                throw SparseTable.corrupt(where + "/" + CheckpointDescriptor.MANIFEST, "a name is not modified UTF-8: "
-                        + e.getMessage());
-            } catch (PsException e) {
-                if (e.code() == PsException.Code.INVALID_ARGUMENT) {
-                    throw SparseTable.corrupt(where + "/" + CheckpointDescriptor.MANIFEST, e.getMessage());
-                }
-                throw e;
-            }
-        } catch (IOException e) {
-            throw new PsException(PsException.Code.CHECKPOINT_IO, "reading checkpoint " + checkpoint + " failed: " + e, e);
-        } finally {
-            if (loaded == null) {
-                tables.values().forEach(SparseTable::close);
-                tensors.values().forEach(DenseTensor::close);
-            }
-        }
-    }
-
-    /**
-     * The file of {@code checkpoint} that a manifest names: a plain file name, never a path that
-     * leads elsewhere ("../x", "/etc/x") nor one the file system refuses (a NUL byte).
-     */
-    private static Path fileIn(Path checkpoint, String name) {
-        if (name.isEmpty() || name.equals(".") || name.equals("..") || name.indexOf('/') >= 0
-                || name.indexOf('\\') >= 0 || name.indexOf('\0') >= 0) {
-            throw SparseTable.corrupt(checkpoint + "/" + CheckpointDescriptor.MANIFEST, "names a file outside the checkpoint: '"
-                    + name.replace("\0", "\\0") + "'");
-        }
-        return checkpoint.resolve(name);
+        return CheckpointReader.load(checkpoint, limits, readOnly);
     }
 
     static long sequenceOf(Path path) {
@@ -380,23 +264,6 @@ final class Checkpoints {
         out.writeDouble(e.margin());
     }
 
-    private static TableConfig readTableRules(DataInputStream in, TableConfig config) throws IOException {
-        PullFormat format = PullFormat.ofCode(in.readUnsignedByte());
-        int kind = in.readUnsignedByte();
-        int count = in.readInt();
-        int cells = in.readInt();
-        double p = in.readDouble();
-        Admission admission = switch (kind) {
-            case 0 -> Admission.always();
-            case 1 -> Admission.after(count, cells);
-            case 2 -> Admission.probability(p);
-            default -> throw TableConfig.invalid("unknown admission kind " + kind);
-        };
-        Eviction eviction = new Eviction(in.readLong(), in.readLong(), EvictionPolicy.ofCode(in.readUnsignedByte()),
-                in.readDouble());
-        return config.withPullFormat(format).withAdmission(admission).withEviction(eviction);
-    }
-
     private static void writeOptimizer(DataOutputStream out, Optimizer optimizer) throws IOException {
         switch (optimizer) {
             case Optimizer.Sgd o -> {
@@ -426,17 +293,6 @@ final class Checkpoints {
         }
     }
 
-    private static Optimizer readOptimizer(DataInputStream in) throws IOException {
-        int kind = in.readUnsignedByte();
-        return switch (kind) {
-            case 0 -> new Optimizer.Sgd(in.readDouble());
-            case 1 -> new Optimizer.Adagrad(in.readDouble(), in.readDouble(), in.readDouble());
-            case 2 -> new Optimizer.Adam(in.readDouble(), in.readDouble(), in.readDouble(), in.readDouble());
-            case 3 -> new Optimizer.Ftrl(in.readDouble(), in.readDouble(), in.readDouble(), in.readDouble());
-            default -> throw TableConfig.invalid("unknown optimizer kind " + kind);
-        };
-    }
-
     private static void writeInitializer(DataOutputStream out, Initializer initializer) throws IOException {
         switch (initializer) {
             case Initializer.Zeros z -> {
@@ -460,16 +316,4 @@ final class Checkpoints {
         }
     }
 
-    private static Initializer readInitializer(DataInputStream in) throws IOException {
-        int kind = in.readUnsignedByte();
-        double a = in.readDouble();
-        double b = in.readDouble();
-        long seed = in.readLong();
-        return switch (kind) {
-            case 0 -> new Initializer.Zeros();
-            case 1 -> new Initializer.Uniform(a, b, seed);
-            case 2 -> new Initializer.Normal(a, b, seed);
-            default -> throw TableConfig.invalid("unknown initializer kind " + kind);
-        };
-    }
 }

@@ -50,23 +50,57 @@ public final class ExportCheckpoints {
         return Optional.empty();
     }
 
+    /** Where {@link #stream} hands a checkpoint's rows. */
+    public interface RowSink {
+        /** Whole rows ({@link RowLayout}) of one shard of {@code table}; valid only during the call. */
+        void rows(TableConfig table, MemorySegment rows);
+    }
+
     /**
-     * Loads {@code checkpoint} (verifying every file), hands each of its sparse tables and dense
-     * tensors (read-only copies, valid only during the call) to the consumers, frees them, and
-     * returns its stamp (null if it has none).
+     * Hands the rows of checkpoint {@code checkpoint} to {@code rows} one shard file at a time
+     * and its dense tensors (read-only copies, valid only during the call) to {@code tensors},
+     * each file verified first, if {@code accept} takes its stamp (null if it has none); returns
+     * the stamp either way. Memory: one shard file, not the checkpoint. A file found corrupt
+     * fails the call after the ones before it were handed.
      *
      * @throws PsException {@code CHECKPOINT_CORRUPT} or {@code CHECKPOINT_IO}
      */
-    public static ExportStamp load(Path checkpoint, PsConfig limits, Consumer<SparseTable> tables,
-            Consumer<DenseTensor> tensors) {
-        Checkpoints.Loaded loaded = Checkpoints.load(checkpoint, limits, true);
-        try {
-            loaded.tables().values().forEach(tables);
-            loaded.tensors().values().forEach(tensors);
-            return loaded.export();
-        } finally {
-            loaded.close();
-        }
+    public static ExportStamp stream(Path checkpoint, PsConfig limits, java.util.function.Predicate<ExportStamp> accept,
+            RowSink rows, Consumer<DenseTensor> tensors) {
+        ExportStamp[] stamp = {null};
+        CheckpointReader.scan(checkpoint, new CheckpointReader.Visitor() {
+            @Override
+            public boolean manifest(long sequence, SlotTable slots, ExportStamp export) {
+                stamp[0] = export;
+                return accept.test(export);
+            }
+
+            @Override
+            public void table(TableConfig config) {
+            }
+
+            @Override
+            public void shard(TableConfig config, int shard, long count, MemorySegment data, String source) {
+                long rowBytes = RowLayout.rowBytes(config.dimension(), config.optimizer().stateSlots());
+                if (data.byteSize() != count * rowBytes) {
+                    throw SparseTable.corrupt(source, data.byteSize() + " bytes of rows; the manifest says "
+                            + count + " rows of " + rowBytes);
+                }
+                rows.rows(config, data);
+            }
+
+            @Override
+            public void tensor(DenseConfig config, MemorySegment data, String source) {
+                DenseTensor tensor = new DenseTensor(config, limits, true);
+                try {
+                    tensor.load(data, source);
+                    tensors.accept(tensor);
+                } finally {
+                    tensor.close();
+                }
+            }
+        });
+        return stamp[0];
     }
 
     /**

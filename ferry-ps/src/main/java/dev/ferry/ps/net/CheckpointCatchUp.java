@@ -23,8 +23,9 @@ import dev.ferry.rpc.RpcResponse;
  * A follower's catch-up from a training server's latest checkpoint instead of a full resync: asks
  * where it is ({@code EXPORT_CHECKPOINT}: the path, on a file system both servers mount at the
  * same path, and the tick sealed before its rows were read), loads the rows of this server's
- * slots that the training server is the primary of now (the slots it exports), and returns the tick, from which the follower asks
- * only for the later deltas. Falls back (returns 0: a full resync) when there is no checkpoint
+ * slots that the training server is the primary of now (the slots it exports), one shard file at
+ * a time ({@link ExportCheckpoints#stream}: memory for one file, not the checkpoint), and returns
+ * the tick, from which the follower asks only for the later deltas. Falls back (returns 0: a full resync) when there is no checkpoint
  * stamped by the training server's current log, when its tick or log id does not match what the
  * manifest says, when it lacks a slot this server wants and the training server exports now, or
  * when it cannot be read. Rows merge by step count, so a row of the checkpoint newer than a
@@ -122,23 +123,21 @@ final class CheckpointCatchUp {
         long[] merged = {0};
         ExportStamp stamp;
         try {
-            stamp = ExportCheckpoints.load(path, ps.config(), table -> {
-                SparseTable local = LocalCopies.table(ps, table.config(), source);
-                long rowBytes = RowTransfer.rowBytes(local);
-                sweep.table(local.name());
-                RowTransfer.export(table, id -> wants(load, Slots.slotOf(id)), 1 << 20, run -> {
-                    merged[0] += RowTransfer.merge(local, run);
-                    sweep.rows(local.name(), run, rowBytes);
-                });
-            }, tensor -> {
-                if (wants(load, Slots.slotOf(PsDescriptor.denseKey(tensor.name())))) {
-                    try (Arena arena = Arena.ofConfined()) {
-                        MemorySegment row = arena.allocate(DenseTransfer.rowBytes(tensor), Long.BYTES);
-                        DenseTransfer.copy(tensor, row);
-                        DenseTransfer.merge(LocalCopies.dense(ps, tensor.config(), source), row, false);
-                    }
-                }
-            });
+            // The stamp first, then the rows one shard file at a time (memory for one file).
+            stamp = ExportCheckpoints.stream(path, ps.config(), s -> s != null && s.logId() == logId && s.tick() == tick,
+                    (config, rows) -> {
+                        SparseTable local = LocalCopies.table(ps, config, source);
+                        sweep.table(local.name());
+                        merged[0] += mergeWanted(local, rows, load, sweep);
+                    }, tensor -> {
+                        if (wants(load, Slots.slotOf(PsDescriptor.denseKey(tensor.name())))) {
+                            try (Arena arena = Arena.ofConfined()) {
+                                MemorySegment row = arena.allocate(DenseTransfer.rowBytes(tensor), Long.BYTES);
+                                DenseTransfer.copy(tensor, row);
+                                DenseTransfer.merge(LocalCopies.dense(ps, tensor.config(), source), row, false);
+                            }
+                        }
+                    });
         } catch (PsException unreadable) {
             rows.add(merged[0]);
             sweep.restart(); // the resync from tick 0 delivers every row again
@@ -155,6 +154,25 @@ final class CheckpointCatchUp {
         LOG.info(() -> "export: caught up with training server " + source + " from checkpoint " + path + " (tick "
                 + tick + ", " + n + " rows); asking for the later deltas");
         return tick;
+    }
+
+    /** Merges the rows of {@code rows} (one shard file's) whose slots are wanted, in runs; returns those written. */
+    private static int mergeWanted(SparseTable local, MemorySegment rows, long[] wanted, ResyncSweep sweep) {
+        long rowBytes = RowTransfer.rowBytes(local);
+        int written = 0;
+        long runStart = -1;
+        for (long at = 0; at <= rows.byteSize(); at += rowBytes) {
+            boolean take = at < rows.byteSize() && wants(wanted, Slots.slotOf(RowTransfer.idOf(rows, at)));
+            if (take && runStart < 0) {
+                runStart = at;
+            } else if (!take && runStart >= 0) {
+                MemorySegment run = rows.asSlice(runStart, at - runStart);
+                written += RowTransfer.merge(local, run);
+                sweep.rows(local.name(), run, rowBytes);
+                runStart = -1;
+            }
+        }
+        return written;
     }
 
     private static boolean wants(long[] bits, int slot) {

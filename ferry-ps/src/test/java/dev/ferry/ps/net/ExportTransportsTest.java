@@ -28,7 +28,7 @@ import dev.ferry.ps.TableConfig;
  * a serving server follows it over the same transport; rows are deleted on training mid-way.
  * Once training stops, serving holds exactly training's rows (byte for byte: ids, steps,
  * weights, optimizer state) and tensor, the deleted rows are gone, and a client of the serving
- * server reads the same values over the transport.
+ * server reads the same values over the transport and is refused pushes, sparse and dense.
  */
 class ExportTransportsTest extends ExportTestBase {
 
@@ -93,6 +93,9 @@ class ExportTransportsTest extends ExportTestBase {
         trainedDense.read(0, DENSE, MemorySegment.ofArray(dense));
         assertArrayEquals(dense, reader.pullDense("w"));
         PsNetTestBase.expect(PsException.Code.READ_ONLY, () -> reader.push("t", new long[] {ids[0]}, new float[DIM]));
+        PsException e = PsNetTestBase.expect(PsException.Code.READ_ONLY, () -> reader.pushDense("w", new float[DENSE]));
+        assertTrue(e.getMessage().contains("read-only (serving mode)"), e::getMessage);
+        assertArrayEquals(dense, reader.pullDense("w"));
     }
 
     /** One training step over the wire: a push of {@code batch} and one of the dense tensor. */

@@ -12,20 +12,24 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * What one call allocates in steady state, in every thread of the process (caller, transport,
- * handler and timer threads), measured with the threads' allocation counters after a warm-up:
- * a 64-byte call answered inline, blocking and asynchronous.
+ * What one call allocates in steady state, measured with the threads' allocation counters after
+ * a warm-up: a 64-byte call answered inline, blocking and asynchronous. The calling thread is
+ * bounded (that is where the call's own objects are made); every thread of the process (caller,
+ * transport, handler and timer threads) is printed.
  *
  * <p>What remains by design: the future the API returns and the call record it completes (the
  * caller may keep both), the response handle, the request writer the caller passes, the pending
- * table's entry, and the transports' per-message handles. The bound leaves less headroom than a
- * scheduled timeout task and a dependent stage per call took before.
+ * table's entry and its boxed key, and the transport's per-message handle. The bound leaves less
+ * headroom than a scheduled timeout task and a dependent stage per call took.
  */
 class CallAllocationTest extends RpcTestBase {
 
     private static final int CALLS = 20_000;
-    /** Bytes per call, all threads: the objects listed above with a margin for the warm-up's tail. */
-    private static final double BOUND = 1_000;
+    /**
+     * Bytes per call on the calling thread: measured 250-340 (shm, local); 520-620 when each call
+     * also scheduled its timeout task and a stage on its send.
+     */
+    private static final double CALLER_BOUND = 450;
     private static final com.sun.management.ThreadMXBean THREADS =
             (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
 
@@ -41,11 +45,14 @@ class CallAllocationTest extends RpcTestBase {
 
         calls(channel, writer, CALLS); // warm-up: pools filled, code compiled
         long before = allocatedEverywhere();
+        long callerBefore = THREADS.getCurrentThreadAllocatedBytes();
         calls(channel, writer, CALLS);
-        double perCall = (allocatedEverywhere() - before) / (double) CALLS;
-        String figure = String.format("%s: %.0f B per call, all threads", provider, perCall);
+        double caller = (THREADS.getCurrentThreadAllocatedBytes() - callerBefore) / (double) CALLS;
+        double everywhere = (allocatedEverywhere() - before) / (double) CALLS;
+        String figure = String.format("%s: %.0f B per call on the calling thread, %.0f B in all threads", provider,
+                caller, everywhere);
         System.out.println(figure);
-        assertTrue(perCall < BOUND, figure);
+        assertTrue(caller < CALLER_BOUND, figure);
     }
 
     private static void calls(RpcChannel channel, RequestWriter writer, int n) throws Exception {

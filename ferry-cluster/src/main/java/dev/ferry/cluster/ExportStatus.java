@@ -26,7 +26,7 @@ public final class ExportStatus {
     public static String line(DeltaFollower f) {
         return COMMAND + " checkpointLoads=" + f.checkpointLoads() + " checkpointRows=" + f.checkpointRows()
                 + " checkpointFallbacks=" + f.checkpointFallbacks() + " resyncs=" + f.resyncs() + " applied="
-                + f.rowsApplied() + " older=" + f.rowsOlder() + " deleted=" + f.rowsDeleted() + " dense="
+                + f.rowsApplied() + " older=" + f.rowsOlder() + " deleted=" + f.rowsDeleted() + " swept=" + f.rowsSwept() + " dense="
                 + f.denseApplied() + " failures=" + f.failures() + " rounds=" + f.rounds();
     }
 

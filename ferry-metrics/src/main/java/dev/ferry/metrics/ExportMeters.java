@@ -64,6 +64,8 @@ public final class ExportMeters {
                 .description("Catch-ups that could not use a checkpoint (a full resync instead)").register(registry);
         FunctionCounter.builder("ferry.export.rows.deleted", follower, DeltaFollower::rowsDeleted)
                 .description("Rows deleted here by tombstones (evicted on training)").register(registry);
+        FunctionCounter.builder("ferry.export.rows.swept", follower, DeltaFollower::rowsSwept)
+                .description("Rows deleted here after a catch-up: deleted on training while out of touch").register(registry);
         FunctionCounter.builder("ferry.export.dense.applied", follower, DeltaFollower::denseApplied)
                 .description("Dense tensors merged here, whole").register(registry);
     }

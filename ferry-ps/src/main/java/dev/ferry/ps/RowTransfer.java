@@ -116,6 +116,14 @@ public final class RowTransfer {
         return table.wholeRows().removeIfNotNewer(id, floor);
     }
 
+    /**
+     * Deletes the rows whose id {@code delete} accepts, whatever their step counts (a follower's
+     * sweep of rows the training server no longer has); returns how many.
+     */
+    public static int deleteIf(SparseTable table, LongPredicate delete) {
+        return table.wholeRows().removeIf(delete);
+    }
+
     /** Resets the rows whose id {@code reset} accepts to their initial values; returns how many. */
     public static int reset(SparseTable table, LongPredicate reset) {
         return table.wholeRows().reset(reset);

@@ -227,4 +227,36 @@ final class WholeRows {
             shard.lock.unlock();
         }
     }
+
+    /**
+     * Deletes every row whose id {@code delete} accepts, each in one write for the optimistic
+     * readers, shard by shard under its lock; returns how many. For a follower's sweep after a
+     * full catch-up: the rows the training server no longer has.
+     */
+    int removeIf(LongPredicate delete) {
+        int n = 0;
+        for (Shard shard : shards) {
+            shard.lock.lock();
+            try {
+                table.checkOpenLocked(shard);
+                int here = 0;
+                for (int row = 0; row < shard.rows(); row++) {
+                    if (shard.live(row) && delete.test(shard.id(row))) {
+                        shard.beginWrite();
+                        try {
+                            shard.remove(row);
+                        } finally {
+                            shard.endWrite();
+                        }
+                        here++;
+                    }
+                }
+                admission.removed(here);
+                n += here;
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+        return n;
+    }
 }

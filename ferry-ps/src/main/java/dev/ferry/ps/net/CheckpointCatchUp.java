@@ -67,9 +67,10 @@ final class CheckpointCatchUp {
     /**
      * Loads the rows of {@code wanted} from the latest checkpoint of the training server at
      * {@code channel} whose live log is {@code logId}; returns the checkpoint's tick, or 0 if none
-     * could be used (the caller then resyncs from tick 0).
+     * could be used (the caller then resyncs from tick 0). Tells {@code sweep} the slots the
+     * training server exports and the ids of the rows loaded.
      */
-    long fromCheckpoint(RpcChannel channel, String source, long logId, long[] wanted) {
+    long fromCheckpoint(RpcChannel channel, String source, long logId, long[] wanted, ResyncSweep sweep) {
         byte[] request = new byte[ExportDescriptor.CHECKPOINT_REQUEST];
         request[0] = ExportDescriptor.VERSION;
         long tick;
@@ -81,6 +82,13 @@ final class CheckpointCatchUp {
                 return fallback(source, "an EXPORT_CHECKPOINT answer of " + in.byteSize() + " bytes");
             }
             int status = in.get(PsDescriptor.INT, 0);
+            if (status == ExportDescriptor.OK || status == ExportDescriptor.NO_CHECKPOINT) {
+                long[] held = new long[load.length]; // the slots it is primary of (exports)
+                for (int i = 0; i < held.length; i++) {
+                    held[i] = in.get(PsDescriptor.LONG, 24 + 8L * i);
+                }
+                sweep.slots(held, wanted);
+            }
             if (status == ExportDescriptor.NO_CHECKPOINT) {
                 return fallback(source, "no checkpoint stamped by its current export log");
             }
@@ -116,8 +124,12 @@ final class CheckpointCatchUp {
         try {
             stamp = ExportCheckpoints.load(path, ps.config(), table -> {
                 SparseTable local = LocalCopies.table(ps, table.config(), source);
-                RowTransfer.export(table, id -> wants(load, Slots.slotOf(id)), 1 << 20,
-                        run -> merged[0] += RowTransfer.merge(local, run));
+                long rowBytes = RowTransfer.rowBytes(local);
+                sweep.table(local.name());
+                RowTransfer.export(table, id -> wants(load, Slots.slotOf(id)), 1 << 20, run -> {
+                    merged[0] += RowTransfer.merge(local, run);
+                    sweep.rows(local.name(), run, rowBytes);
+                });
             }, tensor -> {
                 if (wants(load, Slots.slotOf(PsDescriptor.denseKey(tensor.name())))) {
                     try (Arena arena = Arena.ofConfined()) {
@@ -129,10 +141,12 @@ final class CheckpointCatchUp {
             });
         } catch (PsException unreadable) {
             rows.add(merged[0]);
+            sweep.restart(); // the resync from tick 0 delivers every row again
             return fallback(source, "its checkpoint " + path + " cannot be loaded: " + unreadable.getMessage());
         }
         rows.add(merged[0]);
         if (stamp == null || stamp.logId() != logId || stamp.tick() != tick) {
+            sweep.restart();
             return fallback(source, "checkpoint " + path + " is stamped " + stamp + ", not tick " + tick
                     + " of the log named");
         }

@@ -48,6 +48,8 @@ import dev.ferry.transport.TransportConfig;
  * backup) make the next poll catch up first: from that server's latest checkpoint stamped by its
  * current log, then the changes after the checkpoint's tick ({@link CheckpointCatchUp}); without
  * a usable checkpoint, from tick 0 (every row that training server stores in those slots).
+ * After a catch-up and the poll after it, the local rows of that server's slots that neither
+ * delivered are deleted ({@link ResyncSweep}): deletions a catch-up cannot be told about.
  *
  * <p>Threads: one poller thread owns the cursors and every call; the counters are read from any
  * thread. A training server that cannot be reached keeps its cursor and is asked again next time;
@@ -70,6 +72,8 @@ public final class DeltaFollower implements AutoCloseable {
     private final long startNanos = System.nanoTime();
     /** Poller thread only. */
     private final Map<String, Cursor> cursors = new HashMap<>();
+    /** Poller thread only: per source, the sweep of its last catch-up, until the poll after it. */
+    private final Map<String, ResyncSweep> sweeps = new HashMap<>();
     private long[] lastSlots;
     /** Per source failing now, the reason last logged. */
     private final Map<String, String> failing = new HashMap<>();
@@ -86,6 +90,7 @@ public final class DeltaFollower implements AutoCloseable {
     private final LongAdder rejected = new LongAdder();
     private final LongAdder deleted = new LongAdder();
     private final LongAdder denseApplied = new LongAdder();
+    private final LongAdder swept = new LongAdder();
     private final CheckpointCatchUp catchUp;
     private volatile String lastError;
     private volatile boolean closed;
@@ -148,6 +153,14 @@ public final class DeltaFollower implements AutoCloseable {
     /** Rows deleted by tombstones (rows evicted on training). */
     public long rowsDeleted() {
         return deleted.sum();
+    }
+
+    /**
+     * Rows swept after a catch-up: local rows of a training server's slots that it no longer had
+     * (deleted while this server was out of touch longer than deletions are remembered; {@link ResyncSweep}).
+     */
+    public long rowsSwept() {
+        return swept.sum();
     }
 
     /** Dense tensors merged (whole). */
@@ -240,11 +253,13 @@ public final class DeltaFollower implements AutoCloseable {
             }
             if (lastSlots != null && !Arrays.equals(slots, lastSlots)) {
                 cursors.clear(); // new slots: their rows from the start
+                sweeps.clear();
             }
             lastSlots = slots;
             List<String> now = List.copyOf(sources.get());
             lastSources = now;
             cursors.keySet().retainAll(new HashSet<>(now));
+            sweeps.keySet().retainAll(new HashSet<>(now));
             syncedAt.keySet().retainAll(new HashSet<>(now));
             failing.keySet().retainAll(new HashSet<>(now));
             for (String source : now) {
@@ -301,33 +316,57 @@ public final class DeltaFollower implements AutoCloseable {
             primaries = in.get(PsDescriptor.INT, 20);
         }
         Cursor cursor = cursors.get(source);
+        ResyncSweep sweep = sweeps.remove(source);
         long since;
         // Another log (a restart) or other primary slots (a failover, a move): its rows of the
         // slots it exports now from its checkpoint, or from the start.
         if (cursor != null && cursor.logId() == logId && cursor.primaries() == primaries) {
             since = cursor.tick();
+            if (sweep != null && !sweep.matches(logId, primaries)) {
+                sweep = null;
+            }
         } else {
-            since = catchUp.fromCheckpoint(channel, source, logId, slots);
+            sweep = new ResyncSweep(logId, primaries);
+            since = catchUp.fromCheckpoint(channel, source, logId, slots, sweep);
             if (since == 0) {
                 resyncs.increment();
             }
         }
         if (since < upTo) {
             for (TableConfig config : tables) {
-                pages(channel, source, LocalCopies.table(ps, config, source), logId, since, upTo, slots);
+                pages(channel, source, LocalCopies.table(ps, config, source), logId, since, upTo, slots, sweep);
             }
             dense(channel, source, logId, since, upTo, slots);
+        } else if (sweep != null) {
+            for (TableConfig config : tables) {
+                sweep.table(config.name());
+            }
         }
         cursors.put(source, new Cursor(logId, Math.max(since, upTo), primaries));
+        if (sweep != null) {
+            if (sweep.polled()) {
+                long n = sweep.run(ps, slots);
+                swept.add(n);
+                if (n > 0) {
+                    LOG.info(() -> "export: swept " + n + " rows that training server " + source
+                            + " no longer has (deleted while this server was out of touch)");
+                }
+            } else {
+                sweeps.put(source, sweep);
+            }
+        }
     }
 
     /** Pages through one table's rows and tombstones stamped in {@code (since, upTo]}. */
     private void pages(RpcChannel channel, String source, SparseTable table, long logId, long since, long upTo,
-            long[] slots) {
+            long[] slots, ResyncSweep sweep) {
         byte[] name = PsDescriptor.nameBytes(table.name());
         long rowBytes = RowTransfer.rowBytes(table);
         long afterId = 0;
         boolean first = true;
+        if (sweep != null) {
+            sweep.table(table.name());
+        }
         while (true) {
             byte[] body = new byte[ExportDescriptor.rowsRequestBytes(name.length)];
             ExportDescriptor.writeRowsRequest(MemorySegment.ofArray(body), logId, since, upTo, afterId, first, true,
@@ -349,6 +388,9 @@ public final class DeltaFollower implements AutoCloseable {
                     }
                 }
                 int written = RowTransfer.merge(table, checked.rows());
+                if (sweep != null) {
+                    sweep.rows(table.name(), checked.rows(), rowBytes);
+                }
                 int count = (int) (checked.rows().byteSize() / rowBytes);
                 applied.add(written);
                 older.add(count - written);

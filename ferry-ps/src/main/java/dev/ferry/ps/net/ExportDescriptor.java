@@ -40,7 +40,8 @@ import dev.ferry.rpc.RpcMethod;
  *   +---------+---------+-----------------+-----------------+---------+---------+
  *   | status  | rows i32| row bytes i64   | last id i64     | more i32| reserved|
  *   +---------+---------+-----------------+-----------------+---------+---------+
- *   rows x whole rows, ascending by id: rows stamped in (since, up to] of the wanted slots
+ *   rows x whole rows, ascending by id: rows of the wanted slots changed after since (those
+ *   changed after up to as well: they come again next poll)
  *   with flag bit 1 (deletions) in the request, reserved holds the tombstones i32, and after the
  *   rows: tombstones x | id i64 | floor i64 |, ascending by id: the page's ids whose deletion is
  *   remembered, with the most steps a deleted copy had (apply before the rows)
@@ -56,7 +57,8 @@ import dev.ferry.rpc.RpcMethod;
  *   | status i32 | path length i32 | log id i64 | tick i64 | primary slots (8 KiB) |
  *   | the checkpoint's slots (8 KiB) | path, UTF-8, padded to 8 |
  *   the newest checkpoint stamped by the current log ({@code ExportStamp}); primary slots: those
- *   the server exports now
+ *   the server exports now; with status NO_CHECKPOINT the header only, primary slots filled
+ *   (a follower's resync sweeps them, {@code ResyncSweep})
  * </pre>
  * A poll seals a tick ({@code EXPORT_TABLES}), then pages through each table's rows changed
  * since the follower's cursor up to it, each page continuing after the last id of the one before.

@@ -251,7 +251,11 @@ public final class ExportService {
         long perId = rowBytes + (r.deletions() ? ExportDescriptor.TOMBSTONE_BYTES : 0);
         int max = (int) Math.min(r.maxRows(), Math.max(1, MAX_PAGE_BYTES / perId));
         long[] primary = primaries().slots();
-        long[] ids = log.changed(r.table(), r.since(), r.upTo(), r.afterId(), r.first(),
+        // Every row changed after the cursor, also those changed after the seal (a tick not
+        // sealed yet): a row pushed without pause is changed after nearly every seal before its
+        // page is read, and would otherwise never be exported. It comes again next poll; the
+        // follower's merge by step count makes that harmless.
+        long[] ids = log.changed(r.table(), r.since(), Long.MAX_VALUE, r.afterId(), r.first(),
                 slot -> r.wants(slot) && has(primary, slot), max);
         boolean more = ids.length > max;
         int count = Math.min(ids.length, max);
@@ -350,7 +354,14 @@ public final class ExportService {
         Optional<ExportCheckpoints.Stamped> latest = ExportCheckpoints.latest(server.checkpointDirectory(), log.id());
         // A checkpoint older than a forgotten deletion would bring back rows deleted since.
         if (latest.isEmpty() || latest.get().stamp().tick() < log.forgottenUpTo()) {
-            answer(call, ExportDescriptor.NO_CHECKPOINT, ExportDescriptor.CHECKPOINT_HEADER);
+            // With the slots it exports, so that the follower's resync can sweep them (ResyncSweep).
+            MemorySegment out = call.reply(ExportDescriptor.CHECKPOINT_HEADER);
+            out.fill((byte) 0);
+            out.set(PsDescriptor.INT, 0, ExportDescriptor.NO_CHECKPOINT);
+            long[] held = primaries().slots();
+            for (int i = 0; i < held.length; i++) {
+                out.set(PsDescriptor.LONG, 24 + 8L * i, held[i]);
+            }
             return;
         }
         ExportStamp stamp = latest.get().stamp();

@@ -11,11 +11,19 @@ import dev.ferry.ps.PsException;
 import dev.ferry.ps.PullFormat;
 import dev.ferry.ps.TableConfig;
 import dev.ferry.ps.TableStats;
+import dev.ferry.rpc.PeerUnavailableException;
+import dev.ferry.rpc.RequestWriter;
+import dev.ferry.rpc.RpcMethod;
 import dev.ferry.rpc.RpcResponse;
+import dev.ferry.rpc.RpcTimeoutException;
 
 /**
  * The tables of a cluster as the client knows them: created, described, and their dimensions
- * (sparse) and lengths (dense) remembered so that a batch needs no extra round trip. Thread-safe.
+ * (sparse) and lengths (dense) remembered so that a batch needs no extra round trip. A server
+ * that cannot be reached (dead, or restarted at another address) makes the client ask every
+ * server for a newer routing table, so that the caller's next try goes where the cluster says:
+ * these calls are not retried here (a create is not idempotent), and without the refresh a client
+ * routed to a dead address would fail the same way for good. Thread-safe.
  */
 final class TableDirectory {
 
@@ -30,13 +38,24 @@ final class TableDirectory {
         this.routing = routing;
     }
 
+    /** A call to server {@code server} of {@code r}; one that fails unreached refreshes the routing table. */
+    private CompletableFuture<RpcResponse> call(Route r, int server, RpcMethod method, int length,
+            RequestWriter writer) {
+        return servers.call(r, server, method, length, writer).whenComplete((v, failure) -> {
+            Throwable cause = failure == null ? null : ClientCalls.unwrap(failure);
+            if (cause instanceof PeerUnavailableException || cause instanceof RpcTimeoutException) {
+                routing.refreshFromAll();
+            }
+        });
+    }
+
     /** Creates a sparse table on every server and notes its dimension. */
     CompletableFuture<Void> createTableAsync(TableConfig table) {
         byte[] name = PsDescriptor.nameBytes(table.name());
         List<CompletableFuture<RpcResponse>> calls = new ArrayList<>();
         Route r = routing.route();
         for (int s = 0; s < r.addresses().size(); s++) {
-            calls.add(servers.call(r, s, PsDescriptor.CREATE_TABLE, PsDescriptor.createBytes(name.length),
+            calls.add(call(r, s, PsDescriptor.CREATE_TABLE, PsDescriptor.createBytes(name.length),
                     body -> PsDescriptor.writeCreate(body, name, table)));
         }
         return ClientCalls.releaseAll(calls).thenRun(() -> {
@@ -53,7 +72,7 @@ final class TableDirectory {
     void createDense(DenseConfig tensor) {
         byte[] name = PsDescriptor.nameBytes(tensor.name());
         Route r = routing.route();
-        ClientCalls.join(ClientCalls.releaseAll(List.of(servers.call(r, denseOwner(r, tensor.name()), PsDescriptor.CREATE_TABLE,
+        ClientCalls.join(ClientCalls.releaseAll(List.of(call(r, denseOwner(r, tensor.name()), PsDescriptor.CREATE_TABLE,
                 PsDescriptor.createBytes(name.length), body -> PsDescriptor.writeCreate(body, name, tensor)))));
         denseLengths.put(tensor.name(), tensor.length());
     }
@@ -115,7 +134,7 @@ final class TableDirectory {
         Route r = routing.route();
         for (int s = 0; s < r.addresses().size(); s++) {
             String address = r.addresses().get(s);
-            all.add(servers.call(r, s, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
+            all.add(call(r, s, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
                     body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0))
                     .thenApply(resp -> {
                         try (resp) {
@@ -135,7 +154,7 @@ final class TableDirectory {
         List<CompletableFuture<String>> all = new ArrayList<>();
         Route r = routing.route();
         for (int s = 0; s < r.addresses().size(); s++) {
-            all.add(servers.call(r, s, PsDescriptor.CHECKPOINT, PsDescriptor.HEADER,
+            all.add(call(r, s, PsDescriptor.CHECKPOINT, PsDescriptor.HEADER,
                     body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, new byte[0], 0, 0, 0))
                     .thenApply(resp -> {
                         try (resp) {
@@ -155,7 +174,7 @@ final class TableDirectory {
         }
         byte[] name = PsDescriptor.nameBytes(table);
         Route r = routing.route();
-        return servers.call(r, 0, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
+        return call(r, 0, PsDescriptor.DESCRIBE, PsDescriptor.payloadOffset(name.length),
                 body -> PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, 0, 0, 0)).thenApply(resp -> {
                     ServerInfo info;
                     try (resp) {

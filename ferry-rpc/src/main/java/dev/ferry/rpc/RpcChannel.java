@@ -260,10 +260,11 @@ public final class RpcChannel {
         if (s.fallback) {
             client.fallbackSends.increment();
         }
-        // A failed send fails the peer, which the transport reports (onPeerClosed): the session
-        // fails and the call goes out again on the next one. No stage per send.
-        s.peer.sendAndForget(RpcClient.CONTROL_STREAM + 1 + (int) Math.floorMod(call.id, (long) RpcClient.CALL_STREAMS),
-                message);
+        // A failed send fails the session (and the call goes out again on the next one): not
+        // every transport fails the peer when one of its links fails, so the send's own outcome
+        // is watched, with the session's one handler (no lambda per call).
+        s.peer.send(RpcClient.CONTROL_STREAM + 1 + (int) Math.floorMod(call.id, (long) RpcClient.CALL_STREAMS), message)
+                .whenComplete(s.onSendDone);
     }
 
     /** Completes {@code call} exceptionally if it is still pending. */

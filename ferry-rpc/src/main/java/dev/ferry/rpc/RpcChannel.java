@@ -3,23 +3,14 @@ package dev.ferry.rpc;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
-import java.security.SecureRandom;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicReference;
 
 import dev.ferry.transport.InboundMessage;
 import dev.ferry.transport.OutboundMessage;
-import dev.ferry.transport.Peer;
-import dev.ferry.transport.SharedSecret;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.TransportException.Reason;
@@ -35,11 +26,14 @@ import dev.ferry.transport.TransportException.Reason;
  * non-idempotent call from running twice). A non-idempotent call already sent to a server that
  * has since restarted (a new epoch: its table is gone) fails with
  * {@link PeerUnavailableException} instead, since it may have run.
+ *
+ * <p>The parts: this class sends calls and completes them; {@link PendingCalls} is the table;
+ * {@link CallTimeouts} sweeps the deadlines on the client's timer thread (no task per call);
+ * {@link ChannelSessions} keeps the sessions (connect, heartbeat, failure, fallback) and
+ * {@link ClientHandshake} opens one.
  */
 public final class RpcChannel {
 
-    private static final System.Logger LOG = System.getLogger("dev.ferry.rpc.client");
-    private static final SecureRandom RANDOM = new SecureRandom();
     /**
      * A blocking call first waits this long for its reply by polling the transport itself
      * ({@link Transport#awaitPolling}), so that a fast reply costs no thread wake-up; past it, or
@@ -52,28 +46,26 @@ public final class RpcChannel {
     private final String primaryAddress;
     private final String fallbackAddress;
     final CircuitBreaker breaker;
-    private final ConcurrentHashMap<Long, Call> pending = new ConcurrentHashMap<>();
-    /** Held while a call takes its id and enters {@link #pending}, so the watermark never passes a call. */
-    private final Object idLock = new Object();
+    private final PendingCalls pending;
+    private final ChannelSessions sessions;
     private volatile long ackWatermark;
     /** Moving average (1/8) of this channel's successful round trips: whether spinning for a reply pays. */
     private volatile long typicalNanos;
-    private volatile Session current;
-
-    // Guarded by this.
-    private boolean connecting;
-    private boolean probing;
-    private int failedAttempts;
-    private long nextAttemptNanos;
-    private Throwable lastFailure;
 
     RpcChannel(RpcClient client, String primaryAddress, String fallbackAddress) {
         this.client = client;
         this.primaryAddress = primaryAddress;
         this.fallbackAddress = fallbackAddress;
+        this.pending = new PendingCalls(client.nextCallId);
         RpcConfig c = client.config;
         this.breaker = new CircuitBreaker(primaryAddress, c.breakerFailures(), TimeUnit.MILLISECONDS.toNanos(c.breakerWindowMillis()),
                 TimeUnit.MILLISECONDS.toNanos(c.breakerProbeMillis()));
+        this.sessions = new ChannelSessions(this, client, primaryAddress, fallbackAddress, breaker);
+    }
+
+    /** The acknowledgement watermark sent with every frame: the lowest call id still pending. */
+    long ackWatermark() {
+        return ackWatermark;
     }
 
     /** The server's address on the primary transport. */
@@ -83,7 +75,7 @@ public final class RpcChannel {
 
     /** True while a session to the server is up. */
     public boolean isConnected() {
-        Session s = current;
+        Session s = sessions.current();
         return s != null && s.live();
     }
 
@@ -105,13 +97,13 @@ public final class RpcChannel {
 
     /** True while the server's traffic goes over the fallback transport. */
     public boolean onFallback() {
-        Session s = current;
+        Session s = sessions.current();
         return s != null && s.fallback;
     }
 
     /** Why the last session or connect attempt failed, or null. */
-    public synchronized Throwable lastFailure() {
-        return lastFailure;
+    public Throwable lastFailure() {
+        return sessions.lastFailure();
     }
 
     /** Calls not yet completed. */
@@ -148,14 +140,10 @@ public final class RpcChannel {
         if (deadlineMillis <= 0) {
             throw new IllegalArgumentException("deadline must be positive: " + deadlineMillis);
         }
-        Call call;
-        synchronized (idLock) {
-            call = new Call(this, client.nextCallId.getAndIncrement(), method, length, writer, deadlineMillis);
-            pending.put(call.id, call);
-        }
+        Call call = pending.open(this, method, length, writer, deadlineMillis);
         client.calls.increment();
-        call.timeout = client.timer.schedule(() -> expire(call), deadlineMillis, TimeUnit.MILLISECONDS);
-        Session s = current;
+        client.deadlines.watch(call.deadlineNanos);
+        Session s = sessions.current();
         if (s != null && s.live()) {
             send(call, s);
         }
@@ -177,7 +165,7 @@ public final class RpcChannel {
     public RpcResponse invoke(RpcMethod method, int length, RequestWriter writer, long deadlineMillis) {
         CompletableFuture<RpcResponse> future = call(method, length, writer, deadlineMillis);
         if (!future.isDone() && typicalNanos < SPIN_NANOS) {
-            Session s = current;
+            Session s = sessions.current();
             if (s != null) {
                 (s.fallback ? client.fallback : client.primary).awaitPolling(future, SPIN_NANOS);
             }
@@ -200,14 +188,14 @@ public final class RpcChannel {
     }
 
     /** Sends {@code call} on {@code s} unless it is already in flight on a live session. */
-    private void send(Call call, Session s) {
+    void send(Call call, Session s) {
         Session prev;
         do {
-            prev = call.sentOn.get();
+            prev = call.sentOn();
             if (prev == s || prev != null && !prev.dead()) {
                 return;
             }
-        } while (!call.sentOn.compareAndSet(prev, s));
+        } while (!call.sentOn(prev, s));
         if (call.future.isDone()) {
             return;
         }
@@ -272,20 +260,18 @@ public final class RpcChannel {
         if (s.fallback) {
             client.fallbackSends.increment();
         }
+        // A failed send fails the session (and the call goes out again on the next one): not
+        // every transport fails the peer when one of its links fails, so the send's own outcome
+        // is watched, with the session's one handler (no lambda per call).
         s.peer.send(RpcClient.CONTROL_STREAM + 1 + (int) Math.floorMod(call.id, (long) RpcClient.CALL_STREAMS), message)
-                .whenComplete((v, e) -> {
-                    if (e != null) {
-                        sessionFailed(s, e);
-                    }
-                });
+                .whenComplete(s.onSendDone);
     }
 
     /** Completes {@code call} exceptionally if it is still pending. */
     private void fail(Call call, RpcException cause, boolean countAsTimeout) {
-        if (!pending.remove(call.id, call)) {
+        if (!pending.remove(call)) {
             return;
         }
-        cancelTimer(call);
         completed(call, false);
         if (cause instanceof RpcTimeoutException || countAsTimeout) {
             client.timeouts.increment();
@@ -310,38 +296,36 @@ public final class RpcChannel {
         dev.ferry.rpc.events.RpcEvents.callCompleted(call.method.id(), primaryAddress, call.id, nanos, ok);
     }
 
-    private static void cancelTimer(Call call) {
-        ScheduledFuture<?> timeout = call.timeout;
-        if (timeout != null) {
-            timeout.cancel(false);
-        }
+    /**
+     * Expires the calls past their deadline at {@code nowNanos}; returns the earliest deadline of
+     * the others, or {@code nowNanos + horizonNanos} if that is earlier. On the timer thread.
+     */
+    long expireDue(long nowNanos, long horizonNanos) {
+        return pending.sweep(this, nowNanos, horizonNanos);
     }
 
-    private void expire(Call call) {
-        Session s = current;
-        Throwable cause;
-        synchronized (this) {
-            cause = lastFailure;
-        }
+    /** Fails {@code call} for its deadline, saying why it had no answer. */
+    void expire(Call call) {
+        Session s = sessions.current();
+        Throwable cause = sessions.lastFailure();
         if (s == null || !s.live()) {
             fail(call, new PeerUnavailableException(primaryAddress + (fallbackAddress == null ? "" : " (fallback "
                     + fallbackAddress + ")"), "no session within the deadline of " + call.deadlineMillis
                     + " ms of call " + call.id + " of method " + call.method.id(), cause), false);
         } else {
-            Session sent = call.sentOn.get();
+            Session sent = call.sentOn();
             fail(call, new RpcTimeoutException(call.method.id(), peerName(s), call.deadlineMillis,
                     sent == null ? "never sent" : sent.dead() ? "sent on a session that failed" : "no answer"), false);
         }
     }
 
     void cancelled(Call call) {
-        if (!pending.remove(call.id, call)) {
+        if (!pending.remove(call)) {
             return;
         }
-        cancelTimer(call);
         completed(call, false);
         client.cancelled.increment();
-        Session s = call.sentOn.get();
+        Session s = call.sentOn();
         if (s != null && s.live()) {
             try {
                 OutboundMessage message = s.peer.tryAllocate(RpcDescriptor.HEADER);
@@ -357,12 +341,12 @@ public final class RpcChannel {
     }
 
     void failAll(RpcException cause) {
-        for (Call call : new ArrayList<>(pending.values())) {
+        for (Call call : pending.snapshot()) {
             fail(call, cause, false);
         }
     }
 
-    private String peerName(Session s) {
+    static String peerName(Session s) {
         return s.peer.address() + (s.fallback ? " (fallback)" : "");
     }
 
@@ -389,7 +373,6 @@ public final class RpcChannel {
                     message.release();
                     return;
                 }
-                cancelTimer(call);
                 RpcResponse response = new RpcResponse(message);
                 completed(call, true);
                 client.succeeded.increment(); // before completing, so a caller that returns sees it
@@ -444,310 +427,34 @@ public final class RpcChannel {
     }
 
     // ------------------------------------------------------------------------------------------
-    // Sessions: connect, handshake, heartbeat, failure, fallback
+    // Upkeep, on the timer thread; sessions are kept by ChannelSessions
 
-    /** Periodic (and on demand) upkeep; on the timer thread. */
+    /** Periodic (and on demand) upkeep: the watermark, heartbeats, reconnects; on the timer thread. */
     void maintain(long now) {
         if (client.isClosed()) {
             return;
         }
-        updateWatermark();
-        Session s = current;
-        if (s != null && s.live()) {
-            long silence = now - s.lastHeardNanos;
-            if (silence > TimeUnit.MILLISECONDS.toNanos(client.config.failureTimeoutMillis())) {
-                sessionFailed(s, new RpcException("nothing heard from " + peerName(s) + " for "
-                        + TimeUnit.NANOSECONDS.toMillis(silence) + " ms (failure timeout "
-                        + client.config.failureTimeoutMillis() + " ms)"));
-            } else if (now - s.lastPingNanos >= TimeUnit.MILLISECONDS.toNanos(client.config.heartbeatIntervalMillis())) {
-                s.lastPingNanos = now;
-                ping(s);
-            }
-        }
-        boolean connectNow = false;
-        boolean useFallback = false;
-        boolean probeNow = false;
-        synchronized (this) {
-            s = current;
-            if ((s == null || s.dead()) && !connecting && now - nextAttemptNanos >= 0 && client.tryConnectToken(now)) {
-                connecting = true;
-                connectNow = true;
-                useFallback = fallbackAddress != null && breaker.isOpen();
-            } else if (s != null && s.live() && s.fallback && !probing && breaker.probeDue(now)) {
-                probing = true;
-                probeNow = true;
-            }
-        }
-        if (connectNow) {
-            boolean fb = useFallback;
-            Thread.ofVirtual().name("ferry-rpc-connect").start(() -> connect(fb));
-        } else if (probeNow) {
-            Thread.ofVirtual().name("ferry-rpc-probe").start(this::probe);
-        }
-    }
-
-    private void updateWatermark() {
-        long next;
-        synchronized (idLock) {
-            next = client.nextCallId.get();
-        }
-        long min = next;
-        for (Long id : pending.keySet()) {
-            if (id < min) {
-                min = id;
-            }
-        }
-        ackWatermark = min;
-    }
-
-    private void ping(Session s) {
-        OutboundMessage message;
-        try {
-            message = s.peer.tryAllocate(RpcDescriptor.HEADER);
-        } catch (RuntimeException e) {
-            sessionFailed(s, e);
-            return;
-        }
-        if (message == null) {
-            return; // the send pool is busy, so traffic is flowing: the next tick tries again
-        }
-        RpcDescriptor.write(message.segment(), RpcDescriptor.PING, (byte) 0, 0, client.clientId, 0, 0, ackWatermark);
-        s.peer.send(RpcClient.CONTROL_STREAM, message).whenComplete((v, e) -> {
-            if (e != null) {
-                sessionFailed(s, e);
-            }
-        });
+        ackWatermark = pending.watermark();
+        sessions.maintain(now);
     }
 
     /** After this process stalled, the silence of the server is not its fault. */
     void forgiveSilence(long now) {
-        Session s = current;
-        if (s != null) {
-            s.lastHeardNanos = now;
-        }
-    }
-
-    private void connect(boolean useFallback) {
-        Session session = null;
-        try {
-            session = open(useFallback);
-            synchronized (this) {
-                connecting = false;
-                failedAttempts = 0;
-                lastFailure = null;
-                current = session;
-            }
-            if (!useFallback) {
-                breaker.success();
-            }
-            onSessionReady(session);
-        } catch (Throwable e) {
-            if (session != null) {
-                abandon(session, e);
-            }
-            client.connectFailures.increment();
-            long now = System.nanoTime();
-            if (!useFallback && fallbackAddress != null && breaker.failure(now)) {
-                LOG.log(System.Logger.Level.WARNING, "moving the traffic of " + primaryAddress + " to the fallback "
-                        + fallbackAddress + " after repeated fabric failures: " + e.getMessage());
-            }
-            boolean refused = e instanceof AuthenticationException;
-            synchronized (this) {
-                connecting = false;
-                failedAttempts++;
-                lastFailure = e;
-                nextAttemptNanos = now + backoffNanos(failedAttempts, refused);
-            }
-            if (refused) {
-                failAll((AuthenticationException) e);
-            }
-            LOG.log(System.Logger.Level.DEBUG, "connect to " + primaryAddress + " failed: " + e);
-        }
-    }
-
-    private void probe() {
-        Session session = null;
-        try {
-            session = open(false);
-            breaker.success();
-            LOG.log(System.Logger.Level.INFO, "the fabric to " + primaryAddress + " works again: moving traffic back");
-            synchronized (this) {
-                current = session;
-            }
-            onSessionReady(session);
-        } catch (Throwable e) {
-            if (session != null) {
-                abandon(session, e);
-            }
-            breaker.failure(System.nanoTime());
-        } finally {
-            synchronized (this) {
-                probing = false;
-            }
-        }
-    }
-
-    private void abandon(Session session, Throwable cause) {
-        session.markDead(cause);
-        client.sessions.remove(session.peer, session);
-    }
-
-    private long backoffNanos(int attempts, boolean refused) {
-        RpcConfig c = client.config;
-        long millis = refused ? c.reconnectMaxMillis()
-                : Math.min(c.reconnectMaxMillis(), c.reconnectMinMillis() << Math.min(20, attempts - 1));
-        // Full jitter on the upper half: clients that lost one server together do not return in step.
-        long jittered = millis / 2 + ThreadLocalRandom.current().nextLong(millis / 2 + 1);
-        return TimeUnit.MILLISECONDS.toNanos(jittered);
-    }
-
-    /** Connects and runs the handshake; blocking, on a virtual thread. */
-    private Session open(boolean useFallback) throws Exception {
-        Transport transport = useFallback ? client.fallback : client.primary;
-        String address = useFallback ? fallbackAddress : primaryAddress;
-        Peer peer;
-        try {
-            peer = transport.connect(address);
-        } catch (TransportException e) {
-            if (e.reason() == Reason.UNAUTHENTICATED) {
-                // The transport's own challenge, before any fabric address: the same verdict as ours.
-                throw new AuthenticationException("server " + address + " refused the connection: " + e.getMessage());
-            }
-            throw e;
-        }
-        Session s = new Session(this, peer, useFallback, client.nextHandshake.getAndIncrement());
-        client.sessions.put(peer, s);
-        long timeout = client.handshakeTimeoutMillis;
-        byte[] clientNonce = new byte[SharedSecret.NONCE_BYTES];
-        RANDOM.nextBytes(clientNonce);
-        sendControl(s, RpcDescriptor.HELLO, clientNonce);
-        byte[] challenge = await(s.challenge, timeout, "challenge", address);
-        if (challenge.length < SharedSecret.NONCE_BYTES) {
-            throw new AuthenticationException("server " + address + " sent a malformed challenge");
-        }
-        byte[] serverNonce = Arrays.copyOf(challenge, SharedSecret.NONCE_BYTES);
-        byte[] proof = Arrays.copyOfRange(challenge, SharedSecret.NONCE_BYTES, challenge.length);
-        byte[] answer = new byte[0];
-        if (client.secret != null) {
-            if (!client.secret.verify(proof, "ferry-server", clientNonce, serverNonce, client.clientId)) {
-                throw new AuthenticationException("server " + address + " could not prove it knows the shared secret");
-            }
-            answer = client.secret.proof("ferry-client", serverNonce, clientNonce, client.clientId);
-        }
-        sendControl(s, RpcDescriptor.AUTH, answer);
-        long epoch = await(s.welcome, timeout, "welcome", address);
-        if (epoch != s.epoch) {
-            throw new RpcException("server " + address + " changed epoch during the handshake");
-        }
-        s.lastHeardNanos = System.nanoTime();
-        s.ready = true;
-        if (s.dead()) {
-            throw new RpcException("session to " + address + " failed during the handshake");
-        }
-        client.sessionsOpened.increment();
-        return s;
-    }
-
-    private static <T> T await(CompletableFuture<T> future, long timeoutMillis, String what, String address)
-            throws Exception {
-        try {
-            return future.get(timeoutMillis, TimeUnit.MILLISECONDS);
-        } catch (ExecutionException e) {
-            throw e.getCause() instanceof Exception x ? x : e;
-        } catch (TimeoutException e) {
-            throw new RpcException("no " + what + " from " + address + " within " + timeoutMillis + " ms", e);
-        }
-    }
-
-    private void sendControl(Session s, byte type, byte[] body) {
-        OutboundMessage message = s.peer.allocate(RpcDescriptor.HEADER + body.length);
-        RpcDescriptor.write(message.segment(), type, (byte) 0, 0, client.clientId, s.handshake, 0, ackWatermark);
-        MemorySegment.copy(body, 0, message.segment(), ValueLayout.JAVA_BYTE, RpcDescriptor.HEADER, body.length);
-        s.peer.sendAndForget(RpcClient.CONTROL_STREAM, message);
-    }
-
-    /** Sends every pending call that is not in flight on a live session. */
-    private void onSessionReady(Session s) {
-        for (Call call : new ArrayList<>(pending.values())) {
-            if (!s.live()) {
-                return;
-            }
-            send(call, s);
-        }
+        sessions.forgiveSilence(now);
     }
 
     /** A session failed: its calls wait for the next session, which is opened at once. */
     void sessionFailed(Session s, Throwable cause) {
-        if (!s.markDead(cause)) {
-            return;
-        }
-        client.sessions.remove(s.peer, s);
-        boolean wasCurrent;
-        synchronized (this) {
-            wasCurrent = current == s;
-            if (wasCurrent) {
-                current = null;
-                lastFailure = cause;
-                nextAttemptNanos = System.nanoTime();
-            }
-        }
-        if (!s.ready) {
-            return; // a handshake in progress: its connect attempt counts the failure
-        }
-        client.sessionFailures.increment();
-        if (!s.fallback && fallbackAddress != null && breaker.failure(System.nanoTime())) {
-            LOG.log(System.Logger.Level.WARNING, "moving the traffic of " + primaryAddress + " to the fallback "
-                    + fallbackAddress + " after repeated fabric failures: " + cause.getMessage());
-        }
-        if (wasCurrent) {
-            client.kick(this);
-        }
+        sessions.sessionFailed(s, cause);
     }
 
-    /** One call in flight. */
-    static final class Call {
-        final RpcChannel channel;
-        final long id;
-        final RpcMethod method;
-        final int length;
-        final RequestWriter writer;
-        final long deadlineMillis;
-        final long deadlineNanos;
-        final long startNanos;
-        final CallFuture future;
-        final AtomicReference<Session> sentOn = new AtomicReference<>();
-        /** The epoch of the server the call was first sent to; 0 before. */
-        volatile long firstEpoch;
-        volatile ScheduledFuture<?> timeout;
-
-        Call(RpcChannel channel, long id, RpcMethod method, int length, RequestWriter writer, long deadlineMillis) {
-            this.channel = channel;
-            this.id = id;
-            this.method = method;
-            this.length = length;
-            this.writer = writer;
-            this.deadlineMillis = deadlineMillis;
-            this.startNanos = System.nanoTime();
-            this.deadlineNanos = startNanos + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
-            this.future = new CallFuture(this);
-        }
-    }
-
-    /** A call's future; cancelling it abandons the call. */
-    static final class CallFuture extends CompletableFuture<RpcResponse> {
-        private final Call call;
-
-        CallFuture(Call call) {
-            this.call = call;
-        }
-
-        @Override
-        public boolean cancel(boolean mayInterruptIfRunning) {
-            boolean done = super.cancel(mayInterruptIfRunning);
-            if (done) {
-                call.channel.cancelled(call);
+    /** Sends every pending call that is not in flight on {@code s}, just ready. */
+    void resendAll(Session s) {
+        for (Call call : pending.snapshot()) {
+            if (!s.live()) {
+                return;
             }
-            return done;
+            send(call, s);
         }
     }
 }

@@ -43,6 +43,8 @@ public final class RpcClient implements AutoCloseable {
     final Transport fallback;
     final int maxBody;
     final ScheduledThreadPoolExecutor timer;
+    /** The calls' deadlines, swept on {@link #timer}. */
+    final CallTimeouts deadlines;
     final ConcurrentHashMap<Peer, Session> sessions = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, RpcChannel> channels = new ConcurrentHashMap<>();
     final AtomicLong nextCallId = new AtomicLong(1);
@@ -99,6 +101,7 @@ public final class RpcClient implements AutoCloseable {
                 r -> Thread.ofPlatform().daemon().name("ferry-rpc-timer").unstarted(r));
         timer.setRemoveOnCancelPolicy(true);
         this.tickNanos = TimeUnit.MILLISECONDS.toNanos(Math.max(5, Math.min(50, config.heartbeatIntervalMillis() / 4)));
+        this.deadlines = new CallTimeouts(timer, channels.values(), tickNanos);
         timer.scheduleWithFixedDelay(this::tick, tickNanos, tickNanos, TimeUnit.NANOSECONDS);
     }
 
@@ -216,6 +219,11 @@ public final class RpcClient implements AutoCloseable {
         // the silence of the servers meanwhile is ours, not theirs.
         boolean stalled = now - lastTickNanos > TimeUnit.MILLISECONDS.toNanos(config.failureTimeoutMillis()) / 2;
         lastTickNanos = now;
+        try {
+            deadlines.tick(now);
+        } catch (RuntimeException e) {
+            System.getLogger("dev.ferry.rpc.client").log(System.Logger.Level.WARNING, "deadline sweep failed", e);
+        }
         for (RpcChannel channel : channels.values()) {
             try {
                 if (stalled) {

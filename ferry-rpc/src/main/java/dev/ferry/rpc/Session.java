@@ -1,6 +1,7 @@
 package dev.ferry.rpc;
 
 import java.util.concurrent.CompletableFuture;
+import java.util.function.BiConsumer;
 
 import dev.ferry.transport.Peer;
 
@@ -20,6 +21,12 @@ final class Session {
     volatile boolean ready;
     volatile long lastHeardNanos = System.nanoTime();
     long lastPingNanos;
+    /** Fails this session when a send on it fails: one handler for all its calls' sends. */
+    final BiConsumer<Void, Throwable> onSendDone = (v, e) -> {
+        if (e != null) {
+            channel().sessionFailed(this, e);
+        }
+    };
     private boolean dead;
     private volatile boolean deadFlag;
 
@@ -28,6 +35,10 @@ final class Session {
         this.peer = peer;
         this.fallback = fallback;
         this.handshake = handshake;
+    }
+
+    private RpcChannel channel() {
+        return channel;
     }
 
     boolean dead() {

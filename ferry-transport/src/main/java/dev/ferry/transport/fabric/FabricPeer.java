@@ -78,8 +78,13 @@ final class FabricPeer implements Peer {
     public OutboundMessage allocate(int length) {
         checkUsable(length);
         try {
-            RegisteredBuffer buffer = transport.allocator().allocate(PoolKind.SEND,
-                    FrameDescriptor.PAYLOAD_OFFSET + (long) length, Duration.ofMillis(transport.config().connectTimeoutMillis()));
+            long bytes = FrameDescriptor.PAYLOAD_OFFSET + (long) length;
+            // The wait's Duration only when the pool is out of room: no object per send otherwise.
+            RegisteredBuffer buffer = transport.allocator().tryAllocate(PoolKind.SEND, bytes);
+            if (buffer == null) {
+                buffer = transport.allocator().allocate(PoolKind.SEND, bytes,
+                        Duration.ofMillis(transport.config().connectTimeoutMillis()));
+            }
             return new SendClaim(transport.frames().take(this, buffer, length));
         } catch (PoolExhaustedException e) {
             throw new TransportException(Reason.POOL_EXHAUSTED, "no send buffer of " + length + " bytes for " + address + " within "

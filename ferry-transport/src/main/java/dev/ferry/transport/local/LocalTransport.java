@@ -244,7 +244,11 @@ final class LocalTransport implements Transport {
     LocalMessage allocate(int length, long deadline) {
         long wait = Math.max(1, Math.min(ALLOCATE_SLICE_NANOS, deadline - System.nanoTime()));
         try {
-            return taken(allocator.allocate(PoolKind.SEND, Math.max(1, length), Duration.ofNanos(wait)), length);
+            RegisteredBuffer buffer = allocator.tryAllocate(PoolKind.SEND, Math.max(1, length));
+            if (buffer == null) { // the wait's Duration only when the pool is out of room
+                buffer = allocator.allocate(PoolKind.SEND, Math.max(1, length), Duration.ofNanos(wait));
+            }
+            return taken(buffer, length);
         } catch (PoolExhaustedException e) {
             return null;
         } catch (InterruptedException e) {

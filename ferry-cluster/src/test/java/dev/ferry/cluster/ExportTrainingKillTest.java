@@ -17,7 +17,6 @@ import dev.ferry.ps.net.ChildJvm;
 import dev.ferry.ps.net.PsClient;
 import dev.ferry.ps.net.PsServerMain;
 import dev.ferry.rpc.RpcConfig;
-import dev.ferry.transport.SharedSecret;
 
 /**
  * A training server process ({@code ClusterServerMain}, a child JVM) SIGKILLed while a serving
@@ -120,14 +119,6 @@ class ExportTrainingKillTest {
     }
 
     private ChildJvm startTraining(ClusterConfig train, List<ChildJvm> children) {
-        ClusterServerMain.Options o = new ClusterServerMain.Options(train, "t0", 0, "127.0.0.1", "tcp", null, true,
-                false);
-        ProcessBuilder builder = new ProcessBuilder(ChildJvm.javaCommand(List.of("-Xmx384m", "-XX:+UseSerialGC"),
-                ClusterServerMain.class.getName(), o.toArgs()));
-        builder.environment().remove(SharedSecret.ENV_SECRET_FILE);
-        builder.environment().put(SharedSecret.ENV_SECRET, Members.SECRET);
-        ChildJvm child = ChildJvm.start(builder, "t0");
-        children.add(child);
-        return child;
+        return Members.startProcess(train, "t0", "-Xmx384m", List.of(), children);
     }
 }

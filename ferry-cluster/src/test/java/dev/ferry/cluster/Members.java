@@ -108,6 +108,26 @@ final class Members implements AutoCloseable {
         return best;
     }
 
+    /**
+     * Member {@code id} of {@code cluster} as a child JVM ({@code ClusterServerMain} on tcp, with
+     * this test run's secret and heap {@code heap}), {@code extra} arguments after its own; added
+     * to {@code children}, which the test closes.
+     */
+    static dev.ferry.ps.net.ChildJvm startProcess(ClusterConfig cluster, String id, String heap, List<String> extra,
+            List<dev.ferry.ps.net.ChildJvm> children) {
+        ClusterServerMain.Options o = new ClusterServerMain.Options(cluster, id, 0, "127.0.0.1", "tcp", null, true,
+                false);
+        List<String> args = new ArrayList<>(o.toArgs());
+        args.addAll(extra);
+        ProcessBuilder builder = new ProcessBuilder(dev.ferry.ps.net.ChildJvm.javaCommand(List.of(heap,
+                "-XX:+UseSerialGC"), ClusterServerMain.class.getName(), args));
+        builder.environment().remove(SharedSecret.ENV_SECRET_FILE);
+        builder.environment().put(SharedSecret.ENV_SECRET, SECRET);
+        dev.ferry.ps.net.ChildJvm child = dev.ferry.ps.net.ChildJvm.start(builder, id);
+        children.add(child);
+        return child;
+    }
+
     static void await(BooleanSupplier condition, String what) {
         await(condition, what, 30);
     }

@@ -1,6 +1,5 @@
 package dev.ferry.cluster;
 
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -10,7 +9,6 @@ import java.util.concurrent.atomic.AtomicReference;
 import dev.ferry.ps.net.ChildJvm;
 import dev.ferry.ps.net.PsClient;
 import dev.ferry.rpc.RpcConfig;
-import dev.ferry.transport.SharedSecret;
 
 /**
  * What the export's kill tests share: a serving member process that follows a training cluster,
@@ -24,17 +22,7 @@ final class ServingProcesses {
 
     /** Starts member "sv" of {@code serve} as a child JVM following {@code train} every 200 ms (tcp). */
     static ChildJvm startServing(ClusterConfig serve, ClusterConfig train, List<ChildJvm> children) {
-        ClusterServerMain.Options o = new ClusterServerMain.Options(serve, "sv", 0, "127.0.0.1", "tcp", null, true,
-                false);
-        List<String> args = new ArrayList<>(o.toArgs());
-        args.addAll(ExportOptions.following(train.uri(), 200).toArgs());
-        ProcessBuilder builder = new ProcessBuilder(ChildJvm.javaCommand(List.of("-Xmx256m", "-XX:+UseSerialGC"),
-                ClusterServerMain.class.getName(), args));
-        builder.environment().remove(SharedSecret.ENV_SECRET_FILE);
-        builder.environment().put(SharedSecret.ENV_SECRET, Members.SECRET);
-        ChildJvm child = ChildJvm.start(builder, "sv");
-        children.add(child);
-        return child;
+        return Members.startProcess(serve, "sv", "-Xmx256m", ExportOptions.following(train.uri(), 200).toArgs(), children);
     }
 
     /**

@@ -14,7 +14,6 @@ import dev.ferry.ps.net.ChildJvm;
 import dev.ferry.ps.net.PsClient;
 import dev.ferry.ps.net.PsServerMain;
 import dev.ferry.rpc.RpcConfig;
-import dev.ferry.transport.SharedSecret;
 
 /**
  * The only member of a cluster SIGKILLed and started again under the same id, on another port,
@@ -86,14 +85,6 @@ class SoleMemberRestartTest {
     }
 
     private static ChildJvm start(ClusterConfig train, List<ChildJvm> children) {
-        ClusterServerMain.Options o = new ClusterServerMain.Options(train, "t0", 0, "127.0.0.1", "tcp", null, true,
-                false);
-        ProcessBuilder builder = new ProcessBuilder(ChildJvm.javaCommand(List.of("-Xmx256m", "-XX:+UseSerialGC"),
-                ClusterServerMain.class.getName(), o.toArgs()));
-        builder.environment().remove(SharedSecret.ENV_SECRET_FILE);
-        builder.environment().put(SharedSecret.ENV_SECRET, Members.SECRET);
-        ChildJvm child = ChildJvm.start(builder, "t0");
-        children.add(child);
-        return child;
+        return Members.startProcess(train, "t0", "-Xmx256m", List.of(), children);
     }
 }

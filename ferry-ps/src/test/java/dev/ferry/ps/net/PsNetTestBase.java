@@ -11,6 +11,8 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
 import java.util.stream.Stream;
 
+import dev.ferry.ps.DenseConfig;
+import dev.ferry.ps.Initializer;
 import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.Optimizer;
 import dev.ferry.ps.TableConfig;
@@ -108,6 +110,26 @@ abstract class PsNetTestBase {
                 ps.createTable(TableConfig.of("t", 2, Optimizer.sgd(1)));
             }
         }
+    }
+
+    /** A member started by {@link #exportingMember}. */
+    record Member(ParameterServer ps, PsServer server, String address) {
+    }
+
+    /**
+     * Member "m" on {@code provider}, the only one of its routing table, with the export
+     * attached, sparse table "t" (SGD, {@code dimension}) and dense tensor "d" ({@code length}).
+     */
+    Member exportingMember(String provider, int dimension, int length) {
+        ParameterServer ps = ParameterServer.create(PsConfig.defaults());
+        PsServer server = PsServer.openMember(ps, "m", null, rpc(), false);
+        ExportService.attach(server);
+        String address = server.listen(config(provider));
+        track(ps, server);
+        server.install(RoutingTable.of(1, List.of("m"), List.of(address), new int[RoutingTable.GROUPS]));
+        ps.createTable(TableConfig.of("t", dimension, Optimizer.sgd(1)));
+        ps.createDense(new DenseConfig("d", length, Optimizer.sgd(1), Initializer.zeros()));
+        return new Member(ps, server, address);
     }
 
     /** Closes {@code ps} and {@code server} at the end of the test and checks the server's buffers. */

@@ -17,8 +17,6 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
-import dev.ferry.ps.DenseConfig;
-import dev.ferry.ps.Initializer;
 import dev.ferry.ps.Optimizer;
 import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsConfig;
@@ -49,14 +47,10 @@ class RefusalReasonsTest extends PsNetTestBase {
     @ParameterizedTest(name = "{0}")
     @MethodSource("providers")
     void everyRefusalCarriesItsCodeAndReason(String provider) throws Exception {
-        ParameterServer ps = ParameterServer.create(PsConfig.defaults());
-        PsServer server = PsServer.openMember(ps, "m", null, rpc(), false);
-        ExportService.attach(server);
-        String address = server.listen(config(provider));
-        track(ps, server);
-        server.install(RoutingTable.of(1, List.of("m"), List.of(address), new int[RoutingTable.GROUPS]));
-        ps.createTable(TableConfig.of("t", DIM, Optimizer.sgd(1)));
-        ps.createDense(new DenseConfig("d", LENGTH, Optimizer.sgd(1), Initializer.zeros()));
+        Member m = exportingMember(provider, DIM, LENGTH);
+        ParameterServer ps = m.ps();
+        PsServer server = m.server();
+        String address = m.address();
         ParameterServer unrouted = ParameterServer.create(PsConfig.defaults());
         PsServer fresh = PsServer.openMember(unrouted, "n", null, rpc(), false);
         String freshAddress = fresh.listen(config(provider));

@@ -15,11 +15,8 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
-import dev.ferry.ps.DenseConfig;
-import dev.ferry.ps.Initializer;
 import dev.ferry.ps.Optimizer;
 import dev.ferry.ps.ParameterServer;
-import dev.ferry.ps.PsConfig;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.RowTransfer;
 import dev.ferry.ps.TableConfig;
@@ -48,14 +45,10 @@ class TruncatedRequestTest extends PsNetTestBase {
     @ParameterizedTest(name = "{0}")
     @MethodSource("providers")
     void everyMethodRefusesATruncatedRequestWithItsReasonAndKeepsServing(String provider) throws Exception {
-        ParameterServer ps = ParameterServer.create(PsConfig.defaults());
-        PsServer server = PsServer.openMember(ps, "m", null, rpc(), false);
-        ExportService.attach(server);
-        String address = server.listen(config(provider));
-        track(ps, server);
-        server.install(RoutingTable.of(1, List.of("m"), List.of(address), new int[RoutingTable.GROUPS]));
-        ps.createTable(TableConfig.of("t", DIM, Optimizer.sgd(1)));
-        ps.createDense(new DenseConfig("d", LENGTH, Optimizer.sgd(1), Initializer.zeros()));
+        Member m = exportingMember(provider, DIM, LENGTH);
+        ParameterServer ps = m.ps();
+        PsServer server = m.server();
+        String address = m.address();
         PsClient client = client(provider, List.of(address));
         long[] ids = {3, 1_000_003, -7};
         float[] g = new float[ids.length * DIM];

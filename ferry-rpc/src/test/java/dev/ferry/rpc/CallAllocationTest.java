@@ -26,10 +26,11 @@ class CallAllocationTest extends RpcTestBase {
 
     private static final int CALLS = 20_000;
     /**
-     * Bytes per call on the calling thread: measured 250-340 (shm, local); 520-620 when each call
-     * also scheduled its timeout task and a stage on its send.
+     * Bytes per call on the calling thread: measured 250-340 (shm, local) before the send's
+     * completion stage was put back, and up to 462 on local in a clean run after; 520-620 when
+     * each call also scheduled its timeout task. The bound sits between the two.
      */
-    private static final double CALLER_BOUND = 450;
+    private static final double CALLER_BOUND = 500;
     private static final com.sun.management.ThreadMXBean THREADS =
             (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
 

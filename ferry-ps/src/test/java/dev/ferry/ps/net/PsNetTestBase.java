@@ -183,6 +183,24 @@ abstract class PsNetTestBase {
         throw e;
     }
 
+    /** A raw request, what it should be refused with, and a part of the reason. */
+    record Case(String what, dev.ferry.rpc.RpcMethod method, byte[] body, PsException.Code code, String reason) {
+    }
+
+    /** Sends {@code k}'s body on {@code c} and returns the parameter server's refusal of it. */
+    static PsException refused(dev.ferry.rpc.RpcChannel c, Case k) throws Exception {
+        try {
+            c.call(k.method(), k.body()).get(10, java.util.concurrent.TimeUnit.SECONDS).release();
+        } catch (ExecutionException e) {
+            try {
+                return refusal(e, c.address());
+            } catch (ExecutionException other) {
+                throw new AssertionError(k.what() + ": not a parameter-server refusal", other);
+            }
+        }
+        throw new AssertionError(k.what() + ": accepted");
+    }
+
     /** Runs {@code call} and checks it fails with a {@link PsException} of {@code code}; returns it. */
     static PsException expect(PsException.Code code, Executable call) {
         PsException e = assertThrows(PsException.class, call);

@@ -11,8 +11,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -22,10 +20,8 @@ import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsConfig;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.TableConfig;
-import dev.ferry.rpc.RemoteException;
 import dev.ferry.rpc.RpcChannel;
 import dev.ferry.rpc.RpcClient;
-import dev.ferry.rpc.RpcMethod;
 
 /**
  * Refusals that no other test produced, each with the code and the reason a caller acts on: a
@@ -41,8 +37,6 @@ class RefusalReasonsTest extends PsNetTestBase {
     private static final int LENGTH = 16;
     private static final byte[] D = "d".getBytes(StandardCharsets.UTF_8);
 
-    private record Case(String what, RpcMethod method, byte[] body, PsException.Code code, String reason) {
-    }
 
     @ParameterizedTest(name = "{0}")
     @MethodSource("providers")
@@ -188,20 +182,5 @@ class RefusalReasonsTest extends PsNetTestBase {
         byte[] body = new byte[PsDescriptor.createBytes(name.length)];
         PsDescriptor.writeCreate(MemorySegment.ofArray(body), name, TableConfig.of("u", DIM, Optimizer.sgd(1)));
         return body;
-    }
-
-    private static PsException refused(RpcChannel c, Case k) throws Exception {
-        try {
-            c.call(k.method(), k.body()).get(10, TimeUnit.SECONDS).release();
-        } catch (ExecutionException e) {
-            if (e.getCause() instanceof RemoteException remote) {
-                PsException ps = PsDescriptor.toPsException(remote, c.address());
-                if (ps != null) {
-                    return ps;
-                }
-            }
-            throw new AssertionError(k.what() + ": not a parameter-server refusal", e);
-        }
-        throw new AssertionError(k.what() + ": accepted");
     }
 }

@@ -9,8 +9,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -20,10 +18,8 @@ import dev.ferry.ps.ParameterServer;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.RowTransfer;
 import dev.ferry.ps.TableConfig;
-import dev.ferry.rpc.RemoteException;
 import dev.ferry.rpc.RpcChannel;
 import dev.ferry.rpc.RpcClient;
-import dev.ferry.rpc.RpcMethod;
 
 /**
  * A truncated request to every method a cluster member serves (client methods, server-to-server
@@ -38,9 +34,6 @@ class TruncatedRequestTest extends PsNetTestBase {
     private static final byte[] T = "t".getBytes(StandardCharsets.UTF_8);
     private static final byte[] D = "d".getBytes(StandardCharsets.UTF_8);
 
-    /** A request, what it should be refused with, and a part of the reason. */
-    private record Case(String what, RpcMethod method, byte[] body, PsException.Code code, String reason) {
-    }
 
     @ParameterizedTest(name = "{0}")
     @MethodSource("providers")
@@ -167,20 +160,5 @@ class TruncatedRequestTest extends PsNetTestBase {
                 new byte[ExportDescriptor.CHECKPOINT_REQUEST - 1], PsException.Code.INVALID_ARGUMENT,
                 "EXPORT_CHECKPOINT request is"));
         return cases;
-    }
-
-    private static PsException refused(RpcChannel c, Case k) throws Exception {
-        try {
-            c.call(k.method(), k.body()).get(10, TimeUnit.SECONDS).release();
-        } catch (ExecutionException e) {
-            if (e.getCause() instanceof RemoteException remote) {
-                PsException ps = PsDescriptor.toPsException(remote, c.address());
-                if (ps != null) {
-                    return ps;
-                }
-            }
-            throw new AssertionError(k.what() + ": not a parameter-server refusal", e);
-        }
-        throw new AssertionError(k.what() + ": accepted");
     }
 }

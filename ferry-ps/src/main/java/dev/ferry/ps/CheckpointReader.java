@@ -38,8 +38,8 @@ final class CheckpointReader {
         /** A sparse table's configuration, before its shards. */
         void table(TableConfig config);
 
-        /** Shard {@code shard} of the table, {@code rows} whole rows (RowLayout) by the manifest; valid only during the call. */
-        void shard(TableConfig config, int shard, long rows, MemorySegment data, String source);
+        /** Shard {@code shard} of the table: whole rows (RowLayout), as many as the manifest says; valid only during the call. */
+        void shard(TableConfig config, int shard, MemorySegment data, String source);
 
         /** A dense tensor's values; valid only during the call. */
         void tensor(DenseConfig config, MemorySegment data, String source);
@@ -74,12 +74,8 @@ final class CheckpointReader {
         }
 
         @Override
-        public void shard(TableConfig config, int shard, long rows, MemorySegment data, String source) {
+        public void shard(TableConfig config, int shard, MemorySegment data, String source) {
             SparseTable table = tables.get(config.name());
-            if (data.byteSize() != rows * table.rowBytes()) {
-                throw SparseTable.corrupt(source, data.byteSize() + " bytes of rows; the manifest says "
-                        + rows + " rows of " + table.rowBytes());
-            }
             table.wholeRows().loadShard(shard, data, source);
         }
 
@@ -172,7 +168,12 @@ final class CheckpointReader {
                         try (Arena shardArena = Arena.ofConfined()) {
                             MemorySegment data = CheckpointDescriptor.read(fileIn(checkpoint, file),
                                     CheckpointDescriptor.KIND_ROWS, summary, shardArena, source);
-                            visitor.shard(config, s, rows, data, source);
+                            long rowBytes = RowLayout.rowBytes(config.dimension(), config.optimizer().stateSlots());
+                            if (data.byteSize() != rows * rowBytes) {
+                                throw SparseTable.corrupt(source, data.byteSize() + " bytes of rows; the manifest says "
+                                        + rows + " rows of " + rowBytes);
+                            }
+                            visitor.shard(config, s, data, source);
                         }
                     }
                 }

@@ -80,12 +80,7 @@ public final class ExportCheckpoints {
             }
 
             @Override
-            public void shard(TableConfig config, int shard, long count, MemorySegment data, String source) {
-                long rowBytes = RowLayout.rowBytes(config.dimension(), config.optimizer().stateSlots());
-                if (data.byteSize() != count * rowBytes) {
-                    throw SparseTable.corrupt(source, data.byteSize() + " bytes of rows; the manifest says "
-                            + count + " rows of " + rowBytes);
-                }
+            public void shard(TableConfig config, int shard, MemorySegment data, String source) {
                 rows.rows(config, data);
             }
 

@@ -68,8 +68,18 @@ final class ClusterFetchCommand implements Callable<Integer> {
     @Option(names = "--batch", paramLabel = "<n>", defaultValue = "256", description = "Ids per fetch. Default: ${DEFAULT-VALUE}.")
     int batch;
 
-    @Option(names = "--duration", paramLabel = "<s>", defaultValue = "30", description = "Seconds of fetches. Default: ${DEFAULT-VALUE}.")
+    @Option(names = "--duration", paramLabel = "<s>", defaultValue = "30",
+            description = "Seconds of fetches; longer while the moves are still running (at most --max-extra "
+                    + "more), so that the run always ends with fetches after them. Default: ${DEFAULT-VALUE}.")
     int duration;
+
+    @Option(names = "--max-extra", paramLabel = "<s>", defaultValue = "120",
+            description = "At most this many seconds past --duration for moves that are still running, or "
+                    + "for the join that starts them. Default: ${DEFAULT-VALUE}.")
+    int maxExtra;
+
+    /** Seconds of fetches after the moves, at least, when the run goes past --duration. */
+    private static final int MIN_AFTER_SECONDS = 1;
 
     @Option(names = "--move-at", paramLabel = "<s>", defaultValue = "8",
             description = "When the extra server is started. Default: ${DEFAULT-VALUE}.")
@@ -84,9 +94,9 @@ final class ClusterFetchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        if (servers < 1 || clients < 1 || batch < 1 || ids < batch || moveAt < 1 || duration <= moveAt) {
-            throw new IllegalArgumentException("need --servers, --clients, --batch >= 1, --ids >= --batch and "
-                    + "0 < --move-at < --duration");
+        if (servers < 1 || clients < 1 || batch < 1 || ids < batch || moveAt < 1 || duration <= moveAt || maxExtra < 0) {
+            throw new IllegalArgumentException("need --servers, --clients, --batch >= 1, --ids >= --batch, "
+                    + "0 < --move-at < --duration and --max-extra >= 0");
         }
         java.io.PrintWriter out = spec.commandLine().getOut();
         PrintStream quiet = new PrintStream(java.io.OutputStream.nullOutputStream());
@@ -143,6 +153,8 @@ final class ClusterFetchCommand implements Callable<Integer> {
         long start = System.nanoTime();
         long recordFrom = start + TimeUnit.SECONDS.toNanos(warmup);
         long end = start + TimeUnit.SECONDS.toNanos(warmup + duration);
+        long latest = end + TimeUnit.SECONDS.toNanos(maxExtra);
+        java.util.concurrent.atomic.AtomicBoolean running = new java.util.concurrent.atomic.AtomicBoolean(true);
         List<Thread> threads = new ArrayList<>();
         for (int c = 0; c < clients; c++) {
             Histogram[] mine = histograms[c];
@@ -153,7 +165,7 @@ final class ClusterFetchCommand implements Callable<Integer> {
                 long[] request = new long[batch];
                 float[] answer = new float[batch * dimension];
                 try {
-                    while (System.nanoTime() - end < 0 && failure.get() == null) {
+                    while (running.get() && failure.get() == null) {
                         for (int j = 0; j < batch; j++) {
                             request[j] = zipf.sample(random) - 1; // ranks are 1-based
                         }
@@ -179,8 +191,12 @@ final class ClusterFetchCommand implements Callable<Integer> {
         long lastMoveId = -1;
         long nextProgress = start + TimeUnit.SECONDS.toNanos(1);
         AtomicReference<String> added = new AtomicReference<>();
-        while (System.nanoTime() - end < 0 && failure.get() == null) {
+        while (failure.get() == null) {
             long now = System.nanoTime();
+            if (now - end >= 0 && (now - latest >= 0 || (phase.get() == Phase.AFTER
+                    && now - moveEnd >= TimeUnit.SECONDS.toNanos(MIN_AFTER_SECONDS)))) {
+                break;
+            }
             if (adder == null && now - recordFrom >= TimeUnit.SECONDS.toNanos(moveAt)) {
                 adder = Thread.ofPlatform().name("fetch-move-add").start(() -> {
                     try {
@@ -207,13 +223,15 @@ final class ClusterFetchCommand implements Callable<Integer> {
             }
             if (now - nextProgress >= 0) {
                 nextProgress += TimeUnit.SECONDS.toNanos(1);
-                System.err.printf(Locale.ROOT, "fetch-move: %ds of %d, %s, %d fetches%n",
+                System.err.printf(Locale.ROOT, "fetch-move: %ds of %d%s, %s, %d fetches%n",
                         TimeUnit.NANOSECONDS.toSeconds(Math.max(0, now - recordFrom)), duration,
+                        now - end >= 0 ? " (longer: the moves are still running)" : "",
                         now - recordFrom < 0 ? "warm-up" : phase.get().name().toLowerCase(Locale.ROOT),
                         total(histograms));
             }
             Thread.sleep(10);
         }
+        running.set(false);
         for (Thread t : threads) {
             t.join();
         }
@@ -225,7 +243,7 @@ final class ClusterFetchCommand implements Callable<Integer> {
         }
         if (moveStart == 0 || moveEnd == 0) {
             throw new IllegalStateException("the moves did not " + (moveStart == 0 ? "start" : "finish")
-                    + " within --duration " + duration + " s: make it longer");
+                    + " within --duration " + duration + " s and --max-extra " + maxExtra + " s more");
         }
         out.format("fetch on %d %s servers, %d clients, batch %d, dimension %d: server %s joined at %d s; "
                 + "%d moves in flight for %.1f s; every fetched row checked unchanged%n", servers, transport, clients, batch, dimension, added.get(), moveAt,

@@ -6,6 +6,8 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ferry.ps.BatchPlan;
@@ -15,6 +17,7 @@ import dev.ferry.ps.SlotTable;
 import dev.ferry.ps.Slots;
 import dev.ferry.rpc.RpcException;
 import dev.ferry.rpc.RpcResponse;
+import dev.ferry.rpc.RpcTimeoutException;
 
 /**
  * The parts of a batch, one per server of a {@link BatchPlan}, on the wire. Two paths: the fast
@@ -24,6 +27,9 @@ import dev.ferry.rpc.RpcResponse;
  * Thread-safe: it keeps no state per batch.
  */
 final class BatchParts {
+
+    /** How long past its deadline a blocking pull waits for the RPC layer to complete the call. */
+    private static final long LOST_TIMER_MARGIN_MILLIS = 10_000;
 
     private final ClientCalls calls;
     private final RoutingFollower routing;
@@ -67,6 +73,11 @@ final class BatchParts {
         plan.scatterRows(part, MemorySegment.ofArray(decoded), dimension, out);
     }
 
+    /** The longest a blocking pull waits for one call: its deadline and a margin against a lost timer. */
+    long longestWaitMillis() {
+        return retry.deadlineMillis() + LOST_TIMER_MARGIN_MILLIS;
+    }
+
     /** Releases the rows of the parts that completed (after another part failed). */
     static void releaseCompleted(List<CompletableFuture<Rows>> parts) {
         for (CompletableFuture<Rows> f : parts) {
@@ -86,7 +97,7 @@ final class BatchParts {
     CompletableFuture<Rows> pullPart(Route r, BatchPlan plan, int part, byte[] name, int dimension, PullFormat format) {
         int n = plan.partSize(part);
         if (!routing.fits(n, dimension)) {
-            return pullCopy(plan.ids(part), name, dimension, format, 1);
+            return pullCopy(plan.ids(part), name, dimension, format, 1, retry.start());
         }
         long expected = format.rowsBytes(n, dimension);
         return calls.call(r, plan.server(part), PsDescriptor.PULL,
@@ -96,10 +107,13 @@ final class BatchParts {
                     plan.writeIds(part, body.asSlice(at));
                 }).thenApply(response -> new Rows(checkRows(response, expected, r, plan.server(part), n, dimension),
                         response, format))
-                .exceptionallyCompose(failure -> retry.retryable(failure, true, 0)
-                        ? retry.pause(failure, 0, r.addresses().get(plan.server(part)), plan.ids(part)[0])
-                                .thenCompose(v -> pullCopy(plan.ids(part), name, dimension, format, 1))
-                        : CompletableFuture.failedFuture(failure));
+                .exceptionallyCompose(failure -> {
+                    long giveUpAt = retry.start();
+                    return retry.retryable(failure, true, 0, giveUpAt)
+                            ? retry.pause(failure, 0, r.addresses().get(plan.server(part)), plan.ids(part)[0], giveUpAt)
+                                    .thenCompose(v -> pullCopy(plan.ids(part), name, dimension, format, 1, giveUpAt))
+                            : CompletableFuture.failedFuture(failure);
+                });
     }
 
     /**
@@ -130,18 +144,21 @@ final class BatchParts {
     Rows awaitPull(CompletableFuture<RpcResponse> started, Route r, BatchPlan plan, int part, byte[] name,
             int dimension, PullFormat format) {
         if (started == null) {
-            return ClientCalls.join(pullCopy(plan.ids(part), name, dimension, format, 1));
+            return ClientCalls.join(pullCopy(plan.ids(part), name, dimension, format, 1, retry.start()));
         }
         String address = r.addresses().get(plan.server(part));
         RpcResponse response;
         try {
-            response = started.get();
-        } catch (ExecutionException e) {
-            Throwable failure = ClientCalls.map(e.getCause(), address);
-            if (retry.retryable(failure, true, 0)) {
+            // The call's own deadline completes it; the margin only guards against a lost timer.
+            response = started.get(longestWaitMillis(), TimeUnit.MILLISECONDS);
+        } catch (ExecutionException | TimeoutException e) {
+            Throwable failure = e instanceof ExecutionException ? ClientCalls.map(e.getCause(), address)
+                    : lostTimer(started, address);
+            long giveUpAt = retry.start();
+            if (retry.retryable(failure, true, 0, giveUpAt)) {
                 long[] ids = plan.ids(part);
-                return ClientCalls.join(retry.pause(failure, 0, address, ids[0])
-                        .thenCompose(v -> pullCopy(ids, name, dimension, format, 1)));
+                return ClientCalls.join(retry.pause(failure, 0, address, ids[0], giveUpAt)
+                        .thenCompose(v -> pullCopy(ids, name, dimension, format, 1, giveUpAt)));
             }
             throw failure instanceof RuntimeException re ? re : new RpcException(String.valueOf(failure), failure);
         } catch (InterruptedException e) {
@@ -154,16 +171,26 @@ final class BatchParts {
                 response, format);
     }
 
-    /** Pulls distinct ids into a copy of their rows (decoded to f32), in their order. */
-    private CompletableFuture<Rows> pullCopy(long[] ids, byte[] name, int dimension, PullFormat format, int attempt) {
+    /** A call the RPC layer left pending past its deadline: cancelled, and failed as timed out. */
+    private RpcTimeoutException lostTimer(CompletableFuture<RpcResponse> started, String address) {
+        if (!started.cancel(false) && !started.isCompletedExceptionally()) {
+            started.join().release(); // it completed just now
+        }
+        return new RpcTimeoutException(PsDescriptor.PULL.id(), address, retry.deadlineMillis(),
+                "the call was not completed within " + LOST_TIMER_MARGIN_MILLIS + " ms past its deadline");
+    }
+
+    /** Pulls distinct ids into a copy of their rows (decoded to f32), in their order, retrying until {@code giveUpAt}. */
+    private CompletableFuture<Rows> pullCopy(long[] ids, byte[] name, int dimension, PullFormat format, int attempt,
+            long giveUpAt) {
         MemorySegment rows = MemorySegment.ofArray(new float[Math.multiplyExact(ids.length, dimension)]);
-        return pullSome(ids, identity(ids.length), name, dimension, format, rows, attempt)
+        return pullSome(ids, identity(ids.length), name, dimension, format, rows, attempt, giveUpAt)
                 .thenApply(v -> new Rows(rows, null, PullFormat.F32));
     }
 
     /** Pulls {@code ids[positions[k]]} into row {@code positions[k]} of {@code rows} (f32), retrying by id. */
     private CompletableFuture<Void> pullSome(long[] ids, int[] positions, byte[] name, int dimension, PullFormat format,
-            MemorySegment rows, int attempt) {
+            MemorySegment rows, int attempt, long giveUpAt) {
         Route r = routing.route();
         List<CompletableFuture<Void>> all = new ArrayList<>();
         long rowBytes = (long) dimension * Float.BYTES;
@@ -177,7 +204,7 @@ final class BatchParts {
                         for (int k = 0; k < n; k++) {
                             body.set(PsDescriptor.LONG, at + (long) k * Long.BYTES, ids[chunk[k]]);
                         }
-                    }).thenAccept(response -> {
+                    }, retry.retryDeadlineMillis(giveUpAt)).thenAccept(response -> {
                         try (response) {
                             MemorySegment got = checkRows(response, format.rowsBytes(n, dimension), r, server, n,
                                     dimension);
@@ -186,9 +213,10 @@ final class BatchParts {
                                 format.decodeRow(got, k * encodedRow, dimension, rows, chunk[k] * rowBytes);
                             }
                         }
-                    }).exceptionallyCompose(failure -> retry.retryable(failure, true, attempt)
-                            ? retry.pause(failure, attempt, r.addresses().get(server), ids[chunk[0]])
-                                    .thenCompose(v -> pullSome(ids, chunk, name, dimension, format, rows, attempt + 1))
+                    }).exceptionallyCompose(failure -> retry.retryable(failure, true, attempt, giveUpAt)
+                            ? retry.pause(failure, attempt, r.addresses().get(server), ids[chunk[0]], giveUpAt)
+                                    .thenCompose(v -> pullSome(ids, chunk, name, dimension, format, rows, attempt + 1,
+                                            giveUpAt))
                             : CompletableFuture.failedFuture(failure)));
         }
         return CompletableFuture.allOf(all.toArray(CompletableFuture<?>[]::new));
@@ -216,7 +244,7 @@ final class BatchParts {
         int n = plan.partSize(part);
         long dedupe = nextDedupeId();
         if (!routing.fits(n, dimension)) {
-            return pushCopy(plan, part, name, dimension, grads, dedupe, 1);
+            return pushCopy(plan, part, name, dimension, grads, dedupe, 1, retry.start());
         }
         return calls.call(r, plan.server(part), PsDescriptor.PUSH,
                 ClientCalls.bodyLength(PsDescriptor.pushBytes(name.length, n, dimension)), body -> {
@@ -228,23 +256,26 @@ final class BatchParts {
                     try (response) {
                         routing.observe(PsDescriptor.trailerGeneration(response.segment()), r);
                     }
-                }).exceptionallyCompose(failure -> retry.retryable(failure, false, 0)
-                        ? retry.pause(failure, 0, r.addresses().get(plan.server(part)), plan.ids(part)[0])
-                                .thenCompose(v -> pushCopy(plan, part, name, dimension, grads, dedupe, 1))
-                        : CompletableFuture.failedFuture(failure));
+                }).exceptionallyCompose(failure -> {
+                    long giveUpAt = retry.start();
+                    return retry.retryable(failure, false, 0, giveUpAt)
+                            ? retry.pause(failure, 0, r.addresses().get(plan.server(part)), plan.ids(part)[0], giveUpAt)
+                                    .thenCompose(v -> pushCopy(plan, part, name, dimension, grads, dedupe, 1, giveUpAt))
+                            : CompletableFuture.failedFuture(failure);
+                });
     }
 
     private CompletableFuture<Void> pushCopy(BatchPlan plan, int part, byte[] name, int dimension, MemorySegment grads,
-            long dedupe, int attempt) {
+            long dedupe, int attempt, long giveUpAt) {
         long[] ids = plan.ids(part);
         MemorySegment summed = MemorySegment.ofArray(new float[Math.multiplyExact(ids.length, dimension)]);
         plan.sumGradients(part, grads, dimension, summed);
-        return pushSome(ids, identity(ids.length), name, dimension, summed, dedupe, attempt);
+        return pushSome(ids, identity(ids.length), name, dimension, summed, dedupe, attempt, giveUpAt);
     }
 
     /** Pushes row {@code positions[k]} of {@code grads} for {@code ids[positions[k]]}, retrying by id. */
     private CompletableFuture<Void> pushSome(long[] ids, int[] positions, byte[] name, int dimension, MemorySegment grads,
-            long dedupe, int attempt) {
+            long dedupe, int attempt, long giveUpAt) {
         Route r = routing.route();
         List<CompletableFuture<Void>> all = new ArrayList<>();
         long rowBytes = (long) dimension * Float.BYTES;
@@ -260,13 +291,14 @@ final class BatchParts {
                             body.set(PsDescriptor.LONG, at + (long) k * Long.BYTES, ids[chunk[k]]);
                             MemorySegment.copy(grads, chunk[k] * rowBytes, body, rowsAt + k * rowBytes, rowBytes);
                         }
-                    }).thenAccept(response -> {
+                    }, retry.retryDeadlineMillis(giveUpAt)).thenAccept(response -> {
                         try (response) {
                             routing.observe(PsDescriptor.trailerGeneration(response.segment()), r);
                         }
-                    }).exceptionallyCompose(failure -> retry.retryable(failure, false, attempt)
-                            ? retry.pause(failure, attempt, r.addresses().get(server), ids[chunk[0]])
-                                    .thenCompose(v -> pushSome(ids, chunk, name, dimension, grads, dedupe, attempt + 1))
+                    }).exceptionallyCompose(failure -> retry.retryable(failure, false, attempt, giveUpAt)
+                            ? retry.pause(failure, attempt, r.addresses().get(server), ids[chunk[0]], giveUpAt)
+                                    .thenCompose(v -> pushSome(ids, chunk, name, dimension, grads, dedupe, attempt + 1,
+                                            giveUpAt))
                             : CompletableFuture.failedFuture(failure)));
         }
         return CompletableFuture.allOf(all.toArray(CompletableFuture<?>[]::new));

@@ -44,6 +44,15 @@ final class ClientCalls {
                 failure -> CompletableFuture.failedFuture(map(failure, address)));
     }
 
+    /** {@link #call(Route, int, RpcMethod, int, RequestWriter)} with its own deadline (a retry's). */
+    CompletableFuture<RpcResponse> call(Route r, int server, RpcMethod method, int length, RequestWriter writer,
+            long deadlineMillis) {
+        String address = r.addresses().get(server);
+        RpcChannel channel = channelsByAddress.computeIfAbsent(address, rpc::channel);
+        return channel.call(method, length, writer, deadlineMillis).exceptionallyCompose(
+                failure -> CompletableFuture.failedFuture(map(failure, address)));
+    }
+
     /**
      * A call to the server at {@code address} with no stage after the RPC's own future: for a
      * caller that waits and maps a failure itself ({@link #map}), so that the thread completing

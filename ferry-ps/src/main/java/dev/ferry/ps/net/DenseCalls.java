@@ -36,6 +36,7 @@ final class DenseCalls {
 
     /** Creates a dense tensor at the server that owns its name, following the table if it moved. */
     void create(DenseConfig tensor) {
+        long giveUpAt = 0;
         for (int attempt = 0; ; attempt++) {
             String owner = ownerAddress(routing.route(), tensor.name());
             try {
@@ -44,10 +45,11 @@ final class DenseCalls {
             } catch (RuntimeException e) {
                 // A refusal, or a timeout where the servers are a controller's members: they take
                 // the same tensor created again as done (after a lost answer it may exist already).
-                if (!retry.retryable(e, false, attempt)) {
+                giveUpAt = attempt == 0 ? retry.start() : giveUpAt;
+                if (!retry.retryable(e, false, attempt, giveUpAt)) {
                     throw e;
                 }
-                ClientCalls.join(retry.pause(e, attempt, owner, PsDescriptor.denseKey(tensor.name())));
+                ClientCalls.join(retry.pause(e, attempt, owner, PsDescriptor.denseKey(tensor.name()), giveUpAt));
             }
         }
     }
@@ -57,6 +59,7 @@ final class DenseCalls {
         int length = directory.denseLength(tensor);
         float[] out = new float[length];
         byte[] name = PsDescriptor.nameBytes(tensor);
+        long giveUpAt = 0;
         for (int attempt = 0; ; attempt++) {
             Route r = routing.route();
             try (RpcResponse resp = ClientCalls.join(servers.call(r, TableDirectory.denseOwner(r, tensor),
@@ -71,10 +74,12 @@ final class DenseCalls {
                 MemorySegment.copy(resp.segment(), 0, MemorySegment.ofArray(out), 0, (long) length * Float.BYTES);
                 return out;
             } catch (RuntimeException e) {
-                if (!retry.retryable(e, true, attempt)) {
+                giveUpAt = attempt == 0 ? retry.start() : giveUpAt;
+                if (!retry.retryable(e, true, attempt, giveUpAt)) {
                     throw e;
                 }
-                ClientCalls.join(retry.pause(e, attempt, ownerAddress(r, tensor), PsDescriptor.denseKey(tensor)));
+                ClientCalls.join(retry.pause(e, attempt, ownerAddress(r, tensor), PsDescriptor.denseKey(tensor),
+                        giveUpAt));
             }
         }
     }
@@ -89,6 +94,7 @@ final class DenseCalls {
         byte[] name = PsDescriptor.nameBytes(tensor);
         long bytes = (long) length * Float.BYTES;
         long dedupe = Slots.mix(servers.rpc().clientId()) ^ (DENSE_BIT | pushSequence.incrementAndGet());
+        long giveUpAt = 0;
         for (int attempt = 0; ; attempt++) {
             Route r = routing.route();
             try {
@@ -101,10 +107,12 @@ final class DenseCalls {
                         }))));
                 return;
             } catch (RuntimeException e) {
-                if (!retry.retryable(e, false, attempt)) {
+                giveUpAt = attempt == 0 ? retry.start() : giveUpAt;
+                if (!retry.retryable(e, false, attempt, giveUpAt)) {
                     throw e;
                 }
-                ClientCalls.join(retry.pause(e, attempt, ownerAddress(r, tensor), PsDescriptor.denseKey(tensor)));
+                ClientCalls.join(retry.pause(e, attempt, ownerAddress(r, tensor), PsDescriptor.denseKey(tensor),
+                        giveUpAt));
             }
         }
     }

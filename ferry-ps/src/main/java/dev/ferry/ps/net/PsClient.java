@@ -71,6 +71,11 @@ public final class PsClient implements AutoCloseable {
     public static final int DEFAULT_ATTEMPTS = 40;
     /** The longest pause between two attempts; pauses double from 1 ms up to it. */
     public static final long DEFAULT_MAX_BACKOFF_MILLIS = 200;
+    /**
+     * How long after its start an operation (a pull, a push, a dense call) stops retrying and
+     * surfaces its last failure, unless two call deadlines are longer.
+     */
+    public static final long DEFAULT_RETRY_BUDGET_MILLIS = 60_000;
 
     private final ClientCalls servers;
     private final RoutingFollower routing;
@@ -149,8 +154,25 @@ public final class PsClient implements AutoCloseable {
      * groups are handed to another once its session expires.
      */
     public PsClient retryPolicy(int maxAttempts, long maxBackoff) {
-        retry.set(maxAttempts, maxBackoff);
+        return retryPolicy(maxAttempts, maxBackoff, retry.budgetMillis());
+    }
+
+    /**
+     * {@link #retryPolicy(int, long)}, and the budget of one operation: no part of it is tried
+     * again once {@code budgetMillis} have passed since the operation started, and a retry's
+     * deadline is cut to what is left, so a blocking call returns or fails within about the
+     * budget plus one call deadline, however many attempts remain (default
+     * {@value #DEFAULT_RETRY_BUDGET_MILLIS} ms, or two call deadlines if longer).
+     *
+     * @throws IllegalArgumentException if any value is below 1
+     */
+    public PsClient retryPolicy(int maxAttempts, long maxBackoff, long budgetMillis) {
+        retry.set(maxAttempts, maxBackoff, budgetMillis);
         return this;
+    }
+
+    static long defaultRetryBudgetMillis(long deadlineMillis) {
+        return Math.max(DEFAULT_RETRY_BUDGET_MILLIS, 2 * deadlineMillis);
     }
 
     /** The slot table the client routes with now. */

@@ -11,9 +11,10 @@ import dev.ferry.rpc.RpcTimeoutException;
 
 /**
  * When a part of a batch is tried again and how long the client waits first: up to
- * {@link #attempts()} tries, pauses doubling from 1 ms to {@link #maxBackoffMillis()}, a routing
- * refresh after each pause. Thread-safe; the policy's two values are replaced by
- * {@link PsClient#retryPolicy}.
+ * {@link #attempts()} tries within {@link #budgetMillis()} of the operation's start
+ * ({@link #start()}), pauses doubling from 1 ms to {@link #maxBackoffMillis()}, a routing
+ * refresh after each pause, and each retry's deadline cut to what is left of the budget.
+ * Thread-safe; the policy's values are replaced by {@link PsClient#retryPolicy}.
  */
 final class RetryPolicy {
 
@@ -27,19 +28,46 @@ final class RetryPolicy {
     private final LongAdder retries = new LongAdder();
     private volatile int attempts = PsClient.DEFAULT_ATTEMPTS;
     private volatile long maxBackoffMillis = PsClient.DEFAULT_MAX_BACKOFF_MILLIS;
+    private volatile long budgetMillis;
 
-    /** {@code deadlineMillis}: the calls' deadline, the longest a retry waits for a newer route. */
+    /**
+     * {@code deadlineMillis}: the calls' deadline, the longest a retry waits for a newer route;
+     * the budget starts at {@link PsClient#defaultRetryBudgetMillis} of it.
+     */
     RetryPolicy(RoutingFollower routing, long deadlineMillis) {
         this.routing = routing;
         this.deadlineMillis = deadlineMillis;
+        this.budgetMillis = PsClient.defaultRetryBudgetMillis(deadlineMillis);
     }
 
-    void set(int maxAttempts, long maxBackoff) {
-        if (maxAttempts < 1 || maxBackoff < 1) {
-            throw new IllegalArgumentException("attempts and backoff must be >= 1: " + maxAttempts + ", " + maxBackoff);
+    void set(int maxAttempts, long maxBackoff, long budget) {
+        if (maxAttempts < 1 || maxBackoff < 1 || budget < 1) {
+            throw new IllegalArgumentException("attempts, backoff and budget must be >= 1: " + maxAttempts + ", "
+                    + maxBackoff + ", " + budget);
         }
         this.attempts = maxAttempts;
         this.maxBackoffMillis = maxBackoff;
+        this.budgetMillis = budget;
+    }
+
+    long budgetMillis() {
+        return budgetMillis;
+    }
+
+    /** The calls' deadline: a first attempt's, and the most a retry gets. */
+    long deadlineMillis() {
+        return deadlineMillis;
+    }
+
+    /** When an operation that starts now gives up retrying ({@link System#nanoTime()} based). */
+    long start() {
+        return System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(budgetMillis);
+    }
+
+    /** A retry's deadline: the calls' deadline, or what is left of the budget if that is less (at least 1 ms). */
+    long retryDeadlineMillis(long giveUpAt) {
+        long left = TimeUnit.NANOSECONDS.toMillis(giveUpAt - System.nanoTime());
+        return Math.max(1, Math.min(deadlineMillis, left));
     }
 
     int attempts() {
@@ -61,10 +89,11 @@ final class RetryPolicy {
      * a timeout for a pull, and for a push in a cluster run by a controller: its servers record a
      * push's dedupe id with its rows (and pass it on to backups, moves and copies), so the same
      * push sent again is applied at most once wherever it lands. A fixed cluster's servers keep
-     * no such record: there a push that timed out fails. Never for a bad request.
+     * no such record: there a push that timed out fails. Never for a bad request, and not once
+     * the operation's budget is spent ({@code giveUpAt}, from {@link #start()}).
      */
-    boolean retryable(Throwable failure, boolean idempotent, int attempt) {
-        if (attempt + 1 >= attempts) {
+    boolean retryable(Throwable failure, boolean idempotent, int attempt, long giveUpAt) {
+        if (attempt + 1 >= attempts || giveUpAt - System.nanoTime() <= 0) {
             return false;
         }
         Throwable cause = ClientCalls.unwrap(failure);
@@ -89,19 +118,22 @@ final class RetryPolicy {
      * groups are handed to their backups once its session expires, and the part goes there at
      * once instead of waiting out another deadline at the dead one. A newer table that still
      * names the lost server (one that only dropped it as a backup, say) is not enough. A server
-     * that was only slow is tried again after that wait.
+     * that was only slow is tried again after that wait. No wait runs past {@code giveUpAt}.
      */
-    CompletableFuture<Void> pause(Throwable failure, int attempt, String address, long id) {
+    CompletableFuture<Void> pause(Throwable failure, int attempt, String address, long id, long giveUpAt) {
         retries.increment();
-        long millis = Math.min(maxBackoffMillis, 1L << Math.min(attempt, 20));
+        long left = Math.max(0, TimeUnit.NANOSECONDS.toMillis(giveUpAt - System.nanoTime()));
+        long millis = Math.min(left, Math.min(maxBackoffMillis, 1L << Math.min(attempt, 20)));
         Throwable cause = ClientCalls.unwrap(failure);
         long named = cause instanceof PsException ps ? PsDescriptor.wrongServerGeneration(ps) : -1;
         Executor later = CompletableFuture.delayedExecutor(millis, TimeUnit.MILLISECONDS);
         CompletableFuture<Void> paused = CompletableFuture.runAsync(() -> { }, later);
         boolean lost = cause instanceof PeerUnavailableException || cause instanceof RpcTimeoutException;
         if (lost && dedupes()) {
-            long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
-            long refreshNow = System.nanoTime() - TimeUnit.MILLISECONDS.toNanos(REFRESH_MILLIS + 1);
+            long now = System.nanoTime();
+            long byDeadline = now + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
+            long until = byDeadline - giveUpAt > 0 ? giveUpAt : byDeadline;
+            long refreshNow = now - TimeUnit.MILLISECONDS.toNanos(REFRESH_MILLIS + 1);
             return paused.thenCompose(v -> awaitMoved(address, id, until, refreshNow));
         }
         return paused.thenCompose(v -> {

@@ -7,6 +7,8 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 import dev.ferry.ps.BatchPlan;
 import dev.ferry.ps.PsException;
@@ -62,7 +64,7 @@ final class SparseCalls {
             }
         }
         if (partCount > 1) {
-            awaitAll(started, partCount);
+            awaitAll(started, partCount, batches.longestWaitMillis());
         }
         for (int p = 0; p < partCount; p++) {
             BatchParts.Rows rows;
@@ -93,7 +95,7 @@ final class SparseCalls {
      * per batch instead of once per part that was still out when it finished the one before.
      * Parts that must be split (null) are left to {@code awaitPull}.
      */
-    private static void awaitAll(CompletableFuture<?>[] started, int count) {
+    private static void awaitAll(CompletableFuture<?>[] started, int count, long longestMillis) {
         int n = 0;
         CompletableFuture<?>[] out = new CompletableFuture<?>[count];
         for (int p = 0; p < count; p++) {
@@ -105,9 +107,9 @@ final class SparseCalls {
             return;
         }
         try {
-            CompletableFuture.allOf(n == count ? out : Arrays.copyOf(out, n)).get();
-        } catch (ExecutionException e) {
-            // Each part's own outcome is read next.
+            CompletableFuture.allOf(n == count ? out : Arrays.copyOf(out, n)).get(longestMillis, TimeUnit.MILLISECONDS);
+        } catch (ExecutionException | TimeoutException e) {
+            // Each part's own outcome is read next (a call left pending fails there).
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt(); // awaitPull fails the parts still out
         }

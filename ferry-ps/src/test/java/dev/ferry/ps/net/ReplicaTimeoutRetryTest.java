@@ -145,11 +145,11 @@ class ReplicaTimeoutRetryTest extends PsNetTestBase {
         Cluster c = cluster("tcp", 1, PsConfig.defaults(), null);
         c.client().createTable(TableConfig.of("t", 2, Optimizer.sgd(1)));
         RetryPolicy policy = new RetryPolicy(routingOf(c.addresses()), 2_000);
-        assertTrue(!policy.retryable(new dev.ferry.rpc.RpcTimeoutException(1, "x", 500, "no answer"), false, 0),
+        assertTrue(!policy.retryable(new dev.ferry.rpc.RpcTimeoutException(1, "x", 500, "no answer"), false, 0, policy.start()),
                 "a fixed cluster's push is not retried after a timeout");
-        assertTrue(policy.retryable(new dev.ferry.rpc.RpcTimeoutException(1, "x", 500, "no answer"), true, 0),
+        assertTrue(policy.retryable(new dev.ferry.rpc.RpcTimeoutException(1, "x", 500, "no answer"), true, 0, policy.start()),
                 "a pull is");
-        assertTrue(!policy.retryable(new PsException(PsException.Code.CLOSED, "x"), false, 0));
+        assertTrue(!policy.retryable(new PsException(PsException.Code.CLOSED, "x"), false, 0, policy.start()));
     }
 
     private RoutingFollower routingOf(List<String> fixed) {

@@ -50,7 +50,7 @@ public final class RpcServer implements AutoCloseable {
     private final ScheduledExecutorService sweeper;
     private final long epoch;
     private final ConcurrentHashMap<Integer, Registration> methods = new ConcurrentHashMap<>();
-    private final ConcurrentHashMap<Peer, PeerState> peers = new ConcurrentHashMap<>();
+    private final ServerSessions sessions;
     private final ConcurrentHashMap<CallKey, ServerCall> running = new ConcurrentHashMap<>();
     private final List<Transport> transports = new CopyOnWriteArrayList<>();
     private final DedupeTable dedupe;
@@ -65,8 +65,6 @@ public final class RpcServer implements AutoCloseable {
     private final LongAdder outcomesLost = new LongAdder();
     private final LongAdder handlerErrors = new LongAdder();
     private final LongAdder deadlinesMissed = new LongAdder();
-    private final LongAdder refusals = new LongAdder();
-    private final LongAdder sessions = new LongAdder();
 
     private record Registration(RpcMethod method, RpcHandler handler) {
     }
@@ -74,19 +72,10 @@ public final class RpcServer implements AutoCloseable {
     private record CallKey(long clientId, long callId) {
     }
 
-    /** What the server knows of one peer: its handshake and whether it proved the secret. */
-    private static final class PeerState {
-        volatile boolean authenticated;
-        volatile long clientId;
-        byte[] clientNonce;
-        byte[] serverNonce;
-        /** The client's number for its latest handshake; frames of older ones are stale. */
-        long handshake;
-    }
-
     private RpcServer(RpcConfig config, Executor executor) {
         this.config = config;
         this.secret = config.secret().resolve();
+        this.sessions = new ServerSessions(secret, this::sendControl);
         if (executor == null) {
             AtomicInteger n = new AtomicInteger();
             this.ownedExecutor = Executors.newFixedThreadPool(config.handlerThreads(),
@@ -196,8 +185,8 @@ public final class RpcServer implements AutoCloseable {
     /** A snapshot of the counters. */
     public RpcServerCounters counters() {
         return new RpcServerCounters(requests.sum(), executions.sum(), replays.sum(), duplicatesWhileRunning.sum(),
-                outcomesLost.sum(), handlerErrors.sum(), deadlinesMissed.sum(), refusals.sum() + transportRefusals(),
-                sessions.sum(),
+                outcomesLost.sum(), handlerErrors.sum(), deadlinesMissed.sum(), sessions.refused() + transportRefusals(),
+                sessions.welcomed(),
                 dedupe.size());
     }
 
@@ -248,8 +237,8 @@ public final class RpcServer implements AutoCloseable {
                         return;
                     }
                     case RpcDescriptor.PING -> onPing(from, frame);
-                    case RpcDescriptor.HELLO -> onHello(from, frame);
-                    case RpcDescriptor.AUTH -> onAuth(from, frame);
+                    case RpcDescriptor.HELLO -> sessions.onHello(from, frame);
+                    case RpcDescriptor.AUTH -> sessions.onAuth(from, frame);
                     case RpcDescriptor.CANCEL -> {
                         ServerCall call = running.get(new CallKey(RpcDescriptor.clientId(frame), RpcDescriptor.callId(frame)));
                         if (call != null) {
@@ -268,71 +257,12 @@ public final class RpcServer implements AutoCloseable {
 
         @Override
         public void onPeerClosed(Peer peer, Throwable cause) {
-            peers.remove(peer);
-        }
-    }
-
-    private void onHello(Peer from, MemorySegment frame) {
-        long clientId = RpcDescriptor.clientId(frame);
-        byte[] clientNonce = RpcDescriptor.body(frame).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
-        PeerState state = peers.computeIfAbsent(from, p -> new PeerState());
-        byte[] serverNonce = new byte[SharedSecret.NONCE_BYTES];
-        RANDOM.nextBytes(serverNonce);
-        byte[] body;
-        synchronized (state) {
-            if (state.clientId != clientId) {
-                // A new client on this peer: it starts unauthenticated. The same client
-                // re-opening its session keeps its standing, so its calls in flight survive.
-                state.authenticated = false;
-                state.clientId = clientId;
-            }
-            state.clientNonce = clientNonce;
-            state.serverNonce = serverNonce;
-            state.handshake = RpcDescriptor.callId(frame);
-        }
-        if (secret == null) {
-            body = serverNonce;
-        } else {
-            byte[] proof = secret.proof("ferry-server", clientNonce, serverNonce, clientId);
-            body = new byte[serverNonce.length + proof.length];
-            System.arraycopy(serverNonce, 0, body, 0, serverNonce.length);
-            System.arraycopy(proof, 0, body, serverNonce.length, proof.length);
-        }
-        sendControl(from, RpcDescriptor.CHALLENGE, clientId, RpcDescriptor.callId(frame), body);
-    }
-
-    private void onAuth(Peer from, MemorySegment frame) {
-        long clientId = RpcDescriptor.clientId(frame);
-        PeerState state = peers.get(from);
-        byte[] proof = RpcDescriptor.body(frame).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
-        long handshake = RpcDescriptor.callId(frame);
-        boolean ok;
-        synchronized (state == null ? this : state) {
-            if (state != null && state.handshake != handshake) {
-                return; // an answer to a challenge the client has given up on
-            }
-            ok = state != null && state.clientId == clientId && state.serverNonce != null
-                    && (secret == null || secret.verify(proof, "ferry-client", state.serverNonce, state.clientNonce, clientId));
-            if (state != null) {
-                state.authenticated = ok;
-                state.serverNonce = null;
-            }
-        }
-        if (ok) {
-            sessions.increment();
-            sendControl(from, RpcDescriptor.WELCOME, clientId, handshake, new byte[0]);
-        } else {
-            refusals.increment();
-            LOG.log(System.Logger.Level.WARNING, "refused peer " + from.address() + " (client "
-                    + Long.toHexString(clientId) + "): authentication failed");
-            sendControl(from, RpcDescriptor.REFUSED, clientId, handshake,
-                    "authentication failed: wrong shared secret".getBytes(StandardCharsets.UTF_8));
+            sessions.closed(peer);
         }
     }
 
     private void onPing(Peer from, MemorySegment frame) {
-        PeerState state = peers.get(from);
-        if (state == null || !state.authenticated) {
+        if (!sessions.authenticated(from)) {
             return;
         }
         long clientId = RpcDescriptor.clientId(frame);
@@ -347,8 +277,7 @@ public final class RpcServer implements AutoCloseable {
         long clientId = RpcDescriptor.clientId(frame);
         long callId = RpcDescriptor.callId(frame);
         int stream = message.stream();
-        PeerState state = peers.get(from);
-        if (state == null || !state.authenticated) {
+        if (!sessions.authenticated(from)) {
             message.release();
             sendError(from, stream, methodId, clientId, callId, RpcDescriptor.STATUS_NOT_AUTHENTICATED,
                     "NotAuthenticated", "peer " + from.address() + " has not authenticated", false);

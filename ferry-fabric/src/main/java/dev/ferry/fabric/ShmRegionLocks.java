@@ -135,18 +135,60 @@ public final class ShmRegionLocks {
      * nothing here reads memory that someone else may unmap.
      */
     public static boolean releaseIfOwnerDead(byte[] address, FileChannel region, long waitMillis) throws InterruptedException {
+        if (region == null || !understood() || !awaitOwnerGone(address, waitMillis)) {
+            return false;
+        }
+        if (release(region)) {
+            LOG.log(System.Logger.Level.WARNING, "released the shm region lock that the dead peer "
+                    + ShmRegions.regionOf(address).getFileName()
+                    + " held (libfabric 1.17 shm leaves it held when its owner is killed mid-progress)");
+            return true;
+        }
+        return false;
+    }
+
+    /**
+     * Whether the owner of the shm endpoint named {@code address} is gone (its {@link
+     * ShmRegions#MARK marked} file unheld, or removed), waiting up to {@code waitMillis} for it:
+     * false if it still holds its file then (alive, or not a Ferry region).
+     */
+    public static boolean awaitOwnerGone(byte[] address, long waitMillis) throws InterruptedException {
         Path file = ShmRegions.regionOf(address);
-        if (file == null || region == null || !understood()) {
+        if (file == null) {
             return false;
         }
         long deadline = System.nanoTime() + waitMillis * 1_000_000L;
         while (!OwnerLock.isGone(file, ShmRegions.MARK)) {
             if (System.nanoTime() > deadline) {
-                return false; // alive (a silent peer, not a dead one), or not a Ferry region
+                return false;
             }
             Thread.sleep(10);
         }
-        Boolean released = withHeader(null, region, header -> {
+        return true;
+    }
+
+    /**
+     * Whether the region lock of {@code region} (from {@link #open}) is held now; null if the
+     * layout is not {@linkplain #understood() understood} or the region cannot be mapped. A
+     * sample, mapped afresh: the lock may change the moment after.
+     */
+    public static Boolean held(FileChannel region) {
+        if (region == null || !understood()) {
+            return null;
+        }
+        return withHeader(null, region, header -> header.get(JAVA_INT, LOCK_OFFSET) != UNLOCKED);
+    }
+
+    /**
+     * Releases the region lock of {@code region} (from {@link #open}) if it is held; true if it
+     * released it. Only for a lock whose holder is proven dead: a spin lock has no owner, so this
+     * would break the exclusion of a live holder.
+     */
+    public static boolean release(FileChannel region) {
+        if (region == null || !understood()) {
+            return false;
+        }
+        return Boolean.TRUE.equals(withHeader(null, region, header -> {
             MemorySegment lock = header.asSlice(LOCK_OFFSET, 4);
             if (lock.get(JAVA_INT, 0) == UNLOCKED) {
                 return false;
@@ -158,13 +200,25 @@ public final class ShmRegionLocks {
                 throw LibFabric.rethrow(t);
             }
             return true;
-        });
-        if (Boolean.TRUE.equals(released)) {
-            LOG.log(System.Logger.Level.WARNING, "released the shm region lock that the dead peer " + file.getFileName()
-                    + " held (libfabric 1.17 shm leaves it held when its owner is killed mid-progress)");
-            return true;
+        }));
+    }
+
+    /**
+     * Fault injection for tests: takes the region lock of {@code region} (another endpoint's,
+     * from {@link #open}) and keeps it, as a sender killed inside {@code fi_send} to that endpoint
+     * would. False if the layout is not understood or the region cannot be mapped.
+     */
+    public static boolean holdRegionLock(FileChannel region) {
+        if (region == null || !understood()) {
+            return false;
         }
-        return false;
+        return Boolean.TRUE.equals(withHeader(null, region, header -> {
+            try {
+                return (int) SPIN_LOCK.invokeExact(header.asSlice(LOCK_OFFSET, 4)) == 0;
+            } catch (Throwable t) {
+                throw LibFabric.rethrow(t);
+            }
+        }));
     }
 
     /**

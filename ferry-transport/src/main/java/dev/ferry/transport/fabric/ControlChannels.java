@@ -32,6 +32,10 @@ final class ControlChannels {
     private final Thread heartbeats;
     /** Fault injection: while set, this side sends no heartbeats (as a hung process would not). */
     private volatile boolean heartbeatsPaused;
+    /** shm: a handle on this process's own region, opened with the first shm peer; closed with the heartbeats. */
+    private volatile java.nio.channels.FileChannel ownRegion;
+    /** Whether a {@link KilledSenderLock} watch runs: one at a time, so that one abandoned lock is released once. */
+    private final java.util.concurrent.atomic.AtomicBoolean watchingOwnLock = new java.util.concurrent.atomic.AtomicBoolean();
 
     ControlChannels(FabricTransport transport, ProgressProxy proxy, ConcurrentHashMap<String, FabricPeer> peers,
             int routes, int port) {
@@ -154,6 +158,10 @@ final class ControlChannels {
                 }
             }
         }
+        synchronized (this) {
+            ControlPlane.closeQuietly(ownRegion);
+            ownRegion = null;
+        }
     }
 
     /** The peer is gone (its channel ended, broke or fell silent): the progress thread tears it down. */
@@ -167,9 +175,14 @@ final class ControlChannels {
             // A peer killed inside shm's progress leaves its region locked, and the progress
             // thread may be spinning on that lock in fi_send right now: it would never reach
             // the teardown below.
+            // A peer killed inside fi_send to this process holds this process's own region
+            // lock: the progress thread spins on it in its next completion read.
             Thread.ofVirtual().name("ferry-shm-lock-check").start(() -> {
                 try {
                     ShmRegionLocks.releaseIfOwnerDead(fabricAddress, region, DEAD_OWNER_WAIT_MILLIS);
+                    if (ShmRegionLocks.awaitOwnerGone(fabricAddress, DEAD_OWNER_WAIT_MILLIS)) {
+                        watchOwnLock(peer);
+                    }
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
@@ -178,11 +191,37 @@ final class ControlChannels {
         proxy.run(() -> transport.links.teardown(peer, cause, true));
     }
 
+    /**
+     * After a peer proven dead: releases this process's own region lock if the peer left it held
+     * ({@link KilledSenderLock}). One watch at a time; a death during a watch is covered by it.
+     */
+    private void watchOwnLock(FabricPeer dead) throws InterruptedException {
+        java.nio.channels.FileChannel own = ownRegion;
+        if (own == null || !watchingOwnLock.compareAndSet(false, true)) {
+            return;
+        }
+        try {
+            KilledSenderLock watch = new KilledSenderLock(own, transport.token());
+            if (watch.awaitAbandoned(KilledSenderLock.WATCH_MILLIS) && !transport.isClosed() && ShmRegionLocks.release(own)) {
+                LOG.log(System.Logger.Level.WARNING, "released this process's own shm region lock, held without a"
+                        + " break after the peer " + dead.address() + " died (fabric token held by " + transport.token().holder()
+                        + "): libfabric 1.17 shm leaves it held when a sender is killed inside fi_send");
+            }
+        } finally {
+            watchingOwnLock.set(false);
+        }
+    }
+
     /** shm: a handle on the peer's region while it is alive, to release its lock should it die holding it. */
     void holdShmRegion(FabricPeer peer) {
         byte[] fabricAddress = peer.remoteFabricAddress;
         if (fabricAddress != null && transport.provider().startsWith("shm")) {
             peer.shmRegion = ShmRegionLocks.open(fabricAddress);
+            synchronized (this) {
+                if (ownRegion == null && !transport.isClosed()) {
+                    ownRegion = ShmRegionLocks.open(transport.fabricAddress());
+                }
+            }
         }
     }
 }

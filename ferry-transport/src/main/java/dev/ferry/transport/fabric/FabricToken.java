@@ -22,9 +22,12 @@ final class FabricToken {
 
     private static final VarHandle INSIDE;
 
+    private static final VarHandle ACQUISITIONS;
+
     static {
         try {
             INSIDE = MethodHandles.lookup().findVarHandle(FabricToken.class, "inside", Thread.class);
+            ACQUISITIONS = MethodHandles.lookup().findVarHandle(FabricToken.class, "acquisitions", long.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -34,6 +37,12 @@ final class FabricToken {
     /** The thread inside, as seen by the assertions alone: set on entry, cleared on exit. */
     @SuppressWarnings("unused") // through INSIDE
     private volatile Thread inside;
+    /**
+     * Acquisitions so far: written by the holder alone (opaque, no fence), read by {@link
+     * KilledSenderLock} to tell a holder stuck inside libfabric from one that comes and goes.
+     */
+    @SuppressWarnings("unused") // through ACQUISITIONS
+    private long acquisitions;
     /** Test hook: acquires no longer exclude each other, so that the assertions can be seen to fire. */
     private volatile boolean exclusionOff;
 
@@ -42,6 +51,7 @@ final class FabricToken {
         Thread me = Thread.currentThread();
         if (exclusionOff || holder.get() == null && holder.compareAndSet(null, me)) {
             assert enter(me);
+            ACQUISITIONS.setOpaque(this, (long) ACQUISITIONS.getOpaque(this) + 1);
             return true;
         }
         return false;
@@ -77,6 +87,11 @@ final class FabricToken {
     /** The thread holding the token, or null; for diagnostics. */
     Thread holder() {
         return holder.get();
+    }
+
+    /** How many times the token was taken; a racy sample, for watching whether its holder moves on. */
+    long acquisitions() {
+        return (long) ACQUISITIONS.getOpaque(this);
     }
 
     /** Test hook: stops the token from excluding, so that a second holder trips the assertion. */

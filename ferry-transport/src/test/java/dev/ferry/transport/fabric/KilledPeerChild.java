@@ -15,7 +15,8 @@ import dev.ferry.transport.Transports;
  * is killed, releasing whatever it receives. Arguments: provider, bind host, address to connect
  * to, and optionally {@code hold-lock}: then it sends a few messages only, and on a {@code LOCK}
  * line on its standard input takes its own shm region lock and keeps it ({@code LOCKED true}),
- * as a process killed inside shm's progress would.
+ * as a process killed inside shm's progress would; or {@code hold-peer-lock}: the same with the
+ * region lock of the peer it connected to, as a sender killed inside {@code fi_send} would.
  */
 public final class KilledPeerChild {
 
@@ -30,7 +31,7 @@ public final class KilledPeerChild {
         Peer peer = transport.connect(args[2]);
         System.out.println("READY " + transport.localAddress());
         System.out.flush();
-        if (args.length > 3 && args[3].equals("hold-lock")) {
+        if (args.length > 3 && (args[3].equals("hold-lock") || args[3].equals("hold-peer-lock"))) {
             for (int seq = 0; seq < 8; seq++) {
                 OutboundMessage message = peer.allocate(1 << 10);
                 message.segment().fill((byte) seq);
@@ -39,7 +40,10 @@ public final class KilledPeerChild {
             java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in,
                     java.nio.charset.StandardCharsets.UTF_8));
             if ("LOCK".equals(in.readLine())) {
-                System.out.println("LOCKED " + dev.ferry.fabric.ShmRegionLocks.holdOwnRegionLock());
+                boolean locked = args[3].equals("hold-lock") ? dev.ferry.fabric.ShmRegionLocks.holdOwnRegionLock()
+                        : dev.ferry.fabric.ShmRegionLocks.holdRegionLock(
+                                dev.ferry.fabric.ShmRegionLocks.open(((FabricPeer) peer).remoteFabricAddress));
+                System.out.println("LOCKED " + locked);
                 System.out.flush();
             }
             Thread.sleep(Long.MAX_VALUE);

@@ -34,7 +34,6 @@ import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.Transports;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -145,15 +144,11 @@ class KilledPeerTest {
         int receivedAtKill = received.get();
 
         if (!childFailed.await(BOUND_SECONDS, TimeUnit.SECONDS)) {
-            // A known defect, not fixed yet (docs/fetch-layer.md, "the killed-sender lock"):
-            // libfabric 1.17's shm sender takes the receiver's region lock inside fi_send, so a
-            // peer killed there leaves the survivor's own region locked, and the survivor's
-            // completion-queue read spins for ever. Reported as such, not as another failure.
-            Assumptions.assumeFalse(provider.startsWith("shm") && progressStuckInCompletionRead(),
-                    "known defect: the peer was killed inside fi_send holding the survivor's own shm region"
-                    + " lock; the survivor's progress thread spins in fi_cq_read. Its threads:\n" + ferryThreads());
+            // A peer killed inside fi_send to the survivor leaves the survivor's own region locked
+            // (libfabric 1.17 shm); KilledSenderLock frees it, so this is a failure too.
             FabricPeer fabricPeer = (FabricPeer) peer;
-            fail("the survivor never saw the killed peer fail (peer open " + peer.isOpen() + ", failure "
+            fail("the survivor never saw the killed peer fail (progress stuck in a completion read: "
+                    + (provider.startsWith("shm") && progressStuckInCompletionRead()) + ", peer open " + peer.isOpen() + ", failure "
                     + fabricPeer.failure() + ", control ended " + (fabricPeer.controlEnded.getCount() == 0)
                     + ", peers " + ((FabricTransport) survivor).peers + "); its threads:\n" + ferryThreads());
         }
@@ -262,6 +257,74 @@ class KilledPeerTest {
             } catch (TimeoutException e) {
                 fail("a send to the killed lock holder neither completed nor failed");
             }
+        }
+        assertServesANewPeer(provider, survivor, received, 1 << 10);
+    }
+
+    /**
+     * A peer killed while it holds the <em>survivor's</em> shm region lock (as a sender killed
+     * inside {@code fi_send} to the survivor does: libfabric 1.17 takes the receiver's lock there).
+     * The survivor's own completion reads spin on that lock inside libfabric; once the peer is
+     * proven dead and the lock and the fabric token stayed held through a whole window, the
+     * survivor releases its own lock ({@link KilledSenderLock}): it sees the peer fail, its sends
+     * end, and it serves a new peer. shm only; skipped on a libfabric whose region layout is not 1.17's.
+     */
+    @org.junit.jupiter.api.Test
+    @Timeout(300)
+    void aShmSenderKilledHoldingTheSurvivorsRegionLockDoesNotStopTheSurvivor() throws Exception {
+        String provider = System.getProperty("ferry.transport.provider", "shm");
+        org.junit.jupiter.api.Assumptions.assumeTrue(provider.equals("shm"), "shm only");
+        SurvivorHandler handler = new SurvivorHandler();
+        AtomicReference<Peer> child = handler.child;
+        AtomicInteger received = handler.received;
+        CountDownLatch childFailed = handler.childFailed;
+        Transport survivor = open(config(provider, HOST), handler);
+        AtomicReference<String> locked = new AtomicReference<>();
+        Process process = start(provider, survivor.localAddress(), "hold-peer-lock", locked);
+        assertTrue(FabricTransportFixture.waitFor(() -> received.get() >= 8, BOUND_SECONDS * 1000), "the peer's messages never arrived");
+        Peer peer = child.get();
+        process.getOutputStream().write("LOCK\n".getBytes(StandardCharsets.UTF_8));
+        process.getOutputStream().flush();
+        assertTrue(FabricTransportFixture.waitFor(() -> locked.get() != null, BOUND_SECONDS * 1000), "the peer never said whether it locked");
+        org.junit.jupiter.api.Assumptions.assumeTrue(locked.get().equals("true"),
+                "this libfabric's shm region layout is not 1.17's: nothing to release");
+
+        // The survivor's thread that reads its completion queue (its progress thread, or this
+        // sender when it gets the fabric token) now spins on its own region's lock.
+        List<CompletableFuture<Void>> sends = new java.util.concurrent.CopyOnWriteArrayList<>();
+        Thread sender = Thread.ofPlatform().name("survivor-sender").start(() -> {
+            try {
+                for (int seq = 0; seq < 4; seq++) {
+                    sends.add(peer.send(seq, filled(peer, 1 << 10)));
+                }
+            } catch (TransportException e) {
+                // freed once the peer was proven dead: it refuses further messages
+            }
+        });
+        Thread.sleep(200);
+        long pid = process.pid();
+        ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly); // SIGKILL, by PID
+        assertTrue(process.waitFor(30, TimeUnit.SECONDS), "the peer process " + pid + " did not die");
+
+        if (!childFailed.await(BOUND_SECONDS, TimeUnit.SECONDS)) {
+            fail("the survivor never saw the killed holder of its region lock fail; its threads:\n" + ferryThreads());
+        }
+        sender.join(BOUND_SECONDS * 1000);
+        assertFalse(sender.isAlive(), "the sender is still stuck behind the survivor's own region lock");
+        assertFalse(sends.isEmpty(), "the sender never sent");
+        for (CompletableFuture<Void> send : sends) {
+            try {
+                send.get(BOUND_SECONDS, TimeUnit.SECONDS); // posted once the lock was released: done or failed
+            } catch (ExecutionException e) {
+                assertInstanceOf(TransportException.class, e.getCause());
+            } catch (TimeoutException e) {
+                fail("a send to the killed lock holder neither completed nor failed");
+            }
+        }
+        // Every other sender to the survivor spins in fi_send until its lock is free again.
+        try (java.nio.channels.FileChannel own = dev.ferry.fabric.ShmRegionLocks.open(((FabricTransport) survivor).fabricAddress())) {
+            assertTrue(FabricTransportFixture.waitFor(() -> Boolean.FALSE.equals(dev.ferry.fabric.ShmRegionLocks.held(own)),
+                    BOUND_SECONDS * 1000), "the survivor's own region lock, left held by the killed sender, was never released");
         }
         assertServesANewPeer(provider, survivor, received, 1 << 10);
     }

@@ -2,15 +2,15 @@ package dev.ferry.ps;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.Arrays;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * One lock stripe of a sparse table: an open-addressing hash index from id to row number, and
- * the rows themselves ({@link RowLayout}) in off-heap chunks that never move.
+ * One lock stripe of a sparse table: an open-addressing hash index from id to row number
+ * ({@link ShardIndex}), and the rows themselves ({@link RowLayout}) in off-heap chunks that never
+ * move.
  *
  * <pre>
  *  index (power-of-two entries, linear probing, at most 5/8 full)     rows (append-only chunks)
@@ -47,8 +47,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * reads fail the same way or find no chunk.
  *
  * <p>The row chunks and each generation of the index come from shared arenas that this shard
- * owns and closes. The free list is an on-heap array guarded by {@link #lock} (asserted), read
- * and written by no one without it; the records' stamps likewise.
+ * owns (the index's through its {@link ShardIndex}) and closes. The free list is an on-heap
+ * array guarded by {@link #lock} (asserted), read and written by no one without it; the records'
+ * stamps likewise.
  */
 final class Shard {
 
@@ -62,8 +63,6 @@ final class Shard {
         }
     }
 
-    static final long INDEX_ENTRY_BYTES = 16;
-    private static final long MIN_INDEX_ENTRIES = 64;
     /** Rows per chunk are chosen so that a chunk is at most 256 KiB: small tables stay small. */
     private static final long CHUNK_TARGET_BYTES = 256 << 10;
 
@@ -98,8 +97,8 @@ final class Shard {
     /** Free slots, a stack. Guarded by {@link #lock}. */
     private int[] free = new int[16];
     private int freeCount;
-    private Arena indexArena;
-    private MemorySegment index;
+    /** The id index; its generations are freed by {@link #close}. */
+    private final ShardIndex index = new ShardIndex();
     private boolean closed;
     /** Odd while a writer changes a row or the index; accessed through {@link #VERSION}. */
     @SuppressWarnings("unused")
@@ -123,32 +122,14 @@ final class Shard {
         }
         this.growth = top - baseShift;
         this.firstFixedRow = ((1 << growth) - 1) << baseShift;
-        newIndex(MIN_INDEX_ENTRIES);
     }
 
     /**
-     * The row of {@code id}, or -1. Also without the lock, between {@link #readVersion} and
-     * {@link #validate}: the index generation is read once, and each entry's row reference is
-     * written after its id, so a racing read terminates (the index is never more than 5/8 full)
-     * and returns a row number of this shard or -1, which the validation then confirms or not.
+     * The row of {@code id}, or -1; also without the lock, between {@link #readVersion} and
+     * {@link #validate} ({@link ShardIndex#find}).
      */
     int find(long id, long hash) {
-        MemorySegment entries = index;
-        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
-        // Bounded: without a racing writer an empty entry comes first (at most 5/8 full); with
-        // one, entries shifted by removals could keep ahead of the probe, and the validation fails.
-        long i = hash & mask;
-        for (long probes = 0; probes <= mask; probes++, i = (i + 1) & mask) {
-            long at = i * INDEX_ENTRY_BYTES;
-            long ref = entries.get(ValueLayout.JAVA_LONG, at + 8);
-            if (ref == 0) {
-                return -1;
-            }
-            if (entries.get(ValueLayout.JAVA_LONG, at) == id) {
-                return (int) (ref - 1);
-            }
-        }
-        return -1;
+        return index.find(id, hash);
     }
 
     /** A version to validate an optimistic read with; odd while a write is under way. */
@@ -247,13 +228,10 @@ final class Shard {
             chunk.asSlice(weightsAt(row), weightStride).fill((byte) 0);
             chunk.asSlice(recordAt(row), recordStride).fill((byte) 0);
             chunk.set(RowLayout.LONG, recordAt(row) + idAt, id);
-            insert(id, hash, row);
+            index.insert(id, hash, row);
             return row;
         }
-        long entries = index.byteSize() / INDEX_ENTRY_BYTES;
-        if ((rows + 1L) * 8 > entries * 5) {
-            rehash(entries * 2);
-        }
+        index.growFor(rows + 1L, this);
         int row = rows;
         int chunk = chunkIndex(row);
         if (chunk == chunkCount) {
@@ -265,7 +243,7 @@ final class Shard {
         }
         rows++;
         chunk(row).set(RowLayout.LONG, recordAt(row) + idAt, id);
-        insert(id, hash, row);
+        index.insert(id, hash, row);
         return row;
     }
 
@@ -279,29 +257,7 @@ final class Shard {
         MemorySegment chunk = chunk(row);
         long at = recordAt(row);
         long id = chunk.get(RowLayout.LONG, at + idAt);
-        MemorySegment entries = index;
-        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
-        long i = Slots.mix(id) & mask;
-        while (entries.get(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8) != row + 1L) {
-            i = (i + 1) & mask;
-        }
-        // Move later entries of the probe run back into the hole while their home allows it.
-        for (long j = (i + 1) & mask;; j = (j + 1) & mask) {
-            long ref = entries.get(ValueLayout.JAVA_LONG, j * INDEX_ENTRY_BYTES + 8);
-            if (ref == 0) {
-                break;
-            }
-            long movedId = entries.get(ValueLayout.JAVA_LONG, j * INDEX_ENTRY_BYTES);
-            long home = Slots.mix(movedId) & mask;
-            boolean stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-            if (!stays) {
-                entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, movedId);
-                entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, ref);
-                i = j;
-            }
-        }
-        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, 0L);
-        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, 0L);
+        index.remove(id, row);
         chunk.set(RowLayout.LONG, at + idAt, 0L);
         chunk.set(RowLayout.LONG, at + stepsAt, FREE_STEPS);
         if (freeCount == free.length) {
@@ -339,26 +295,7 @@ final class Shard {
      */
     int checkIndex() {
         assert lock.isHeldByCurrentThread();
-        int live = 0;
-        for (int row = 0; row < rows; row++) {
-            if (live(row)) {
-                long id = id(row);
-                if (find(id, Slots.mix(id)) != row) {
-                    throw new AssertionError("live row " + row + " (id " + id + ") is not in the index");
-                }
-                live++;
-            }
-        }
-        long entries = 0;
-        for (long at = 0; at < index.byteSize(); at += INDEX_ENTRY_BYTES) {
-            if (index.get(ValueLayout.JAVA_LONG, at + 8) != 0) {
-                entries++;
-            }
-        }
-        if (entries != live || live != liveRows()) {
-            throw new AssertionError(entries + " index entries, " + live + " live rows, " + liveRows() + " counted");
-        }
-        return live;
+        return index.checkIndex(this);
     }
 
     /** The time of the last update of {@code row}. */
@@ -483,42 +420,7 @@ final class Shard {
             closed = true;
             chunks = new MemorySegment[0];
             rowArena.close();
-            indexArena.close();
+            index.close();
         }
-    }
-
-    private static void insert(MemorySegment entries, long id, long hash, int row) {
-        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
-        long i = hash & mask;
-        while (entries.get(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8) != 0) {
-            i = (i + 1) & mask;
-        }
-        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, id);
-        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, row + 1L);
-    }
-
-    private void insert(long id, long hash, int row) {
-        insert(index, id, hash, row);
-    }
-
-    private void newIndex(long entries) {
-        indexArena = Arena.ofShared();
-        index = RowMemory.allocate(indexArena, entries * INDEX_ENTRY_BYTES);
-    }
-
-    /** A new generation, filled before readers can see it; the old one is freed. */
-    private void rehash(long entries) {
-        Arena fresh = Arena.ofShared();
-        MemorySegment next = RowMemory.allocate(fresh, entries * INDEX_ENTRY_BYTES);
-        for (int row = 0; row < rows; row++) {
-            if (live(row)) {
-                long id = id(row);
-                insert(next, id, Slots.mix(id), row);
-            }
-        }
-        Arena old = indexArena;
-        indexArena = fresh;
-        index = next;
-        old.close();
     }
 }

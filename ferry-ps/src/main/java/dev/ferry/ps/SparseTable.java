@@ -28,8 +28,9 @@ import java.util.function.LongSupplier;
  * per-row steps (for SGD, the same sums in any order, to rounding).
  *
  * <p>Roles: this class keeps the shards, the pull ({@link #gather}) and push ({@link #apply})
- * paths; which ids get a row is {@link RowAdmission}'s, whole rows in and out (checkpoints,
- * moves, replication, export) are {@link WholeRows}'.
+ * paths; a pull's reads without the locks are {@link OptimisticGather}'s, which ids get a row is
+ * {@link RowAdmission}'s, whole rows in and out (checkpoints, moves, replication, export) are
+ * {@link WholeRows}'.
  *
  * <p>Eviction ({@link Eviction}): rows are deleted in the background by the table's
  * {@link TableEvictor}, in small steps under the same shard locks, as writes for the optimistic
@@ -48,6 +49,8 @@ public final class SparseTable {
     /** Which ids get a row, and the row count. */
     private final RowAdmission admission;
     private final WholeRows wholeRows;
+    /** The reads of a pull. */
+    private final OptimisticGather gathers;
     private final LongAdder evictedTtl = new LongAdder();
     private final LongAdder evictedCapacity = new LongAdder();
     /** Push steps dropped because the evictor deleted their row between the two phases of the push. */
@@ -78,6 +81,7 @@ public final class SparseTable {
         }
         this.admission = new RowAdmission(config, kernel, shards);
         this.wholeRows = new WholeRows(this, shards, rowBytes, admission);
+        this.gathers = new OptimisticGather(this, shards, kernel, admission, readOnly);
         Eviction eviction = config.eviction();
         this.evictor = eviction.enabled() && !readOnly ? new TableEvictor(this) : null;
     }
@@ -207,72 +211,7 @@ public final class SparseTable {
                     + " bytes; " + count + " rows of table '" + name() + "' (dimension " + dimension()
                     + ") need " + bytes);
         }
-        Scratch scratch = Scratch.of(Math.min(count, Scratch.GATHER_CHUNK));
-        for (int from = 0; from < count; from += Scratch.GATHER_CHUNK) {
-            gatherChunk(ids, offset + from, Math.min(Scratch.GATHER_CHUNK, count - from), out,
-                    from * payloadBytes, scratch);
-        }
-    }
-
-    /**
-     * Gathers without the shard locks, in three passes: the row of every id (so that the index
-     * lookups' cache misses overlap); each found row's copy, validated against its shard's
-     * version ({@link Shard}), in one short loop (so that the rows' misses overlap too); then the
-     * ids that loop left: a row written meanwhile is read again, and a row that is absent (to be
-     * created) or keeps changing is read under its shard's lock.
-     */
-    private void gatherChunk(long[] ids, int offset, int count, MemorySegment out, long outAt, Scratch scratch) {
-        long[] hash = scratch.hash;
-        long[] version = scratch.version;
-        int[] rowOf = scratch.row;
-        int[] left = scratch.order;
-        Shard[] shards = this.shards;
-        int mask = shards.length - 1;
-        for (int i = 0; i < count; i++) {
-            long id = ids[offset + i];
-            long h = Slots.mix(id);
-            Shard shard = shards[(int) (h >>> 40) & mask];
-            long v = shard.readVersion();
-            hash[i] = h;
-            version[i] = v;
-            rowOf[i] = (v & 1) == 0 ? findQuietly(shard, id, h) : RETRY;
-        }
-        int lefts = 0;
-        for (int i = 0; i < count; i++) {
-            Shard shard = shards[(int) (hash[i] >>> 40) & mask];
-            int row = rowOf[i];
-            if (row < 0 || !shard.copyQuietly(row, out, outAt + i * payloadBytes, payloadBytes)
-                    || !shard.validate(version[i])) {
-                left[lefts++] = i;
-            }
-        }
-        for (int k = 0; k < lefts; k++) {
-            int i = left[k];
-            gatherAgain(ids[offset + i], hash[i], shards[(int) (hash[i] >>> 40) & mask], rowOf[i], version[i], out,
-                    outAt + i * payloadBytes);
-        }
-    }
-
-    /** One id that the optimistic pass left: read again (a few attempts), else under the lock. */
-    private void gatherAgain(long id, long h, Shard shard, int row, long v, MemorySegment out, long at) {
-        for (int attempt = 1;; attempt++) {
-            if (row == ABSENT && shard.validate(v)) {
-                if (readOnly) {
-                    kernel.initWeights(id, dimension(), out, at);
-                    return;
-                }
-                break; // it is created under the lock
-            }
-            if (attempt == OPTIMISTIC_ATTEMPTS) {
-                break;
-            }
-            v = shard.readVersion();
-            row = (v & 1) == 0 ? findQuietly(shard, id, h) : RETRY;
-            if (row >= 0 && shard.copyQuietly(row, out, at, payloadBytes) && shard.validate(v)) {
-                return;
-            }
-        }
-        gatherLocked(shard, id, h, out, at);
+        gathers.gather(ids, offset, count, out);
     }
 
     /**
@@ -282,39 +221,6 @@ public final class SparseTable {
      * of what it took without; groups of 8 were slower, of 32 no better; docs/ps-layout.md).
      */
     static final int TOUCH_GROUP = 16;
-
-    /** Optimistic reads of one row before a gather takes its shard's lock instead. */
-    private static final int OPTIMISTIC_ATTEMPTS = 3;
-    /** {@link Shard#find}'s answer for an absent id. */
-    private static final int ABSENT = RowAdmission.ABSENT;
-    /** Not looked up: a write was under way. */
-    private static final int RETRY = -2;
-
-    private static int findQuietly(Shard shard, long id, long hash) {
-        try {
-            return shard.find(id, hash);
-        } catch (IllegalStateException | IndexOutOfBoundsException closedMeanwhile) {
-            return RETRY;
-        }
-    }
-
-    private void gatherLocked(Shard shard, long id, long hash, MemorySegment out, long at) {
-        shard.lock.lock();
-        try {
-            checkOpen(shard);
-            int row = shard.find(id, hash);
-            if (row < 0) {
-                row = readOnly ? ABSENT : admission.admitAndCreate(shard, id, hash, clock.getAsLong());
-                if (row < 0) {
-                    kernel.initWeights(id, dimension(), out, at);
-                    return;
-                }
-            }
-            MemorySegment.copy(shard.chunk(row), shard.weightsAt(row), out, at, payloadBytes);
-        } finally {
-            shard.lock.unlock();
-        }
-    }
 
     /**
      * Applies one optimizer step per id of {@code ids[offset, offset + count)} with the gradient

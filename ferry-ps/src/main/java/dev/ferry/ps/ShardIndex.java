@@ -1,0 +1,170 @@
+package dev.ferry.ps;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+
+/**
+ * The id index of one {@link Shard}: an open-addressing hash index from id to row number, a
+ * power-of-two number of 16-byte entries ({@code id i64 | row + 1 i64}, {@code row + 1 == 0}: an
+ * empty entry), linear probing, at most 5/8 full, deletion by backward shift (no tombstones).
+ * Each generation lives in a shared arena of its own; growing it rehashes only the entries,
+ * reading the ids back from the shard's records, and closes the old generation's arena.
+ *
+ * <p>One per shard, owned by it, under the shard's contract: every method but {@link #find} is
+ * called by a writer that holds the shard's {@link Shard#lock} (inside a write, for the changes);
+ * {@link #find} is also called without the lock by the shard's optimistic readers, between
+ * {@link Shard#readVersion} and {@link Shard#validate}.
+ */
+final class ShardIndex {
+
+    static final long INDEX_ENTRY_BYTES = 16;
+    private static final long MIN_INDEX_ENTRIES = 64;
+
+    private Arena indexArena;
+    private MemorySegment index;
+
+    ShardIndex() {
+        newIndex(MIN_INDEX_ENTRIES);
+    }
+
+    /**
+     * The row of {@code id}, or -1. Also without the lock, between {@link Shard#readVersion} and
+     * {@link Shard#validate}: the index generation is read once, and each entry's row reference is
+     * written after its id, so a racing read terminates (the index is never more than 5/8 full)
+     * and returns a row number of this shard or -1, which the validation then confirms or not.
+     */
+    int find(long id, long hash) {
+        MemorySegment entries = index;
+        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
+        // Bounded: without a racing writer an empty entry comes first (at most 5/8 full); with
+        // one, entries shifted by removals could keep ahead of the probe, and the validation fails.
+        long i = hash & mask;
+        for (long probes = 0; probes <= mask; probes++, i = (i + 1) & mask) {
+            long at = i * INDEX_ENTRY_BYTES;
+            long ref = entries.get(ValueLayout.JAVA_LONG, at + 8);
+            if (ref == 0) {
+                return -1;
+            }
+            if (entries.get(ValueLayout.JAVA_LONG, at) == id) {
+                return (int) (ref - 1);
+            }
+        }
+        return -1;
+    }
+
+    /**
+     * Before the shard adds slot {@code slots - 1} (inside a write): doubles the index, rehashing
+     * the live rows of {@code shard}, if {@code slots} entries would fill it past 5/8.
+     */
+    void growFor(long slots, Shard shard) {
+        long entries = index.byteSize() / INDEX_ENTRY_BYTES;
+        if (slots * 8 > entries * 5) {
+            rehash(entries * 2, shard);
+        }
+    }
+
+    /** Adds the entry of {@code id}, which must be absent, for {@code row} (inside a write). */
+    void insert(long id, long hash, int row) {
+        insert(index, id, hash, row);
+    }
+
+    /**
+     * Deletes the entry of {@code id}, which must point at {@code row}, by backward-shift deletion
+     * (inside a write).
+     */
+    void remove(long id, int row) {
+        MemorySegment entries = index;
+        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
+        long i = Slots.mix(id) & mask;
+        while (entries.get(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8) != row + 1L) {
+            i = (i + 1) & mask;
+        }
+        // Move later entries of the probe run back into the hole while their home allows it.
+        for (long j = (i + 1) & mask;; j = (j + 1) & mask) {
+            long ref = entries.get(ValueLayout.JAVA_LONG, j * INDEX_ENTRY_BYTES + 8);
+            if (ref == 0) {
+                break;
+            }
+            long movedId = entries.get(ValueLayout.JAVA_LONG, j * INDEX_ENTRY_BYTES);
+            long home = Slots.mix(movedId) & mask;
+            boolean stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+            if (!stays) {
+                entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, movedId);
+                entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, ref);
+                i = j;
+            }
+        }
+        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, 0L);
+        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, 0L);
+    }
+
+    /**
+     * Checks that every live row of {@code shard} is found by its id at its slot and the index
+     * holds no other entry; for tests (under the lock). Returns the live rows.
+     */
+    int checkIndex(Shard shard) {
+        int live = 0;
+        for (int row = 0; row < shard.rows(); row++) {
+            if (shard.live(row)) {
+                long id = shard.id(row);
+                if (find(id, Slots.mix(id)) != row) {
+                    throw new AssertionError("live row " + row + " (id " + id + ") is not in the index");
+                }
+                live++;
+            }
+        }
+        long entries = 0;
+        for (long at = 0; at < index.byteSize(); at += INDEX_ENTRY_BYTES) {
+            if (index.get(ValueLayout.JAVA_LONG, at + 8) != 0) {
+                entries++;
+            }
+        }
+        if (entries != live || live != shard.liveRows()) {
+            throw new AssertionError(entries + " index entries, " + live + " live rows, " + shard.liveRows()
+                    + " counted");
+        }
+        return live;
+    }
+
+    /** Bytes of the current generation. */
+    long byteSize() {
+        return index.byteSize();
+    }
+
+    /** Frees the current generation; readers still on it fail with {@link IllegalStateException}. */
+    void close() {
+        indexArena.close();
+    }
+
+    private static void insert(MemorySegment entries, long id, long hash, int row) {
+        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
+        long i = hash & mask;
+        while (entries.get(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8) != 0) {
+            i = (i + 1) & mask;
+        }
+        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES, id);
+        entries.set(ValueLayout.JAVA_LONG, i * INDEX_ENTRY_BYTES + 8, row + 1L);
+    }
+
+    private void newIndex(long entries) {
+        indexArena = Arena.ofShared();
+        index = RowMemory.allocate(indexArena, entries * INDEX_ENTRY_BYTES);
+    }
+
+    /** A new generation, filled before readers can see it; the old one is freed. */
+    private void rehash(long entries, Shard shard) {
+        Arena fresh = Arena.ofShared();
+        MemorySegment next = RowMemory.allocate(fresh, entries * INDEX_ENTRY_BYTES);
+        for (int row = 0; row < shard.rows(); row++) {
+            if (shard.live(row)) {
+                long id = shard.id(row);
+                insert(next, id, Slots.mix(id), row);
+            }
+        }
+        Arena old = indexArena;
+        indexArena = fresh;
+        index = next;
+        old.close();
+    }
+}

@@ -22,19 +22,16 @@ public final class FabricSession implements AutoCloseable {
     private final Fabric fabric;
     private final Domain domain;
     private final CompletionQueue cq;
-    private final EventQueue eq;
-    private final PassiveEndpoint listener;
+    /** The event queue, listener and handshake of a MSG session; null for RDM ones. */
+    private final MsgHandshake msg;
     private final Endpoint shared;
     private final AddressVector av;
     /** Where shm parks the addresses of departed peers before removing them; null elsewhere. */
     private final RetiredAddresses retired;
-    private final SharedReceiveContext srx;
     private final byte[] address;
     /** This session's hold on its shm region (see {@link ShmRegions}); null on other providers. */
     private final OwnerLock region;
     private final List<Connection> connections = new ArrayList<>();
-    /** The provider's listening socket, where it can be found; else null. */
-    private final ListenerSocket listenerSocket;
 
     /** Entries of a reliable-datagram session's address vector (shm's limit on peers). */
     private static final int AV_ENTRIES = 256;
@@ -48,33 +45,14 @@ public final class FabricSession implements AutoCloseable {
             this.domain = f.openDomain(info);
             this.cq = openCompletionQueue(domain, cqSize);
             if (info.endpointType() == EndpointType.MSG) {
-                this.eq = f.openEventQueue(64);
+                this.msg = new MsgHandshake(info, f, domain, cq, listen);
                 this.av = null;
                 this.retired = null;
                 this.shared = null;
-                if (info.sharesReceiveContext()) {
-                    this.srx = domain.openSharedReceiveContext(info.rxSize());
-                    srx.bind(cq);
-                } else {
-                    this.srx = null;
-                }
-                if (listen) {
-                    this.listener = f.openPassiveEndpoint(info);
-                    listener.bind(eq);
-                    listener.listen();
-                    this.address = listener.name();
-                    this.listenerSocket = ListenerSocket.of(address);
-                } else {
-                    this.listener = null;
-                    this.address = new byte[0];
-                    this.listenerSocket = null;
-                }
+                this.address = msg.address;
                 this.region = null;
             } else {
-                this.eq = null;
-                this.listener = null;
-                this.srx = null;
-                this.listenerSocket = null;
+                this.msg = null;
                 this.av = domain.openAddressVector(AV_ENTRIES);
                 this.shared = domain.openEndpoint(info);
                 shared.bind(cq, Fi.TRANSMIT | Fi.RECV);
@@ -181,7 +159,7 @@ public final class FabricSession implements AutoCloseable {
      * post receives here, not on the endpoints. Null where endpoints have queues of their own.
      */
     public SharedReceiveContext sharedReceiveContext() {
-        return srx;
+        return msg == null ? null : msg.srx;
     }
 
     /** The domain: register memory here. */
@@ -222,15 +200,8 @@ public final class FabricSession implements AutoCloseable {
             connections.add(c);
             return c;
         }
-        Endpoint ep = openEndpointTo(peerAddress);
-        try {
-            ep.connect(peerAddress);
-            awaitEvent(ep, ConnectionEvent.Type.CONNECTED, timeoutMillis, "connect");
-        } catch (RuntimeException e) {
-            ep.close();
-            throw e;
-        }
-        Connection c = new Connection(this, ep, Fi.ADDR_UNSPEC, true, null);
+        Connection c = new Connection(this, connected().connect(peerAddress, timeoutMillis), Fi.ADDR_UNSPEC, true,
+                null);
         connections.add(c);
         return c;
     }
@@ -241,26 +212,12 @@ public final class FabricSession implements AutoCloseable {
      * new endpoint, so nothing the peer sends finds the queue empty.
      */
     public Connection accept(int timeoutMillis, java.util.function.Consumer<Endpoint> beforeAccept) {
-        if (listener == null) {
+        if (msg == null || !msg.listening()) {
             throw new IllegalStateException("session is not listening (open it with listen=true and MSG endpoints)");
         }
-        try (ConnectionEvent request = awaitEvent(listener, ConnectionEvent.Type.CONNREQ, timeoutMillis, "accept")) {
-            Endpoint ep = openShared(request.info());
-            try {
-                bindAndEnable(ep);
-                if (beforeAccept != null) {
-                    beforeAccept.accept(ep);
-                }
-                ep.accept();
-                awaitEvent(ep, ConnectionEvent.Type.CONNECTED, timeoutMillis, "accept").close();
-            } catch (RuntimeException e) {
-                ep.close();
-                throw e;
-            }
-            Connection c = new Connection(this, ep, Fi.ADDR_UNSPEC, true, null);
-            connections.add(c);
-            return c;
-        }
+        Connection c = new Connection(this, msg.accept(timeoutMillis, beforeAccept), Fi.ADDR_UNSPEC, true, null);
+        connections.add(c);
+        return c;
     }
 
     /**
@@ -268,10 +225,7 @@ public final class FabricSession implements AutoCloseable {
      * {@code timeoutMillis}; 0 does not wait.
      */
     public ConnectionEvent pollEvent(int timeoutMillis) {
-        if (eq == null) {
-            return null;
-        }
-        return timeoutMillis <= 0 ? eq.poll() : eq.await(timeoutMillis);
+        return msg == null ? null : msg.pollEvent(timeoutMillis);
     }
 
     /**
@@ -281,7 +235,7 @@ public final class FabricSession implements AutoCloseable {
      * socket cannot be seen.
      */
     public boolean listenerBacklogged() {
-        return listenerSocket != null && listenerSocket.backlogged();
+        return msg != null && msg.listenerBacklogged();
     }
 
     /**
@@ -290,10 +244,10 @@ public final class FabricSession implements AutoCloseable {
      * accepted nor rejected keeps its socket open for good.
      */
     public void reject(ConnectionEvent request) {
-        if (listener == null) {
+        if (msg == null || !msg.listening()) {
             throw new IllegalStateException("session is not listening");
         }
-        listener.reject(request);
+        msg.reject(request);
     }
 
     /**
@@ -303,17 +257,7 @@ public final class FabricSession implements AutoCloseable {
      * The caller connects or accepts and owns the endpoint.
      */
     public Endpoint openConnectedEndpoint(FabricInfo request) {
-        if (info.endpointType() != EndpointType.MSG) {
-            throw new IllegalStateException("only connected (MSG) sessions open connected endpoints");
-        }
-        Endpoint ep = openShared(request == null ? info : request);
-        try {
-            bindAndEnable(ep);
-            return ep;
-        } catch (RuntimeException e) {
-            ep.close();
-            throw e;
-        }
+        return connected().openConnectedEndpoint(request);
     }
 
     /**
@@ -324,43 +268,14 @@ public final class FabricSession implements AutoCloseable {
      * EINVAL) and libfabric 1.17's verbs ignores the address given to {@code fi_connect}.
      */
     public Endpoint openEndpointTo(byte[] peerAddress) {
-        if (info.endpointType() != EndpointType.MSG) {
+        return connected().openEndpointTo(peerAddress);
+    }
+
+    private MsgHandshake connected() {
+        if (msg == null) {
             throw new IllegalStateException("only connected (MSG) sessions open connected endpoints");
         }
-        long copy = InfoList.copyWithDestination(info, peerAddress);
-        try {
-            Endpoint ep = domain.openEndpoint(new FabricInfo(copy));
-            try {
-                bindAndEnable(ep);
-                return ep;
-            } catch (RuntimeException e) {
-                ep.close();
-                throw e;
-            }
-        } finally {
-            InfoList.free(copy);
-        }
-    }
-
-    /**
-     * Opens a connected endpoint from {@code from}; with a shared receive context, the info (a
-     * connection request's, say) is marked as sharing one first, as verbs needs to create the
-     * queue pair on the shared receive queue.
-     */
-    private Endpoint openShared(FabricInfo from) {
-        if (srx != null && !from.sharesReceiveContext()) {
-            InfoList.shareReceiveContext(from);
-        }
-        return domain.openEndpoint(from);
-    }
-
-    private void bindAndEnable(Endpoint ep) {
-        ep.bind(cq, Fi.TRANSMIT | Fi.RECV);
-        ep.bind(eq);
-        if (srx != null) {
-            ep.bind(srx);
-        }
-        ep.enable();
+        return msg;
     }
 
     /** How many departed peers' addresses wait in the address vector (shm); 0 elsewhere. */
@@ -371,31 +286,6 @@ public final class FabricSession implements AutoCloseable {
     /** The shared endpoint of a reliable-datagram session; null for MSG sessions. */
     public Endpoint sharedEndpoint() {
         return shared;
-    }
-
-    private ConnectionEvent awaitEvent(FabricObject target, ConnectionEvent.Type type, int timeoutMillis, String what) {
-        long deadline = System.nanoTime() + timeoutMillis * 1_000_000L;
-        while (true) {
-            long left = (deadline - System.nanoTime()) / 1_000_000L;
-            if (left <= 0) {
-                throw new FabricException(what + " timed out after " + timeoutMillis + " ms waiting for " + type);
-            }
-            ConnectionEvent event = eq.poll();
-            if (event == null) { Thread.onSpinWait(); }
-            if (event == null) {
-                continue;
-            }
-            if (event.type() == type && (event.concerns(target) || type == ConnectionEvent.Type.CONNREQ)) {
-                return event;
-            }
-            event.close();
-            if (event.type() == ConnectionEvent.Type.ERROR && event.concerns(target)) {
-                throw FabricException.of(event.errno(), what + " on " + info.provider());
-            }
-            if (event.type() == ConnectionEvent.Type.SHUTDOWN && event.concerns(target)) {
-                throw new FabricException(what + ": peer shut the connection down");
-            }
-        }
     }
 
     /**

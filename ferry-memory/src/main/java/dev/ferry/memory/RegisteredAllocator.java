@@ -51,12 +51,8 @@ public final class RegisteredAllocator implements AutoCloseable {
     private final boolean paranoid;
     private final RegistrationCache registrationCache;
     private final ThreadLocal<ThreadCache> threadCaches = ThreadLocal.withInitial(this::newThreadCache);
-    /** Every thread cache not yet retired; its monitor also guards the retired counters. */
-    private final List<ThreadCache> caches = new ArrayList<>();
-    private final long[] retiredBytes = new long[PoolKind.values().length];
-    private final long[] retiredBuffers = new long[PoolKind.values().length];
-    private long retiredHits;
-    private long retiredMisses;
+    /** Every thread cache not yet retired, and the counters of the retired ones. */
+    private final ThreadCaches allCaches;
     private final AtomicInteger slabIndex = new AtomicInteger();
     private volatile boolean closed;
 
@@ -78,6 +74,7 @@ public final class RegisteredAllocator implements AutoCloseable {
         for (PoolKind kind : kinds) {
             pools[kind.ordinal()] = new PoolArena(this, kind, config.quota(kind), classCount, config.slabBytes());
         }
+        this.allCaches = new ThreadCaches(pools, classCount);
         this.registrationCache = new RegistrationCache(registrar, config.registrationCacheBytes(),
                 config.registrationCacheEntries());
         registrationCache.onEvict(entry -> {
@@ -227,19 +224,9 @@ public final class RegisteredAllocator implements AutoCloseable {
      * (their runs may then free pages for this class) and those of exited threads, and try again.
      */
     private int reclaim(ThreadCache cache, int pool, int classIndex, RegisteredBuffer[] dst, int max) {
-        flush(cache, pool);
-        sweepExitedThreads(pool);
+        allCaches.flush(cache, pool);
+        allCaches.sweepExitedThreads(pool);
         return pools[pool].take(classIndex, dst, max);
-    }
-
-    private void flush(ThreadCache cache, int pool) {
-        PoolArena arena = pools[pool];
-        for (int slot = pool * classCount; slot < (pool + 1) * classCount; slot++) {
-            if (cache.sizes[slot] > 0) {
-                arena.put(cache.stacks[slot], 0, cache.sizes[slot]);
-                cache.sizes[slot] = 0;
-            }
-        }
     }
 
     /** Called by the last {@link RegisteredBuffer#release()} of a root buffer. */
@@ -331,59 +318,13 @@ public final class RegisteredAllocator implements AutoCloseable {
     private ThreadCache newThreadCache() {
         ThreadCache cache = new ThreadCache(Thread.currentThread(), classCount, config.threadCacheBytesPerClass(),
                 config.threadCacheMaxBuffers(), config.leakSampleInterval());
-        synchronized (caches) {
-            caches.add(cache);
-        }
+        allCaches.add(cache);
         if (!closed) {
             for (int pool = 0; pool < pools.length; pool++) {
-                sweepExitedThreads(pool);
+                allCaches.sweepExitedThreads(pool);
             }
         }
         return cache;
-    }
-
-    /**
-     * Returns the cached buffers of {@code pool} held by exited threads, and retires caches that
-     * are then empty. A thread's exit happens-before {@code isAlive()} returning false, so its
-     * cache may be read here; each pool's stacks are emptied under that pool's lock.
-     */
-    private void sweepExitedThreads(int pool) {
-        List<ThreadCache> exited = new ArrayList<>();
-        synchronized (caches) {
-            for (ThreadCache cache : caches) {
-                if (!cache.owner.isAlive()) {
-                    exited.add(cache);
-                }
-            }
-        }
-        if (exited.isEmpty()) {
-            return;
-        }
-        PoolArena arena = pools[pool];
-        arena.lock.lock();
-        try {
-            for (ThreadCache cache : exited) {
-                flush(cache, pool);
-            }
-        } finally {
-            arena.lock.unlock();
-        }
-        synchronized (caches) {
-            for (ThreadCache cache : exited) {
-                boolean empty = true;
-                for (int size : cache.sizes) {
-                    empty &= size == 0;
-                }
-                if (empty && caches.remove(cache)) {
-                    for (int p = 0; p < retiredBytes.length; p++) {
-                        retiredBytes[p] += cache.bytesInUse[p];
-                        retiredBuffers[p] += cache.buffersInUse[p];
-                    }
-                    retiredHits += cache.hits;
-                    retiredMisses += cache.misses;
-                }
-            }
-        }
     }
 
     /** Reports leaked buffers found so far to the leak listener; returns how many. */
@@ -396,24 +337,10 @@ public final class RegisteredAllocator implements AutoCloseable {
         int kinds = pools.length;
         long[] bytes = new long[kinds];
         long[] buffers = new long[kinds];
-        long hits;
-        long misses;
-        synchronized (caches) {
-            hits = retiredHits;
-            misses = retiredMisses;
-            for (int p = 0; p < kinds; p++) {
-                bytes[p] = retiredBytes[p];
-                buffers[p] = retiredBuffers[p];
-            }
-            for (ThreadCache cache : caches) {
-                hits += cache.hits;
-                misses += cache.misses;
-                for (int p = 0; p < kinds; p++) {
-                    bytes[p] += cache.bytesInUse[p];
-                    buffers[p] += cache.buffersInUse[p];
-                }
-            }
-        }
+        long[] lookups = new long[2];
+        allCaches.sum(bytes, buffers, lookups);
+        long hits = lookups[0];
+        long misses = lookups[1];
         long slabs = 0;
         long slabBytes = 0;
         List<AllocatorStats.PoolStats> poolStats = new ArrayList<>(kinds);
@@ -461,9 +388,7 @@ public final class RegisteredAllocator implements AutoCloseable {
         }
         registrationCache.close();
         detector.clear();
-        synchronized (caches) {
-            caches.clear();
-        }
+        allCaches.clear();
         threadCaches.remove();
         if (failure != null) {
             throw failure;

@@ -61,7 +61,7 @@ final class MsgHandshake {
         Endpoint ep = openEndpointTo(peerAddress);
         try {
             ep.connect(peerAddress);
-            awaitEvent(ep, ConnectionEvent.Type.CONNECTED, timeoutMillis, "connect");
+            awaitEvent(ep, ConnectionEvent.Type.CONNECTED, timeoutMillis, "connect").close();
         } catch (RuntimeException e) {
             ep.close();
             throw e;
@@ -161,8 +161,8 @@ final class MsgHandshake {
                 throw new FabricException(what + " timed out after " + timeoutMillis + " ms waiting for " + type);
             }
             ConnectionEvent event = eq.poll();
-            if (event == null) { Thread.onSpinWait(); }
             if (event == null) {
+                Thread.onSpinWait();
                 continue;
             }
             if (event.type() == type && (event.concerns(target) || type == ConnectionEvent.Type.CONNREQ)) {

@@ -298,7 +298,7 @@ public final class BatchPlan {
         // path for all, since about half the positions are an id's first (at random: a branch
         // between a first copy and an add was mispredicted every other row). 0 + g is g but for
         // -0, as "starting from zero" says.
-        out.asSlice(0, partSize(part) * rowBytes).fill((byte) 0);
+        Kernels.zero(out, 0, partSize(part) * rowBytes);
         for (int at = start[part]; at < start[part + 1]; at++) {
             Kernels.add(out, rowInPart[at] * rowBytes, gradients, positions[at] * rowBytes, dimension);
         }

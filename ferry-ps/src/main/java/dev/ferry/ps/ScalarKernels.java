@@ -74,14 +74,6 @@ final class ScalarKernels {
         }
     }
 
-    /** {@code out[to + j] = in[from + j] + 0} (the first row of a sum: +0 turns -0 into 0, as a sum from zero does). */
-    static void set(MemorySegment out, long to, MemorySegment in, long from, int n) {
-        for (int j = 0; j < n; j++) {
-            long o = 4L * j;
-            out.set(FLOAT, to + o, in.get(FLOAT, from + o) + 0f);
-        }
-    }
-
     /** {@code out[to + j] += in[from + j]}. */
     static void add(MemorySegment out, long to, MemorySegment in, long from, int n) {
         for (int j = 0; j < n; j++) {

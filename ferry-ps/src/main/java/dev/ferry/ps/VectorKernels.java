@@ -100,18 +100,6 @@ final class VectorKernels {
         }
     }
 
-    static void set(MemorySegment out, long to, MemorySegment in, long from, int n) {
-        int j = 0;
-        for (; j <= n - LANES; j += LANES) {
-            long o = 4L * j;
-            FloatVector.fromMemorySegment(F, in, from + o, LE).add(0f).intoMemorySegment(out, to + o, LE);
-        }
-        if (j < n) {
-            long o = 4L * j;
-            ScalarKernels.set(out, to + o, in, from + o, n - j);
-        }
-    }
-
     static void add(MemorySegment out, long to, MemorySegment in, long from, int n) {
         int j = 0;
         for (; j <= n - LANES; j += LANES) {

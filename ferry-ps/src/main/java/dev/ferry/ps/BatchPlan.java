@@ -104,6 +104,8 @@ public final class BatchPlan {
         int[] uniqueServer = this.uniqueServer;
         int[] positionsOfServer = this.positionsOfServer;
         Arrays.fill(positionsOfServer, 0, serverCount, 0);
+        int[] perServer = this.perServer;
+        Arrays.fill(perServer, 0, serverCount, 0);
         int u = 0;
         // The table's index is a multiplicative hash's top bits (one multiply); the id's full mix,
         // which places it in a slot, is computed for distinct ids only (2.2 ns per id less).
@@ -120,7 +122,9 @@ public final class BatchPlan {
                 indexOf[at] = value;
                 entryOfUnique[u - 1] = at;
                 uniqueIds[u - 1] = id;
-                uniqueServer[u - 1] = slots.serverOfSlot(Slots.slotOfHash(Slots.mix(id)));
+                int server = slots.serverOfSlot(Slots.slotOfHash(Slots.mix(id)));
+                uniqueServer[u - 1] = server;
+                perServer[server]++;
             }
             uniqueOfPosition[i] = value - 1;
             positionsOfServer[uniqueServer[value - 1]]++;
@@ -129,11 +133,6 @@ public final class BatchPlan {
             indexOf[entryOfUnique[k]] = 0;
         }
         // Parts: the servers present, ascending.
-        int[] perServer = this.perServer;
-        Arrays.fill(perServer, 0, serverCount, 0);
-        for (int k = 0; k < u; k++) {
-            perServer[uniqueServer[k]]++;
-        }
         int parts = 0;
         for (int s = 0; s < serverCount; s++) {
             if (perServer[s] > 0) {

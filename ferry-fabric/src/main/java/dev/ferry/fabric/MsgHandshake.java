@@ -105,28 +105,14 @@ final class MsgHandshake {
 
     /** {@link FabricSession#openConnectedEndpoint}. */
     Endpoint openConnectedEndpoint(FabricInfo request) {
-        Endpoint ep = openShared(request == null ? info : request);
-        try {
-            bindAndEnable(ep);
-            return ep;
-        } catch (RuntimeException e) {
-            ep.close();
-            throw e;
-        }
+        return enabledOrClosed(openShared(request == null ? info : request));
     }
 
     /** {@link FabricSession#openEndpointTo}: from a copy of the info naming the peer as destination. */
     Endpoint openEndpointTo(byte[] peerAddress) {
         long copy = InfoList.copyWithDestination(info, peerAddress);
         try {
-            Endpoint ep = domain.openEndpoint(new FabricInfo(copy));
-            try {
-                bindAndEnable(ep);
-                return ep;
-            } catch (RuntimeException e) {
-                ep.close();
-                throw e;
-            }
+            return enabledOrClosed(domain.openEndpoint(new FabricInfo(copy)));
         } finally {
             InfoList.free(copy);
         }
@@ -151,6 +137,17 @@ final class MsgHandshake {
             ep.bind(srx);
         }
         ep.enable();
+    }
+
+    /** {@code ep} bound and enabled, or closed if that failed. */
+    private Endpoint enabledOrClosed(Endpoint ep) {
+        try {
+            bindAndEnable(ep);
+            return ep;
+        } catch (RuntimeException e) {
+            ep.close();
+            throw e;
+        }
     }
 
     private ConnectionEvent awaitEvent(FabricObject target, ConnectionEvent.Type type, int timeoutMillis, String what) {

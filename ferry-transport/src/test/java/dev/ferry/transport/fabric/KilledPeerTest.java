@@ -209,56 +209,7 @@ class KilledPeerTest {
     @org.junit.jupiter.api.Test
     @Timeout(300)
     void aShmPeerKilledHoldingItsRegionLockDoesNotStopTheSurvivor() throws Exception {
-        String provider = System.getProperty("ferry.transport.provider", "shm");
-        org.junit.jupiter.api.Assumptions.assumeTrue(provider.equals("shm"), "shm only");
-        SurvivorHandler handler = new SurvivorHandler();
-        AtomicReference<Peer> child = handler.child;
-        AtomicInteger received = handler.received;
-        CountDownLatch childFailed = handler.childFailed;
-        Transport survivor = open(config(provider, HOST), handler);
-        AtomicReference<String> locked = new AtomicReference<>();
-        Process process = start(provider, survivor.localAddress(), "hold-lock", locked);
-        assertTrue(FabricTransportFixture.waitFor(() -> received.get() >= 8, BOUND_SECONDS * 1000), "the peer's messages never arrived");
-        Peer peer = child.get();
-        process.getOutputStream().write("LOCK\n".getBytes(StandardCharsets.UTF_8));
-        process.getOutputStream().flush();
-        assertTrue(FabricTransportFixture.waitFor(() -> locked.get() != null, BOUND_SECONDS * 1000), "the peer never said whether it locked");
-        org.junit.jupiter.api.Assumptions.assumeTrue(locked.get().equals("true"),
-                "this libfabric's shm region layout is not 1.17's: nothing to release");
-
-        // The survivor's thread that posts (its progress thread, or this sender when it gets the
-        // fabric token and posts its own send) now spins in fi_send on the peer's lock.
-        List<CompletableFuture<Void>> sends = new java.util.concurrent.CopyOnWriteArrayList<>();
-        Thread sender = Thread.ofPlatform().name("survivor-sender").start(() -> {
-            try {
-                for (int seq = 0; seq < 4; seq++) {
-                    sends.add(peer.send(seq, filled(peer, 1 << 10)));
-                }
-            } catch (TransportException e) {
-                // freed once the peer was proven dead: it refuses further messages
-            }
-        });
-        Thread.sleep(200);
-        long pid = process.pid();
-        ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly); // SIGKILL, by PID
-        assertTrue(process.waitFor(30, TimeUnit.SECONDS), "the peer process " + pid + " did not die");
-
-        if (!childFailed.await(BOUND_SECONDS, TimeUnit.SECONDS)) {
-            fail("the survivor never saw the killed lock holder fail; its threads:\n" + ferryThreads());
-        }
-        sender.join(BOUND_SECONDS * 1000);
-        assertFalse(sender.isAlive(), "the sender is still stuck in fi_send on the dead peer's lock");
-        assertFalse(sends.isEmpty(), "the sender never sent");
-        for (CompletableFuture<Void> send : sends) {
-            try {
-                send.get(BOUND_SECONDS, TimeUnit.SECONDS); // posted once the lock was released: done or failed
-            } catch (ExecutionException e) {
-                assertInstanceOf(TransportException.class, e.getCause());
-            } catch (TimeoutException e) {
-                fail("a send to the killed lock holder neither completed nor failed");
-            }
-        }
-        assertServesANewPeer(provider, survivor, received, 1 << 10);
+        killedLockHolderDoesNotStopTheSurvivor("hold-lock");
     }
 
     /**
@@ -272,6 +223,15 @@ class KilledPeerTest {
     @org.junit.jupiter.api.Test
     @Timeout(300)
     void aShmSenderKilledHoldingTheSurvivorsRegionLockDoesNotStopTheSurvivor() throws Exception {
+        killedLockHolderDoesNotStopTheSurvivor("hold-peer-lock");
+    }
+
+    /**
+     * The child takes a region lock ({@code hold-lock}: its own; {@code hold-peer-lock}: the
+     * survivor's), the survivor sends to it, the child is SIGKILLed: the survivor sees it fail,
+     * its sends end, its own lock is free, and it serves a new peer.
+     */
+    private void killedLockHolderDoesNotStopTheSurvivor(String lock) throws Exception {
         String provider = System.getProperty("ferry.transport.provider", "shm");
         org.junit.jupiter.api.Assumptions.assumeTrue(provider.equals("shm"), "shm only");
         SurvivorHandler handler = new SurvivorHandler();
@@ -280,7 +240,7 @@ class KilledPeerTest {
         CountDownLatch childFailed = handler.childFailed;
         Transport survivor = open(config(provider, HOST), handler);
         AtomicReference<String> locked = new AtomicReference<>();
-        Process process = start(provider, survivor.localAddress(), "hold-peer-lock", locked);
+        Process process = start(provider, survivor.localAddress(), lock, locked);
         assertTrue(FabricTransportFixture.waitFor(() -> received.get() >= 8, BOUND_SECONDS * 1000), "the peer's messages never arrived");
         Peer peer = child.get();
         process.getOutputStream().write("LOCK\n".getBytes(StandardCharsets.UTF_8));
@@ -289,8 +249,10 @@ class KilledPeerTest {
         org.junit.jupiter.api.Assumptions.assumeTrue(locked.get().equals("true"),
                 "this libfabric's shm region layout is not 1.17's: nothing to release");
 
-        // The survivor's thread that reads its completion queue (its progress thread, or this
-        // sender when it gets the fabric token) now spins on its own region's lock.
+        // With the child's own lock held, the survivor's thread that posts (its progress thread,
+        // or this sender when it gets the fabric token) spins in fi_send on it; with the
+        // survivor's lock held, every sender to the survivor spins, and so does the survivor's
+        // completion read once signalled.
         List<CompletableFuture<Void>> sends = new java.util.concurrent.CopyOnWriteArrayList<>();
         Thread sender = Thread.ofPlatform().name("survivor-sender").start(() -> {
             try {
@@ -307,10 +269,10 @@ class KilledPeerTest {
         assertTrue(process.waitFor(30, TimeUnit.SECONDS), "the peer process " + pid + " did not die");
 
         if (!childFailed.await(BOUND_SECONDS, TimeUnit.SECONDS)) {
-            fail("the survivor never saw the killed holder of its region lock fail; its threads:\n" + ferryThreads());
+            fail("the survivor never saw the killed lock holder (" + lock + ") fail; its threads:\n" + ferryThreads());
         }
         sender.join(BOUND_SECONDS * 1000);
-        assertFalse(sender.isAlive(), "the sender is still stuck behind the survivor's own region lock");
+        assertFalse(sender.isAlive(), "the sender is still stuck on the dead peer's lock (" + lock + ")");
         assertFalse(sends.isEmpty(), "the sender never sent");
         for (CompletableFuture<Void> send : sends) {
             try {
@@ -321,10 +283,10 @@ class KilledPeerTest {
                 fail("a send to the killed lock holder neither completed nor failed");
             }
         }
-        // Every other sender to the survivor spins in fi_send until its lock is free again.
+        // A new peer's sends to the survivor spin in fi_send until the survivor's lock is free.
         try (java.nio.channels.FileChannel own = dev.ferry.fabric.ShmRegionLocks.open(((FabricTransport) survivor).fabricAddress())) {
             assertTrue(FabricTransportFixture.waitFor(() -> Boolean.FALSE.equals(dev.ferry.fabric.ShmRegionLocks.held(own)),
-                    BOUND_SECONDS * 1000), "the survivor's own region lock, left held by the killed sender, was never released");
+                    BOUND_SECONDS * 1000), "the survivor's own region lock was left held (" + lock + ")");
         }
         assertServesANewPeer(provider, survivor, received, 1 << 10);
     }

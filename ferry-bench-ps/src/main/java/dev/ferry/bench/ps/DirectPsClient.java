@@ -73,6 +73,12 @@ final class DirectPsClient implements PsBenchClient {
         return mine[0].asSlice(0, bytes);
     }
 
+    /** Every pull and push is done on the calling thread, which never waits. */
+    @Override
+    public boolean onCallingThread() {
+        return true;
+    }
+
     @Override
     public Map<String, Long> counters() {
         return Map.of();

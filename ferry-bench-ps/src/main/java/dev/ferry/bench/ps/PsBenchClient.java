@@ -40,6 +40,16 @@ public interface PsBenchClient extends AutoCloseable {
      */
     CompletableFuture<Void> push(String table, int dimension, long[] ids, int count, float[] gradients);
 
+    /**
+     * Whether an operation's whole work runs on the calling thread and never waits for another
+     * (the floor, {@code direct}). Its latency is then the thread's CPU time: such threads, more
+     * of them than cores, are only ever preempted, so a wall clock would time the scheduler's
+     * slices (a p99 of milliseconds for 50 us of work). False by default.
+     */
+    default boolean onCallingThread() {
+        return false;
+    }
+
     /** Binds the client's meters (its RPC client and transport) to {@code metrics}; none by default. */
     default void bindMetrics(dev.ferry.metrics.FerryMetrics metrics) {
     }

@@ -46,6 +46,9 @@ public final class PsBenchWorker {
 
     private final Args args;
     private final PsBenchClient client;
+    /** Closed loops time an operation by the thread's CPU time ({@link PsBenchClient#onCallingThread}), else by the wall clock. */
+    private final boolean cpuClock;
+    private static final java.lang.management.ThreadMXBean THREADS = java.lang.management.ManagementFactory.getThreadMXBean();
     /** The servers of an in-process run (direct, local), else null. */
     private final InProcessServers servers;
     private final int dimension;
@@ -70,6 +73,7 @@ public final class PsBenchWorker {
     private PsBenchWorker(Args args, PsBenchClient client, InProcessServers servers) {
         this.args = args;
         this.client = client;
+        this.cpuClock = client.onCallingThread() && THREADS.isCurrentThreadCpuTimeSupported();
         this.servers = servers;
         this.dimension = args.integer("dimension");
         this.threads = args.integer("threads");
@@ -317,19 +321,28 @@ public final class PsBenchWorker {
         while (phase != STOP) {
             int count = ids.batchSize();
             ids.fill(batch, count);
-            long from = System.nanoTime();
+            long from = closedLoopClock();
             Throwable error = null;
             try {
                 client.pullAndWait(PsBenchServer.TABLE, dimension, batch, count, out);
             } catch (Exception e) {
                 error = e;
             }
-            complete(from, count, error);
+            complete(from, closedLoopClock(), count, error);
         }
     }
 
+    /** The calling thread's CPU time for a client whose work never leaves it, else the wall clock. */
+    private long closedLoopClock() {
+        return cpuClock ? THREADS.getCurrentThreadCpuTime() : System.nanoTime();
+    }
+
     private void complete(long startNanos, int count, Throwable error) {
-        long latency = System.nanoTime() - startNanos;
+        complete(startNanos, System.nanoTime(), count, error);
+    }
+
+    private void complete(long startNanos, long endNanos, int count, Throwable error) {
+        long latency = endNanos - startNanos;
         if (error != null) {
             fail(error);
             return;
@@ -394,7 +407,7 @@ public final class PsBenchWorker {
                     return;
                 }
                 ids.fill(batchIds, batch);
-                long start = System.nanoTime();
+                long start = closedLoopClock();
                 Throwable error = null;
                 try {
                     client.push(PsBenchServer.TABLE, dimension, batchIds, batch, gradients)
@@ -404,7 +417,7 @@ public final class PsBenchWorker {
                 } catch (java.util.concurrent.TimeoutException | RuntimeException e) {
                     error = e;
                 }
-                complete(start, batch, error);
+                complete(start, closedLoopClock(), batch, error);
             }
         } catch (InterruptedException | BrokenBarrierException e) {
             Thread.currentThread().interrupt();

@@ -89,8 +89,8 @@ final class Report {
         List<String> floor = Floor.table(results);
         if (!floor.isEmpty()) {
             out.println();
-            out.println("cost above the floor (direct: the same parameter-server work in one process, no RPC); "
-                    + "ratios are layer to netty's layer");
+            out.println("cost above the floor (direct: the same parameter-server work in one process, no RPC, "
+                    + "timed by its threads' CPU time); ratios are layer to netty's layer");
             floor.forEach(out::println);
         }
         List<String> network = networkTable(results);
@@ -157,8 +157,8 @@ final class Report {
         List<String> floor = Floor.table(results);
         if (!floor.isEmpty()) {
             md.add("Cost above the floor: each row minus the `direct` row (the same parameter-server work in one "
-                    + "process: plan, gather or apply, scatter; no RPC, no transport); ratios are that layer to "
-                    + "netty's layer.");
+                    + "process: plan, gather or apply, scatter; no RPC, no transport; in the closed loop its latency "
+                    + "is its threads' CPU time); ratios are that layer to netty's layer.");
             md.add("");
             md.addAll(floor);
             md.add("");

@@ -310,7 +310,10 @@ final class FabricTransport implements Transport {
         return new long[] {callers.directPosts.sum(), callers.callerPolls.sum()};
     }
 
-    /** Test hook: the fabric token stops excluding, so that the assertion on a second holder can be seen. */
+    /**
+     * The fabric token: its holder and acquisitions are what {@link KilledSenderLock} watches, and
+     * tests break its exclusion to see the assertion on a second holder fire.
+     */
     FabricToken token() {
         return loop.token();
     }

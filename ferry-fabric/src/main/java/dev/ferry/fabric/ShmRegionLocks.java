@@ -28,9 +28,9 @@ import java.util.List;
  * no end: that process's progress thread, and with it every peer it serves, stops. (Later
  * libfabric versions post to a lock-free queue instead.)
  *
- * <p>When a peer's control channel ends, the transport asks {@link #releaseIfOwnerDead}: once
- * the region's owner is proven gone (its {@link ShmRegions#MARK marked} file unheld, or removed)
- * and the lock is still held, the lock is released through {@code pthread_spin_unlock} on a
+ * <p>When a peer's control channel ends, the transport waits until the region's owner is proven
+ * gone ({@link #awaitOwnerGone}: its {@link ShmRegions#MARK marked} file unheld, or removed) and
+ * then asks {@link #releaseDeadOwners}: if the lock is still held, the lock is released through {@code pthread_spin_unlock} on a
  * mapping of the region that this class makes for the access (through a handle {@link #open
  * opened} at the handshake, so a removed file is still reached); libfabric's own mapping is never
  * touched, so no other thread can unmap what is read. Nobody depends on mutual exclusion in a dead process's
@@ -129,15 +129,11 @@ public final class ShmRegionLocks {
 
     /**
      * Releases the region lock of the shm endpoint named {@code address}, reached through
-     * {@code region} (from {@link #open}), if its owner is gone and the lock is held; true if it
-     * released it. Waits up to {@code waitMillis} for the owner's file lock to drop (a dying
-     * process closes its files after its sockets). The region is mapped afresh for the access:
+     * {@code region} (from {@link #open}), whose owner {@link #awaitOwnerGone} found gone, if the
+     * lock is still held; true if it released it. The region is mapped afresh for the access:
      * nothing here reads memory that someone else may unmap.
      */
-    public static boolean releaseIfOwnerDead(byte[] address, FileChannel region, long waitMillis) throws InterruptedException {
-        if (region == null || !understood() || !awaitOwnerGone(address, waitMillis)) {
-            return false;
-        }
+    public static boolean releaseDeadOwners(byte[] address, FileChannel region) {
         if (release(region)) {
             LOG.log(System.Logger.Level.WARNING, "released the shm region lock that the dead peer "
                     + ShmRegions.regionOf(address).getFileName()
@@ -149,8 +145,9 @@ public final class ShmRegionLocks {
 
     /**
      * Whether the owner of the shm endpoint named {@code address} is gone (its {@link
-     * ShmRegions#MARK marked} file unheld, or removed), waiting up to {@code waitMillis} for it:
-     * false if it still holds its file then (alive, or not a Ferry region).
+     * ShmRegions#MARK marked} file unheld, or removed), waiting up to {@code waitMillis} for it (a
+     * dying process closes its files after its sockets): false if it still holds its file then
+     * (alive, or not a Ferry region).
      */
     public static boolean awaitOwnerGone(byte[] address, long waitMillis) throws InterruptedException {
         Path file = ShmRegions.regionOf(address);
@@ -212,13 +209,7 @@ public final class ShmRegionLocks {
         if (region == null || !understood()) {
             return false;
         }
-        return Boolean.TRUE.equals(withHeader(null, region, header -> {
-            try {
-                return (int) SPIN_LOCK.invokeExact(header.asSlice(LOCK_OFFSET, 4)) == 0;
-            } catch (Throwable t) {
-                throw LibFabric.rethrow(t);
-            }
-        }));
+        return Boolean.TRUE.equals(withHeader(null, region, ShmRegionLocks::spinLock));
     }
 
     /**
@@ -231,18 +222,21 @@ public final class ShmRegionLocks {
             return false;
         }
         for (Mapping own : mappings(ProcessHandle.current().pid() + ":")) {
-            Boolean locked = withHeader(ShmRegions.DIRECTORY.resolve(own.name), null, header -> {
-                try {
-                    return (int) SPIN_LOCK.invokeExact(header.asSlice(LOCK_OFFSET, 4)) == 0;
-                } catch (Throwable t) {
-                    throw LibFabric.rethrow(t);
-                }
-            });
+            Boolean locked = withHeader(ShmRegions.DIRECTORY.resolve(own.name), null, ShmRegionLocks::spinLock);
             if (locked != null) {
                 return locked;
             }
         }
         return false;
+    }
+
+    /** Takes the lock in a mapped region header and keeps it (the fault hooks); true if taken. */
+    private static boolean spinLock(MemorySegment header) {
+        try {
+            return (int) SPIN_LOCK.invokeExact(header.asSlice(LOCK_OFFSET, 4)) == 0;
+        } catch (Throwable t) {
+            throw LibFabric.rethrow(t);
+        }
     }
 
     /**

@@ -12,6 +12,8 @@ final class Kernels {
 
     /** Whether the Vector API is used. */
     static final boolean VECTOR = vectorAvailable();
+    /** The source of {@link #zero}: 16 KiB of zeros, small enough to stay in the first-level cache. */
+    private static final MemorySegment ZEROS = java.lang.foreign.Arena.global().allocate(16 << 10, 64);
 
     private Kernels() {
     }
@@ -115,9 +117,6 @@ final class Kernels {
             MemorySegment.copy(ZEROS, 0, out, at + done, Math.min(chunk, bytes - done));
         }
     }
-
-    /** The source of {@link #zero}: 16 KiB of zeros, small enough to stay in the first-level cache. */
-    private static final MemorySegment ZEROS = java.lang.foreign.Arena.global().allocate(16 << 10, 64);
 
     /** The index of the first NaN or infinite float of {@code in[from, from + bytes)}, or -1. */
     static long firstNonFinite(MemorySegment in, long from, long bytes) {

@@ -45,10 +45,11 @@ public final class PsBenchWorker {
     private static final long CALL_TIMEOUT_SECONDS = 60;
 
     private final Args args;
+    private static final java.lang.management.ThreadMXBean THREADS = java.lang.management.ManagementFactory.getThreadMXBean();
+
     private final PsBenchClient client;
     /** Closed loops time an operation by the thread's CPU time ({@link PsBenchClient#onCallingThread}), else by the wall clock. */
     private final boolean cpuClock;
-    private static final java.lang.management.ThreadMXBean THREADS = java.lang.management.ManagementFactory.getThreadMXBean();
     /** The servers of an in-process run (direct, local), else null. */
     private final InProcessServers servers;
     private final int dimension;

@@ -172,15 +172,14 @@ final class ControlChannels {
         byte[] fabricAddress = peer.remoteFabricAddress;
         java.nio.channels.FileChannel region = peer.shmRegion;
         if (fabricAddress != null && region != null) {
-            // A peer killed inside shm's progress leaves its region locked, and the progress
-            // thread may be spinning on that lock in fi_send right now: it would never reach
-            // the teardown below.
-            // A peer killed inside fi_send to this process holds this process's own region
-            // lock: the progress thread spins on it in its next completion read.
+            // A peer killed inside shm's progress leaves its own region locked, and the progress
+            // thread may be spinning on that lock in fi_send right now: it would never reach the
+            // teardown below. One killed inside fi_send to this process leaves this process's own
+            // region locked instead.
             Thread.ofVirtual().name("ferry-shm-lock-check").start(() -> {
                 try {
-                    ShmRegionLocks.releaseIfOwnerDead(fabricAddress, region, DEAD_OWNER_WAIT_MILLIS);
-                    if (ShmRegionLocks.awaitOwnerGone(fabricAddress, DEAD_OWNER_WAIT_MILLIS)) {
+                    if (ShmRegionLocks.understood() && ShmRegionLocks.awaitOwnerGone(fabricAddress, DEAD_OWNER_WAIT_MILLIS)) {
+                        ShmRegionLocks.releaseDeadOwners(fabricAddress, region);
                         watchOwnLock(peer);
                     }
                 } catch (InterruptedException e) {

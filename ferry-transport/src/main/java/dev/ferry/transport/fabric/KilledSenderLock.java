@@ -37,7 +37,7 @@ final class KilledSenderLock {
     static final long WINDOW_MILLIS = 1_000;
     /** How long the lock alone must stay held before it is taken for abandoned. */
     static final long LOCK_WINDOW_MILLIS = 3_000;
-    /** How long after a peer's death the lock is watched: the progress thread may reach it late. */
+    /** The longest watch after a peer's death: past both windows, however the samples were spaced. */
     static final long WATCH_MILLIS = 10_000;
     /** Time between two samples. */
     private static final long SAMPLE_MILLIS = 2;
@@ -70,44 +70,35 @@ final class KilledSenderLock {
 
     /**
      * Samples until the lock has been held through a whole window, with or without the token
-     * (true: the lock is abandoned), or {@code watchMillis} have passed without that (false).
+     * (true: the lock is abandoned), or until it is seen free or unreadable, or {@code
+     * watchMillis} have passed (false). A dead holder never gives the lock back, so one sample
+     * that finds it free ends the watch: the peer that died did not hold it.
      */
     boolean awaitAbandoned(long watchMillis) throws InterruptedException {
-        long end = System.nanoTime() + watchMillis * 1_000_000L;
-        long lockSince = 0;
+        long since = System.nanoTime();
+        long end = since + watchMillis * 1_000_000L;
         long tokenSince = 0;
-        boolean lockHeld = false;
-        boolean tokenStuck = false;
         Thread holder = null;
         long acquisitions = 0;
-        while (true) {
+        while (Boolean.TRUE.equals(lock.lockHeld())) {
             long now = System.nanoTime();
             Thread h = tokenHolder.get();
             long a = tokenAcquisitions.getAsLong();
-            if (!Boolean.TRUE.equals(lock.lockHeld())) {
-                lockHeld = false;
-                tokenStuck = false;
-            } else {
-                if (!lockHeld) {
-                    lockHeld = true;
-                    lockSince = now;
-                }
-                if (h == null) {
-                    tokenStuck = false;
-                } else if (!tokenStuck || h != holder || a != acquisitions) {
-                    tokenStuck = true;
-                    tokenSince = now;
-                    holder = h;
-                    acquisitions = a;
-                }
-                if (now - lockSince >= lockWindowNanos || tokenStuck && now - tokenSince >= windowNanos) {
-                    return true;
-                }
+            if (h == null) {
+                holder = null;
+            } else if (h != holder || a != acquisitions) {
+                holder = h;
+                acquisitions = a;
+                tokenSince = now;
+            }
+            if (now - since >= lockWindowNanos || holder != null && now - tokenSince >= windowNanos) {
+                return true;
             }
             if (now - end > 0) {
                 return false;
             }
             Thread.sleep(SAMPLE_MILLIS);
         }
+        return false;
     }
 }

@@ -262,9 +262,10 @@ public final class RpcChannel {
         }
         // A failed send fails the session (and the call goes out again on the next one): not
         // every transport fails the peer when one of its links fails, so the send's own outcome
-        // is watched, with the session's one handler (no lambda per call).
-        s.peer.send(RpcClient.CONTROL_STREAM + 1 + (int) Math.floorMod(call.id, (long) RpcClient.CALL_STREAMS), message)
-                .whenComplete(s.onSendDone);
+        // is watched, with the session's one handler (no lambda per call). Nobody waits for the
+        // send itself (the caller waits for the reply): the transport need not wake to reap it.
+        s.peer.sendWatched(RpcClient.CONTROL_STREAM + 1 + (int) Math.floorMod(call.id, (long) RpcClient.CALL_STREAMS),
+                message, s.onSendDone);
     }
 
     /** Completes {@code call} exceptionally if it is still pending. */

@@ -33,6 +33,19 @@ public interface Peer {
     CompletableFuture<Void> send(int stream, OutboundMessage message);
 
     /**
+     * Sends like {@link #send}, for a caller that does not wait for the outcome but wants to
+     * hear of it: {@code onDone} runs once, with null or the failure (a {@link
+     * TransportException} with its reason), on whichever thread completes the send. The
+     * transport may report a success late: a fabric transport's idle progress thread does not
+     * wake for completions of such sends, it reaps them on its next turn of work or timer. A
+     * thread that waits for a send's completion uses {@link #send}.
+     */
+    default void sendWatched(int stream, OutboundMessage message,
+            java.util.function.BiConsumer<? super Void, ? super Throwable> onDone) {
+        send(stream, message).whenComplete(onDone);
+    }
+
+    /**
      * Sends like {@link #send}, for a caller that does not wait for the outcome: no future is
      * made. A failed send shows only as the peer's failure ({@link MessageHandler#onPeerClosed}).
      */

@@ -51,19 +51,26 @@ final class CallerProgress {
         if (!enabled || !token.tryAcquire()) {
             return false;
         }
+        boolean reapSoon;
         try {
             if (transport.isClosed()) {
                 return false;
             }
+            boolean awaited = frame.future != null; // read before the frame may complete and go back
             loop.drainCommands(); // what this thread handed over before goes first
             transport.sends.enqueue(frame);
             transport.sends.pump();
+            reapSoon = awaited || transport.sends.blocked();
             directPosts.increment();
         } finally {
             token.release();
         }
-        // The progress thread may sleep long: its own completions do not wake it.
-        loop.wakeForCompletions();
+        // The progress thread may sleep long, and its own completions do not wake it: woken if
+        // a thread waits for this send or a link waits for room (else the completion is reaped
+        // on its next turn of work, and this send costs it no wake-up).
+        if (reapSoon) {
+            loop.wakeForCompletions();
+        }
         return true;
     }
 
@@ -76,16 +83,21 @@ final class CallerProgress {
         if (!enabled || !token.tryAcquire()) {
             return false;
         }
+        boolean blocked;
         try {
             if (transport.isClosed()) {
                 return false;
             }
             loop.drainCommands(); // this thread's earlier releases and sends go first
             transport.receives.repost(message);
+            transport.sends.pump(); // a credit return may be due: posted here, not on the next turn
+            blocked = transport.sends.blocked();
         } finally {
             token.release();
         }
-        loop.wakeForCompletions(); // a credit return may be due: the pump runs on the next turn
+        if (blocked) {
+            loop.wakeForCompletions(); // what could not be posted waits for the progress thread
+        }
         return true;
     }
 

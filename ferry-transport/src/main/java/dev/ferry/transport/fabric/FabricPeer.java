@@ -5,6 +5,7 @@ import java.net.Socket;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.function.BiConsumer;
 
 import dev.ferry.fabric.FabricSession;
 import dev.ferry.memory.PoolExhaustedException;
@@ -82,8 +83,17 @@ final class FabricPeer implements Peer {
             // The wait's Duration only when the pool is out of room: no object per send otherwise.
             RegisteredBuffer buffer = transport.allocator().tryAllocate(PoolKind.SEND, bytes);
             if (buffer == null) {
-                buffer = transport.allocator().allocate(PoolKind.SEND, bytes,
-                        Duration.ofMillis(transport.config().connectTimeoutMillis()));
+                // Buffers come back as sends complete: the progress thread reaps them soon while
+                // a sender waits, instead of on its next turn of work.
+                SendWindow window = transport.window();
+                window.senderWaits(true);
+                transport.loop.wakeForCompletions();
+                try {
+                    buffer = transport.allocator().allocate(PoolKind.SEND, bytes,
+                            Duration.ofMillis(transport.config().connectTimeoutMillis()));
+                } finally {
+                    window.senderWaits(false);
+                }
             }
             return new SendClaim(transport.frames().take(this, buffer, length));
         } catch (PoolExhaustedException e) {
@@ -129,6 +139,13 @@ final class FabricPeer implements Peer {
     }
 
     @Override
+    public void sendWatched(int stream, OutboundMessage message, BiConsumer<? super Void, ? super Throwable> onDone) {
+        OutboundFrame frame = ((SendClaim) message).handOver(this);
+        frame.onDone = java.util.Objects.requireNonNull(onDone, "onDone");
+        submit(stream, frame, null);
+    }
+
+    @Override
     public boolean trySend(int stream, OutboundMessage message) {
         SendClaim claim = (SendClaim) message;
         OutboundFrame frame = claim.live();
@@ -150,6 +167,9 @@ final class FabricPeer implements Peer {
 
     /** Hands {@code frame} to the progress thread; {@code future} (if any) completes with the send. */
     private void submit(int stream, OutboundFrame frame, CompletableFuture<Void> future) {
+        if (future != null) {
+            transport.window().awaitedSendStarted(); // counted down when the frame settles it
+        }
         frame.future = future;
         frame.stream = stream;
         Throwable cause = failure;

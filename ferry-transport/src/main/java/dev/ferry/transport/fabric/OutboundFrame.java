@@ -2,6 +2,7 @@ package dev.ferry.transport.fabric;
 
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.BiConsumer;
 
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportException;
@@ -28,8 +29,15 @@ final class OutboundFrame {
     int stream;
     long cookie;
     Link link;
-    /** Null for a send whose completion nobody awaits ({@link FabricPeer#trySend}). */
+    /**
+     * The send's future, which a thread may wait on: the progress thread then reaps the send's
+     * completion soon ({@link SendWindow#awaitedSends}). Null for a send whose completion
+     * nobody awaits ({@link FabricPeer#trySend}, {@link FabricPeer#sendAndForget}, {@link
+     * FabricPeer#sendWatched}).
+     */
     CompletableFuture<Void> future;
+    /** What hears of a {@link FabricPeer#sendWatched} send's outcome, late if need be; else null. */
+    BiConsumer<? super Void, ? super Throwable> onDone;
     /** The window was taken by trySend. */
     boolean admitted;
     private boolean freed;
@@ -53,6 +61,7 @@ final class OutboundFrame {
         this.cookie = 0;
         this.link = null;
         this.future = null;
+        this.onDone = null;
         this.admitted = false;
         this.freed = false;
         view(length);
@@ -94,22 +103,30 @@ final class OutboundFrame {
      */
     void finish(TransportException failure) {
         CompletableFuture<Void> settle = future;
+        BiConsumer<? super Void, ? super Throwable> report = onDone;
+        FabricTransport transport = peer.transport;
+        // Settled once, whatever the kind: a second finish finds nothing to settle or count.
+        future = null;
+        onDone = null;
         RegisteredBuffer freeing = freed ? null : buffer;
         freed = true;
         if (type == FrameDescriptor.EAGER) {
-            future = null;
             link = null;
-            peer.transport.frames().give(this);
+            transport.frames().give(this);
         }
         if (freeing != null) {
             freeing.release();
         }
         if (settle != null) {
+            transport.window().awaitedSendDone();
             if (failure == null) {
                 settle.complete(null);
             } else {
                 settle.completeExceptionally(failure);
             }
+        }
+        if (report != null) {
+            report.accept(null, failure);
         }
     }
 

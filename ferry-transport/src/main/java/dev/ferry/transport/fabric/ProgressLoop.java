@@ -194,8 +194,9 @@ final class ProgressLoop {
      * average idle stretch, {@link #idleGap}, is under {@link #pollBudgetNanos}), it keeps
      * polling, yielding the core between polls, up to that budget: a request-response exchange
      * then never waits for a wake-up. Past that, and at once where work arrives sparsely, it
-     * sleeps on its {@link Idler}: one {@link #PARK_NANOS} slice while its own operations are in
-     * flight or traffic is recent, growing slices up to 1 ms once the transport is truly idle.
+     * sleeps on its {@link Idler}: one {@link #PARK_NANOS} slice while a thread waits for its own
+     * operations to complete ({@link SendWindow#awaited}, links blocked on the window or
+     * credits, pulls) or traffic is recent, growing slices up to 1 ms once the transport is truly idle.
      */
     private int idle(int idle, CompletionBatch batch) {
         long now = System.nanoTime();
@@ -217,8 +218,11 @@ final class ProgressLoop {
             takeBack();
             return idle + 1;
         }
-        boolean busy = transport.window.inFlight() > 0 || transport.pulls.busy() || transport.links.connecting()
-                || transport.receives.retrying();
+        // Sends in flight that nobody waits for (replies, calls whose reply is awaited instead)
+        // are reaped on the next turn of work or timer: a short slice for them alone would cost
+        // a wake-up per answered request on shm, where this side's completions do not ring.
+        boolean busy = transport.window.awaited() || transport.sends.blocked() || transport.pulls.busy()
+                || transport.links.connecting() || transport.receives.retrying();
         long slice = busy || idleNanos < RECENT_NANOS ? PARK_NANOS
                 : Math.min(MAX_SLICE_NANOS, PARK_NANOS << Math.min(5, idle / 64));
         parked = true;

@@ -89,6 +89,14 @@ final class SendPump {
         return true;
     }
 
+    /**
+     * Whether a link still has something to post after the last pump (waiting for credits, the
+     * window or an operation slot): then completions must be reaped soon. Token holder.
+     */
+    boolean blocked() {
+        return !active.isEmpty();
+    }
+
     /** Pumps every active link once; the operations posted. */
     int pump() {
         assert transport.holdsFabric();

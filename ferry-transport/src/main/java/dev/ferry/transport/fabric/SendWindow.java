@@ -107,6 +107,11 @@ final class SendWindow {
         awaitedSends.decrementAndGet();
     }
 
+    /** Sends counted as awaited now; for tests (0 once every awaited send settled). */
+    int awaitedSendsForTest() {
+        return awaitedSends.get();
+    }
+
     /** A sender starts ({@code true}) or stops waiting for a send buffer. */
     void senderWaits(boolean waits) {
         if (waits) {

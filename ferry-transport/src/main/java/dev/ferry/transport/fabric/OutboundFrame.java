@@ -18,6 +18,8 @@ import dev.ferry.transport.TransportException;
  */
 final class OutboundFrame {
 
+    private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
+
     FabricPeer peer;
     RegisteredBuffer buffer;
     /** The payload view; kept across reuse while the frame serves the same buffer and length. */
@@ -31,7 +33,7 @@ final class OutboundFrame {
     Link link;
     /**
      * The send's future, which a thread may wait on: the progress thread then reaps the send's
-     * completion soon ({@link SendWindow#awaitedSends}). Null for a send whose completion
+     * completion soon ({@link SendWindow#awaited}). Null for a send whose completion
      * nobody awaits ({@link FabricPeer#trySend}, {@link FabricPeer#sendAndForget}, {@link
      * FabricPeer#sendWatched}).
      */
@@ -126,7 +128,13 @@ final class OutboundFrame {
             }
         }
         if (report != null) {
-            report.accept(null, failure);
+            try {
+                report.accept(null, failure);
+            } catch (RuntimeException e) {
+                // As a future's stage would: the handler's failure stays the handler's, never the
+                // progress thread's or the sender's.
+                LOG.log(System.Logger.Level.WARNING, "a send's outcome handler failed", e);
+            }
         }
     }
 

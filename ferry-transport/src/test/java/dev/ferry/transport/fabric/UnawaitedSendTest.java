@@ -189,6 +189,29 @@ class UnawaitedSendTest extends FabricTransportFixture {
                 "send buffers left behind: " + sendBuffers(sender) + ", " + buffersBefore + " before");
     }
 
+    @Test
+    void aFailingOutcomeHandlerStopsNothing() throws Exception {
+        TransportConfig config = TransportConfig.defaults("shm").withPools(32L << 20, 32L << 20, 32L << 20);
+        Receiver in = new Receiver(1);
+        Transport receiver = open(config, in);
+        Transport sender = open(config, (from, m) -> m.release());
+        Peer peer = sender.connect(receiver.localAddress());
+        int messages = 200;
+        AtomicInteger reports = new AtomicInteger();
+        for (int seq = 0; seq < messages; seq++) {
+            OutboundMessage message = peer.allocate(256);
+            fill(message.segment(), 0, seq);
+            peer.sendWatched(0, message, (v, e) -> {
+                reports.incrementAndGet();
+                throw new IllegalStateException("a handler that fails");
+            });
+        }
+        assertTrue(waitFor(() -> in.received.get() == messages && reports.get() == messages, 30_000),
+                "received " + in.received.get() + ", reported " + reports.get() + " of " + messages);
+        in.assertIntact(messages);
+        assertTrue(peer.isOpen() && sender.counters().linkFailures() == 0, "the handler's failure failed the peer");
+    }
+
     /** Checks each message's bytes and its order in its stream. */
     private static final class Receiver implements MessageHandler {
 

@@ -1,6 +1,7 @@
 package dev.ferry.ps;
 
 import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
 
 /**
  * The reads of a {@link SparseTable}'s pull ({@link SparseTable#gather}, which checks the request
@@ -51,41 +52,133 @@ final class OptimisticGather {
     }
 
     /**
-     * Gathers without the shard locks, in three passes: the row of every id (so that the index
-     * lookups' cache misses overlap); each found row's copy, validated against its shard's
-     * version ({@link Shard}), in one short loop (so that the rows' misses overlap too); then the
-     * ids that loop left: a row written meanwhile is read again, and a row that is absent (to be
-     * created) or keeps changing is read under its shard's lock.
+     * Gathers without the shard locks, in passes that each leave the processor many rows' cache
+     * misses to overlap (a pass whose work branches on each loaded value, or spends a hundred
+     * instructions per row, keeps only a few under way):
+     * <ol>
+     *   <li>the ids grouped by shard (their hashes, a counting sort);
+     *   <li>per shard, its version, then the home index entry of each of its ids: loads only,
+     *       from one index segment ({@link Shard#readHomes});
+     *   <li>per id, its row (the home entry's, or {@link Shard#find} past it, the home line now in
+     *       cache) and the row's chunk and offset;
+     *   <li>one load per cache line of every row's weights, so that the rows' misses overlap;
+     *   <li>each row's copy (from cache now), validated against its shard's version
+     *       ({@link Shard});
+     *   <li>the ids that pass left: a row written meanwhile is read again, and a row that is
+     *       absent (to be created) or keeps changing is read under its shard's lock.
+     * </ol>
      */
     private void gatherChunk(long[] ids, int offset, int count, MemorySegment out, long outAt, Scratch scratch) {
         long[] hash = scratch.hash;
         long[] version = scratch.version;
         int[] rowOf = scratch.row;
-        int[] left = scratch.order;
+        int[] order = scratch.order;
+        long[] entryId = scratch.entryId;
+        long[] entryRef = scratch.entryRef;
+        MemorySegment[] chunkOf = scratch.chunk;
+        long[] weightsAt = scratch.at;
         Shard[] shards = this.shards;
         int mask = shards.length - 1;
+        int[] start = scratch.shardStart;
+        Arrays.fill(start, 0, shards.length + 1, 0);
         for (int i = 0; i < count; i++) {
-            long id = ids[offset + i];
-            long h = Slots.mix(id);
-            Shard shard = shards[(int) (h >>> 40) & mask];
-            long v = shard.readVersion();
+            long h = Slots.mix(ids[offset + i]);
+            int s = (int) (h >>> 40) & mask;
             hash[i] = h;
-            version[i] = v;
-            rowOf[i] = (v & 1) == 0 ? findQuietly(shard, id, h) : RETRY;
+            rowOf[i] = s; // the shard, until the row is known
+            start[s + 1]++;
         }
+        for (int s = 0; s < shards.length; s++) {
+            start[s + 1] += start[s];
+        }
+        int[] cursor = scratch.shardCursor;
+        System.arraycopy(start, 0, cursor, 0, shards.length);
+        for (int i = 0; i < count; i++) {
+            order[cursor[rowOf[i]]++] = i;
+        }
+        for (int s = 0; s < shards.length; s++) {
+            int from = start[s];
+            int to = start[s + 1];
+            if (from == to) {
+                continue;
+            }
+            Shard shard = shards[s];
+            long v = shard.readVersion();
+            boolean read = (v & 1) == 0;
+            if (read) {
+                try {
+                    shard.readHomes(order, from, to, hash, entryId, entryRef);
+                } catch (IllegalStateException | IndexOutOfBoundsException closedMeanwhile) {
+                    read = false;
+                }
+            }
+            for (int k = from; k < to; k++) {
+                int i = order[k];
+                version[i] = v;
+                if (!read) {
+                    rowOf[i] = RETRY;
+                }
+            }
+        }
+        for (int i = 0; i < count; i++) {
+            int row = rowOf[i];
+            MemorySegment chunk = null;
+            if (row != RETRY) {
+                Shard shard = shards[row];
+                long id = ids[offset + i];
+                long ref = entryRef[i];
+                if (ref == 0) {
+                    row = ABSENT;
+                } else if (entryId[i] == id) {
+                    row = (int) (ref - 1);
+                } else {
+                    row = findQuietly(shard, id, hash[i]);
+                }
+                if (row >= 0) {
+                    chunk = shard.chunkQuietly(row);
+                    weightsAt[i] = shard.weightsAt(row);
+                }
+                rowOf[i] = row;
+            }
+            chunkOf[i] = chunk;
+        }
+        long touched = 0;
+        int lines = shards[0].weightLines();
+        try {
+            for (int i = 0; i < count; i++) {
+                MemorySegment chunk = chunkOf[i];
+                if (chunk != null) {
+                    touched += Shard.preloadLines(chunk, weightsAt[i], lines);
+                }
+            }
+        } catch (IllegalStateException | IndexOutOfBoundsException closedMeanwhile) {
+            // the copies find it out
+        }
+        scratch.touched = touched;
+        int[] left = order;
         int lefts = 0;
         for (int i = 0; i < count; i++) {
-            Shard shard = shards[(int) (hash[i] >>> 40) & mask];
-            int row = rowOf[i];
-            if (row < 0 || !shard.copyQuietly(row, out, outAt + i * payloadBytes, payloadBytes)
-                    || !shard.validate(version[i])) {
+            MemorySegment chunk = chunkOf[i];
+            if (chunk == null || !copyQuietly(chunk, weightsAt[i], out, outAt + i * payloadBytes)
+                    || !shards[(int) (hash[i] >>> 40) & mask].validate(version[i])) {
                 left[lefts++] = i;
             }
         }
+        Arrays.fill(chunkOf, 0, count, null);
         for (int k = 0; k < lefts; k++) {
             int i = left[k];
             gatherAgain(ids[offset + i], hash[i], shards[(int) (hash[i] >>> 40) & mask], rowOf[i], version[i], out,
                     outAt + i * payloadBytes);
+        }
+    }
+
+    /** Copies a row's weights from {@code chunk} without the lock; false if the chunk was freed meanwhile. */
+    private boolean copyQuietly(MemorySegment chunk, long from, MemorySegment out, long at) {
+        try {
+            MemorySegment.copy(chunk, from, out, at, payloadBytes);
+            return true;
+        } catch (IllegalStateException closedMeanwhile) {
+            return false;
         }
     }
 

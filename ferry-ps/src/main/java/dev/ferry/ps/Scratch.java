@@ -1,5 +1,7 @@
 package dev.ferry.ps;
 
+import java.lang.foreign.MemorySegment;
+
 /**
  * Per-thread working arrays of {@link SparseTable#gather} and {@link SparseTable#apply}, so that
  * the data path allocates nothing in steady state. A thread works on one request at a time and
@@ -9,7 +11,7 @@ package dev.ferry.ps;
  */
 final class Scratch {
 
-    /** Ids whose arrays a thread keeps (20 bytes each: 1.3 MiB). */
+    /** Ids whose arrays a thread keeps (20 bytes each: 1.3 MiB, and 28 per gathered id up to {@link #GATHER_CHUNK}). */
     static final int RETAINED = 1 << 16;
     /** Ids a gather looks up before it copies their rows (the lookups' cache misses overlap). */
     static final int GATHER_CHUNK = 1 << 12;
@@ -20,6 +22,14 @@ final class Scratch {
     long[] version = new long[0];
     int[] row = new int[0];
     int[] order = new int[0];
+    /**
+     * A gather's home index entries (id, row reference) and its rows' chunks and weight offsets,
+     * for up to {@link #GATHER_CHUNK} ids; the chunks are cleared after each gather.
+     */
+    long[] entryId = new long[0];
+    long[] entryRef = new long[0];
+    MemorySegment[] chunk = new MemorySegment[0];
+    long[] at = new long[0];
     int[] shardStart = new int[257];
     int[] shardCursor = new int[256];
     /** Where the cache-line touches of the last apply leave their folded value, so that the JIT keeps them. */
@@ -44,5 +54,10 @@ final class Scratch {
         version = new long[count];
         row = new int[count];
         order = new int[count];
+        int gathered = Math.min(count, GATHER_CHUNK);
+        entryId = new long[gathered];
+        entryRef = new long[gathered];
+        chunk = new MemorySegment[gathered];
+        at = new long[gathered];
     }
 }

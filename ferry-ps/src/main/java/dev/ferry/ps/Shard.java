@@ -132,6 +132,11 @@ final class Shard {
         return index.find(id, hash);
     }
 
+    /** {@link ShardIndex#readHomes}, for optimistic readers. */
+    void readHomes(int[] order, int from, int to, long[] hash, long[] entryId, long[] entryRef) {
+        index.readHomes(order, from, to, hash, entryId, entryRef);
+    }
+
     /** A version to validate an optimistic read with; odd while a write is under way. */
     long readVersion() {
         return (long) VERSION.getAcquire(this);
@@ -175,6 +180,21 @@ final class Shard {
     }
 
     /**
+     * The chunk that holds {@code row}, or null if it is not (or no longer) there; without the
+     * lock, for optimistic readers (validate after reading from it).
+     */
+    MemorySegment chunkQuietly(int row) {
+        MemorySegment[] all = chunks;
+        int c = chunkIndex(row);
+        return c < all.length ? all[c] : null;
+    }
+
+    /** Cache lines of a row's weights, as {@link #touchLines} reads them. */
+    int weightLines() {
+        return weightLines;
+    }
+
+    /**
      * Reads one long from each cache line of {@code row}, weights and record, and returns them
      * summed (the value means nothing). A push touches a group of rows this way before their
      * steps, so that the rows' cache misses overlap: a step's work depends on its row's loads and
@@ -195,7 +215,7 @@ final class Shard {
      * clamped to the end, cost a third to a half more per row.
      */
     @SuppressWarnings("fallthrough")
-    private static long preloadLines(MemorySegment chunk, long from, int lines) {
+    static long preloadLines(MemorySegment chunk, long from, int lines) {
         long folded = 0;
         switch (Math.min(lines, 8)) {
             case 8: folded += chunk.get(RowLayout.LONG, from + 7 * TOUCH_STEP);

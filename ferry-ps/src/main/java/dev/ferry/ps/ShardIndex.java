@@ -54,6 +54,26 @@ final class ShardIndex {
     }
 
     /**
+     * For optimistic readers (between {@link Shard#readVersion} and {@link Shard#validate}): the
+     * home entry of each id {@code order[from, to)} names, its id to {@code entryId[i]} and row
+     * reference ({@code row + 1}, 0: empty) to {@code entryRef[i]}, for {@code i = order[k]}.
+     * Only loads, with nothing branching on them, from one generation of the index: the entries'
+     * cache misses of many ids are under way at once (a loop that probes on branches on each
+     * entry, as {@link #find} does, keeps a few). An id that is not at its home entry is
+     * looked up by {@link #find} after, its home line then in cache.
+     */
+    void readHomes(int[] order, int from, int to, long[] hash, long[] entryId, long[] entryRef) {
+        MemorySegment entries = index;
+        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
+        for (int k = from; k < to; k++) {
+            int i = order[k];
+            long at = (hash[i] & mask) * INDEX_ENTRY_BYTES;
+            entryRef[i] = entries.get(ValueLayout.JAVA_LONG, at + 8);
+            entryId[i] = entries.get(ValueLayout.JAVA_LONG, at);
+        }
+    }
+
+    /**
      * Before the shard adds slot {@code slots - 1} (inside a write): doubles the index, rehashing
      * the live rows of {@code shard}, if {@code slots} entries would fill it past 5/8.
      */

@@ -11,7 +11,7 @@ import java.lang.foreign.MemorySegment;
  */
 final class Scratch {
 
-    /** Ids whose arrays a thread keeps (20 bytes each: 1.3 MiB, and 28 per gathered id up to {@link #GATHER_CHUNK}). */
+    /** Ids whose arrays a thread keeps (56 bytes each: 3.5 MiB at most). */
     static final int RETAINED = 1 << 16;
     /** Ids a gather looks up before it copies their rows (the lookups' cache misses overlap). */
     static final int GATHER_CHUNK = 1 << 12;
@@ -23,16 +23,17 @@ final class Scratch {
     int[] row = new int[0];
     int[] order = new int[0];
     /**
-     * A gather's home index entries (id, row reference) and its rows' chunks and weight offsets,
-     * for up to {@link #GATHER_CHUNK} ids; the chunks are cleared after each gather.
+     * The home index entries (id, row reference) of a gather's or a push's ids, and their rows'
+     * chunks, weight offsets and record offsets (a push's); the chunks are cleared after use.
      */
     long[] entryId = new long[0];
     long[] entryRef = new long[0];
     MemorySegment[] chunk = new MemorySegment[0];
     long[] at = new long[0];
+    long[] recordAt = new long[0];
     int[] shardStart = new int[257];
     int[] shardCursor = new int[256];
-    /** Where the cache-line touches of the last apply leave their folded value, so that the JIT keeps them. */
+    /** Where the cache-line touches of the last gather or apply leave their folded value, so that the JIT keeps them. */
     long touched;
 
     /** This thread's scratch with room for {@code count} ids. */
@@ -54,10 +55,10 @@ final class Scratch {
         version = new long[count];
         row = new int[count];
         order = new int[count];
-        int gathered = Math.min(count, GATHER_CHUNK);
-        entryId = new long[gathered];
-        entryRef = new long[gathered];
-        chunk = new MemorySegment[gathered];
-        at = new long[gathered];
+        entryId = new long[count];
+        entryRef = new long[count];
+        chunk = new MemorySegment[count];
+        at = new long[count];
+        recordAt = new long[count];
     }
 }

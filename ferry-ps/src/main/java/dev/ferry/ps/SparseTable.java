@@ -215,14 +215,6 @@ public final class SparseTable {
     }
 
     /**
-     * Rows of a push whose cache lines are touched together before their steps: a step's work
-     * depends on its row's loads and fills the processor's window, so without the touches the
-     * rows' cache misses come one row after another (measured: a 4,096-id push's apply 0.84-0.94x
-     * of what it took without; groups of 8 were slower, of 32 no better; docs/ps-layout.md).
-     */
-    static final int TOUCH_GROUP = 16;
-
-    /**
      * Applies one optimizer step per id of {@code ids[offset, offset + count)} with the gradient
      * row at byte {@code i * dimension * 4} of {@code gradients}, which must hold exactly
      * {@code count} rows. Ids not in the table are created first with their initial values, if the
@@ -269,8 +261,15 @@ public final class SparseTable {
         int[] order = scratch.order;
         long[] hash = scratch.hash;
         int[] rowOf = scratch.row;
+        long[] entryId = scratch.entryId;
+        long[] entryRef = scratch.entryRef;
+        MemorySegment[] chunkOf = scratch.chunk;
+        long[] weightsAt = scratch.at;
+        long[] recordAt = scratch.recordAt;
         long now = clock.getAsLong();
-        // Phase 1: find or create every row, so that a full table fails before any step.
+        // Phase 1: find or create every row, so that a full table fails before any step; the home
+        // index entries of a shard's ids are read first, in a loop of loads only, so that their
+        // cache misses overlap, and each row's chunk and offsets are kept for phase 2.
         for (int s = 0; s < shards.length; s++) {
             if (start[s] == start[s + 1]) {
                 continue;
@@ -279,19 +278,32 @@ public final class SparseTable {
             shard.lock.lock();
             try {
                 checkOpen(shard);
+                shard.readHomes(order, start[s], start[s + 1], hash, entryId, entryRef);
                 for (int k = start[s]; k < start[s + 1]; k++) {
                     int pos = order[k];
                     long id = ids[offset + pos];
-                    int row = shard.find(id, hash[pos]);
-                    rowOf[pos] = row >= 0 ? row : admission.admitAndCreate(shard, id, hash[pos], now);
+                    // A home entry holding the id names its row (creations in this loop do not
+                    // move rows); any other entry, read before them, is looked up again.
+                    int row = entryRef[pos] != 0 && entryId[pos] == id ? (int) (entryRef[pos] - 1)
+                            : shard.find(id, hash[pos]);
+                    if (row < 0) {
+                        row = admission.admitAndCreate(shard, id, hash[pos], now);
+                    }
+                    rowOf[pos] = row;
+                    chunkOf[pos] = row >= 0 ? shard.chunk(row) : null;
+                    if (row >= 0) {
+                        weightsAt[pos] = shard.weightsAt(row);
+                        recordAt[pos] = shard.recordAt(row);
+                    }
                 }
             } finally {
                 shard.lock.unlock();
             }
         }
         // Phase 2: the steps, in batch order within each shard (so duplicates apply in order),
-        // each one write for the optimistic readers; the rows' lines are touched a group at a
-        // time before their steps, so that their cache misses overlap.
+        // each one write for the optimistic readers. First one load per cache line of each of the
+        // shard's rows, in a loop of loads only: a step's work depends on its row's loads and
+        // fills the processor's window, so without these the rows' misses come one after another.
         int dimension = dimension();
         long touched = 0;
         for (int s = 0; s < shards.length; s++) {
@@ -302,35 +314,32 @@ public final class SparseTable {
             shard.lock.lock();
             try {
                 checkOpen(shard);
-                for (int from = start[s], end = start[s + 1]; from < end; from += TOUCH_GROUP) {
-                    int to = Math.min(end, from + TOUCH_GROUP);
-                    touched += preload(shard, order, rowOf, from, to);
-                    for (int k = from; k < to; k++) {
-                        int pos = order[k];
-                        int row = rowOf[pos];
+                touched += preload(shard, order, chunkOf, weightsAt, recordAt, start[s], start[s + 1]);
+                for (int k = start[s], to = start[s + 1]; k < to; k++) {
+                    int pos = order[k];
+                    int row = rowOf[pos];
+                    if (row < 0) {
+                        continue; // not admitted: counted, not stored
+                    }
+                    long id = ids[offset + pos];
+                    if (!shard.holds(row, id)) {
+                        // Evicted since phase 1 (its slot maybe reused): the step is lost with
+                        // the row, as if it had been applied just before the eviction.
+                        row = shard.find(id, hash[pos]);
                         if (row < 0) {
-                            continue; // not admitted: counted, not stored
+                            lostToEviction.increment();
+                            continue;
                         }
-                        long id = ids[offset + pos];
-                        if (!shard.holds(row, id)) {
-                            // Evicted since phase 1 (its slot maybe reused): the step is lost with
-                            // the row, as if it had been applied just before the eviction.
-                            row = shard.find(id, hash[pos]);
-                            if (row < 0) {
-                                lostToEviction.increment();
-                                continue;
-                            }
-                        }
-                        shard.beginWrite();
-                        try {
-                            shard.step(row, kernel, dimension, gradients, pos * payloadBytes, now);
-                        } finally {
-                            shard.endWrite();
-                        }
-                        RowListener listener = changes;
-                        if (listener != null) {
-                            listener.changed(id);
-                        }
+                    }
+                    shard.beginWrite();
+                    try {
+                        shard.step(row, kernel, dimension, gradients, pos * payloadBytes, now);
+                    } finally {
+                        shard.endWrite();
+                    }
+                    RowListener listener = changes;
+                    if (listener != null) {
+                        listener.changed(id);
                     }
                 }
             } finally {
@@ -338,15 +347,24 @@ public final class SparseTable {
             }
         }
         scratch.touched = touched;
+        Arrays.fill(chunkOf, 0, count, null);
     }
 
-    /** Preloads the rows of {@code order[from, to)} ({@link Shard#preload}). */
-    private static long preload(Shard shard, int[] order, int[] rowOf, int from, int to) {
+    /**
+     * One load per cache line of the weights and the record of each row of {@code order[from, to)}
+     * (null chunk: no row), from the chunks and offsets phase 1 found, summed.
+     */
+    private static long preload(Shard shard, int[] order, MemorySegment[] chunkOf, long[] weightsAt, long[] recordAt,
+            int from, int to) {
+        int weightLines = shard.weightLines();
+        int recordLines = shard.recordLines();
         long touched = 0;
         for (int k = from; k < to; k++) {
-            int row = rowOf[order[k]];
-            if (row >= 0) {
-                touched += shard.preload(row);
+            int pos = order[k];
+            MemorySegment chunk = chunkOf[pos];
+            if (chunk != null) {
+                touched += Shard.preloadLines(chunk, weightsAt[pos], weightLines)
+                        + Shard.preloadLines(chunk, recordAt[pos], recordLines);
             }
         }
         return touched;

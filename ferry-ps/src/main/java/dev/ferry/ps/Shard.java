@@ -132,7 +132,10 @@ final class Shard {
         return index.find(id, hash);
     }
 
-    /** {@link ShardIndex#readHomes}, for optimistic readers. */
+    /**
+     * The home index entries of ids (with the lock, or without it between {@link #readVersion}
+     * and {@link #validate}): {@link ShardIndex#readHomes}.
+     */
     void readHomes(int[] order, int from, int to, long[] hash, long[] entryId, long[] entryRef) {
         index.readHomes(order, from, to, hash, entryId, entryRef);
     }

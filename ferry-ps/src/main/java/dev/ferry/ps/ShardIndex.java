@@ -54,13 +54,14 @@ final class ShardIndex {
     }
 
     /**
-     * For optimistic readers (between {@link Shard#readVersion} and {@link Shard#validate}): the
-     * home entry of each id {@code order[from, to)} names, its id to {@code entryId[i]} and row
-     * reference ({@code row + 1}, 0: empty) to {@code entryRef[i]}, for {@code i = order[k]}.
-     * Only loads, with nothing branching on them, from one generation of the index: the entries'
-     * cache misses of many ids are under way at once (a loop that probes on branches on each
-     * entry, as {@link #find} does, keeps a few). An id that is not at its home entry is
-     * looked up by {@link #find} after, its home line then in cache.
+     * The home entry of each id {@code i = order[k]}, {@code k} in {@code [from, to)}: its id to
+     * {@code entryId[i]}, its row reference ({@code row + 1}, 0: empty) to {@code entryRef[i]}.
+     * Loads only, from one generation of the index, with nothing branching on them, so that the
+     * entries' cache misses of many ids are under way at once ({@link #find}'s probe loop branches
+     * on each entry it loads, and keeps a few). A caller looks up with {@link #find} the ids
+     * whose home entry does not hold them (their home line now in cache). Called by a push under
+     * the lock, and by optimistic readers between {@link Shard#readVersion} and
+     * {@link Shard#validate}, as {@link #find} is.
      */
     void readHomes(int[] order, int from, int to, long[] hash, long[] entryId, long[] entryRef) {
         MemorySegment entries = index;

@@ -215,6 +215,15 @@ public final class SparseTable {
     }
 
     /**
+     * Rows of a push whose cache lines are touched together before their steps: enough for the
+     * misses of rows out of cache to overlap, few enough for rows in cache to stay in the first
+     * level (16 Adam rows are 13 KiB) until their steps. Measured: groups of 16 against a whole
+     * shard's rows at once, Adagrad on rows in cache 1.20-1.25 against 1.30-1.37 ns per element,
+     * the 4,096-id push within noise (452 against 470 us); groups of 64 no better.
+     */
+    static final int TOUCH_GROUP = 16;
+
+    /**
      * Applies one optimizer step per id of {@code ids[offset, offset + count)} with the gradient
      * row at byte {@code i * dimension * 4} of {@code gradients}, which must hold exactly
      * {@code count} rows. Ids not in the table are created first with their initial values, if the
@@ -301,9 +310,10 @@ public final class SparseTable {
             }
         }
         // Phase 2: the steps, in batch order within each shard (so duplicates apply in order),
-        // each one write for the optimistic readers. First one load per cache line of each of the
-        // shard's rows, in a loop of loads only: a step's work depends on its row's loads and
-        // fills the processor's window, so without these the rows' misses come one after another.
+        // each one write for the optimistic readers. Before the steps of each group of
+        // TOUCH_GROUP rows, one load per cache line of each, in a loop of loads only from the
+        // offsets phase 1 kept: a step's work depends on its row's loads and fills the
+        // processor's window, so without these the rows' misses come one after another.
         int dimension = dimension();
         long touched = 0;
         for (int s = 0; s < shards.length; s++) {
@@ -314,32 +324,35 @@ public final class SparseTable {
             shard.lock.lock();
             try {
                 checkOpen(shard);
-                touched += preload(shard, order, chunkOf, weightsAt, recordAt, start[s], start[s + 1]);
-                for (int k = start[s], to = start[s + 1]; k < to; k++) {
-                    int pos = order[k];
-                    int row = rowOf[pos];
-                    if (row < 0) {
-                        continue; // not admitted: counted, not stored
-                    }
-                    long id = ids[offset + pos];
-                    if (!shard.holds(row, id)) {
-                        // Evicted since phase 1 (its slot maybe reused): the step is lost with
-                        // the row, as if it had been applied just before the eviction.
-                        row = shard.find(id, hash[pos]);
+                for (int from = start[s], end = start[s + 1]; from < end; from += TOUCH_GROUP) {
+                    int to = Math.min(end, from + TOUCH_GROUP);
+                    touched += preload(shard, order, chunkOf, weightsAt, recordAt, from, to);
+                    for (int k = from; k < to; k++) {
+                        int pos = order[k];
+                        int row = rowOf[pos];
                         if (row < 0) {
-                            lostToEviction.increment();
-                            continue;
+                            continue; // not admitted: counted, not stored
                         }
-                    }
-                    shard.beginWrite();
-                    try {
-                        shard.step(row, kernel, dimension, gradients, pos * payloadBytes, now);
-                    } finally {
-                        shard.endWrite();
-                    }
-                    RowListener listener = changes;
-                    if (listener != null) {
-                        listener.changed(id);
+                        long id = ids[offset + pos];
+                        if (!shard.holds(row, id)) {
+                            // Evicted since phase 1 (its slot maybe reused): the step is lost with
+                            // the row, as if it had been applied just before the eviction.
+                            row = shard.find(id, hash[pos]);
+                            if (row < 0) {
+                                lostToEviction.increment();
+                                continue;
+                            }
+                        }
+                        shard.beginWrite();
+                        try {
+                            shard.step(row, kernel, dimension, gradients, pos * payloadBytes, now);
+                        } finally {
+                            shard.endWrite();
+                        }
+                        RowListener listener = changes;
+                        if (listener != null) {
+                            listener.changed(id);
+                        }
                     }
                 }
             } finally {

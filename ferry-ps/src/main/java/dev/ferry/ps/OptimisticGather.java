@@ -69,33 +69,64 @@ final class OptimisticGather {
      * </ol>
      */
     private void gatherChunk(long[] ids, int offset, int count, MemorySegment out, long outAt, Scratch scratch) {
+        // One method per pass: each is compiled on its own, so a pass whose first run of a new
+        // case (the first found rows after a table's rows were created by gathers) sends it back
+        // to the interpreter is recompiled alone and soon, not the whole gather.
+        int[] start = groupByShard(ids, offset, count, scratch);
+        readHomes(start, scratch);
+        resolveRows(ids, offset, count, scratch);
+        scratch.touched = touchRows(count, scratch);
+        int lefts = copyRows(count, out, outAt, scratch);
+        Arrays.fill(scratch.chunk, 0, count, null);
         long[] hash = scratch.hash;
-        long[] version = scratch.version;
-        int[] rowOf = scratch.row;
-        int[] order = scratch.order;
-        long[] entryId = scratch.entryId;
-        long[] entryRef = scratch.entryRef;
-        MemorySegment[] chunkOf = scratch.chunk;
-        long[] weightsAt = scratch.at;
-        Shard[] shards = this.shards;
+        int[] left = scratch.order;
         int mask = shards.length - 1;
+        for (int k = 0; k < lefts; k++) {
+            int i = left[k];
+            gatherAgain(ids[offset + i], hash[i], shards[(int) (hash[i] >>> 40) & mask], scratch.row[i],
+                    scratch.version[i], out, outAt + i * payloadBytes);
+        }
+    }
+
+    /**
+     * Each id's hash to {@code scratch.hash} and shard to {@code scratch.row}; the positions
+     * grouped by shard to {@code scratch.order}; returns where each shard's positions start.
+     */
+    private int[] groupByShard(long[] ids, int offset, int count, Scratch scratch) {
+        long[] hash = scratch.hash;
+        int[] shardOf = scratch.row;
+        int[] order = scratch.order;
         int[] start = scratch.shardStart;
-        Arrays.fill(start, 0, shards.length + 1, 0);
+        int shardCount = shards.length;
+        int mask = shardCount - 1;
+        Arrays.fill(start, 0, shardCount + 1, 0);
         for (int i = 0; i < count; i++) {
             long h = Slots.mix(ids[offset + i]);
             int s = (int) (h >>> 40) & mask;
             hash[i] = h;
-            rowOf[i] = s; // the shard, until the row is known
+            shardOf[i] = s;
             start[s + 1]++;
         }
-        for (int s = 0; s < shards.length; s++) {
+        for (int s = 0; s < shardCount; s++) {
             start[s + 1] += start[s];
         }
         int[] cursor = scratch.shardCursor;
-        System.arraycopy(start, 0, cursor, 0, shards.length);
+        System.arraycopy(start, 0, cursor, 0, shardCount);
         for (int i = 0; i < count; i++) {
-            order[cursor[rowOf[i]]++] = i;
+            order[cursor[shardOf[i]]++] = i;
         }
+        return start;
+    }
+
+    /**
+     * Per shard: its version to {@code scratch.version} of each of its ids, then their home index
+     * entries; the ids of a shard under a write (or whose index was freed meanwhile) are marked
+     * {@link #RETRY} in {@code scratch.row}.
+     */
+    private void readHomes(int[] start, Scratch scratch) {
+        int[] order = scratch.order;
+        long[] version = scratch.version;
+        int[] rowOf = scratch.row;
         for (int s = 0; s < shards.length; s++) {
             int from = start[s];
             int to = start[s + 1];
@@ -107,7 +138,7 @@ final class OptimisticGather {
             boolean read = (v & 1) == 0;
             if (read) {
                 try {
-                    shard.readHomes(order, from, to, hash, entryId, entryRef);
+                    shard.readHomes(order, from, to, scratch.hash, scratch.entryId, scratch.entryRef);
                 } catch (IllegalStateException | IndexOutOfBoundsException closedMeanwhile) {
                     read = false;
                 }
@@ -120,11 +151,25 @@ final class OptimisticGather {
                 }
             }
         }
+    }
+
+    /**
+     * Each id's row to {@code scratch.row} (the home entry's, or {@link Shard#find} past it; or
+     * {@link #ABSENT}), and a found row's chunk and weights offset to {@code scratch.chunk} and
+     * {@code scratch.at} (null chunk: nothing to copy).
+     */
+    private void resolveRows(long[] ids, int offset, int count, Scratch scratch) {
+        int[] rowOf = scratch.row;
+        long[] entryId = scratch.entryId;
+        long[] entryRef = scratch.entryRef;
+        MemorySegment[] chunkOf = scratch.chunk;
+        long[] weightsAt = scratch.at;
+        long[] hash = scratch.hash;
         for (int i = 0; i < count; i++) {
             int row = rowOf[i];
             MemorySegment chunk = null;
             if (row != RETRY) {
-                Shard shard = shards[row];
+                Shard shard = shards[row]; // the shard, until the row is known
                 long id = ids[offset + i];
                 long ref = entryRef[i];
                 if (ref == 0) {
@@ -142,8 +187,14 @@ final class OptimisticGather {
             }
             chunkOf[i] = chunk;
         }
-        long touched = 0;
+    }
+
+    /** One load per cache line of each found row's weights, summed, so that the rows' misses overlap. */
+    private long touchRows(int count, Scratch scratch) {
+        MemorySegment[] chunkOf = scratch.chunk;
+        long[] weightsAt = scratch.at;
         int lines = shards[0].weightLines();
+        long touched = 0;
         try {
             for (int i = 0; i < count; i++) {
                 MemorySegment chunk = chunkOf[i];
@@ -154,8 +205,21 @@ final class OptimisticGather {
         } catch (IllegalStateException | IndexOutOfBoundsException closedMeanwhile) {
             // the copies find it out
         }
-        scratch.touched = touched;
-        int[] left = order;
+        return touched;
+    }
+
+    /**
+     * Copies each found row to {@code out} and validates it against its shard's version; the
+     * positions left (not found, not copied, or written meanwhile) go to {@code scratch.order},
+     * their number returned.
+     */
+    private int copyRows(int count, MemorySegment out, long outAt, Scratch scratch) {
+        MemorySegment[] chunkOf = scratch.chunk;
+        long[] weightsAt = scratch.at;
+        long[] hash = scratch.hash;
+        long[] version = scratch.version;
+        int[] left = scratch.order;
+        int mask = shards.length - 1;
         int lefts = 0;
         for (int i = 0; i < count; i++) {
             MemorySegment chunk = chunkOf[i];
@@ -164,12 +228,7 @@ final class OptimisticGather {
                 left[lefts++] = i;
             }
         }
-        Arrays.fill(chunkOf, 0, count, null);
-        for (int k = 0; k < lefts; k++) {
-            int i = left[k];
-            gatherAgain(ids[offset + i], hash[i], shards[(int) (hash[i] >>> 40) & mask], rowOf[i], version[i], out,
-                    outAt + i * payloadBytes);
-        }
+        return lefts;
     }
 
     /** Copies a row's weights from {@code chunk} without the lock; false if the chunk was freed meanwhile. */

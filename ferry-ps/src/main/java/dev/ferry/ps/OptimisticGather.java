@@ -1,6 +1,7 @@
 package dev.ferry.ps;
 
 import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
 
 /**
  * The reads of a {@link SparseTable}'s pull ({@link SparseTable#gather}, which checks the request
@@ -51,41 +52,192 @@ final class OptimisticGather {
     }
 
     /**
-     * Gathers without the shard locks, in three passes: the row of every id (so that the index
-     * lookups' cache misses overlap); each found row's copy, validated against its shard's
-     * version ({@link Shard}), in one short loop (so that the rows' misses overlap too); then the
-     * ids that loop left: a row written meanwhile is read again, and a row that is absent (to be
-     * created) or keeps changing is read under its shard's lock.
+     * Gathers without the shard locks, in passes that each leave the processor many rows' cache
+     * misses to overlap (a pass whose work branches on each loaded value, or spends a hundred
+     * instructions per row, keeps only a few under way):
+     * <ol>
+     *   <li>the ids grouped by shard (their hashes, a counting sort);
+     *   <li>per shard, its version, then the home index entry of each of its ids: loads only,
+     *       from one index segment ({@link Shard#readHomes});
+     *   <li>per id, its row (the home entry's, or {@link Shard#find} past it, the home line now in
+     *       cache) and the row's chunk and offset;
+     *   <li>one load per cache line of every row's weights, so that the rows' misses overlap;
+     *   <li>each row's copy (from cache now), validated against its shard's version
+     *       ({@link Shard});
+     *   <li>the ids that pass left: a row written meanwhile is read again, and a row that is
+     *       absent (to be created) or keeps changing is read under its shard's lock.
+     * </ol>
      */
     private void gatherChunk(long[] ids, int offset, int count, MemorySegment out, long outAt, Scratch scratch) {
+        // One method per pass: each is compiled on its own, so a pass whose first run of a new
+        // case (the first found rows after a table's rows were created by gathers) sends it back
+        // to the interpreter is recompiled alone and soon, not the whole gather.
+        int[] start = groupByShard(ids, offset, count, scratch);
+        readHomes(start, scratch);
+        resolveRows(ids, offset, count, scratch);
+        scratch.touched = touchRows(count, scratch);
+        int lefts = copyRows(count, out, outAt, scratch);
+        Arrays.fill(scratch.chunk, 0, count, null);
         long[] hash = scratch.hash;
+        int[] left = scratch.order;
+        int mask = shards.length - 1;
+        for (int k = 0; k < lefts; k++) {
+            int i = left[k];
+            gatherAgain(ids[offset + i], hash[i], shards[(int) (hash[i] >>> 40) & mask], scratch.row[i],
+                    scratch.version[i], out, outAt + i * payloadBytes);
+        }
+    }
+
+    /**
+     * Each id's hash to {@code scratch.hash} and shard to {@code scratch.row}; the positions
+     * grouped by shard to {@code scratch.order}; returns where each shard's positions start.
+     */
+    private int[] groupByShard(long[] ids, int offset, int count, Scratch scratch) {
+        long[] hash = scratch.hash;
+        int[] shardOf = scratch.row;
+        int[] order = scratch.order;
+        int[] start = scratch.shardStart;
+        int shardCount = shards.length;
+        int mask = shardCount - 1;
+        Arrays.fill(start, 0, shardCount + 1, 0);
+        for (int i = 0; i < count; i++) {
+            long h = Slots.mix(ids[offset + i]);
+            int s = (int) (h >>> 40) & mask;
+            hash[i] = h;
+            shardOf[i] = s;
+            start[s + 1]++;
+        }
+        for (int s = 0; s < shardCount; s++) {
+            start[s + 1] += start[s];
+        }
+        int[] cursor = scratch.shardCursor;
+        System.arraycopy(start, 0, cursor, 0, shardCount);
+        for (int i = 0; i < count; i++) {
+            order[cursor[shardOf[i]]++] = i;
+        }
+        return start;
+    }
+
+    /**
+     * Per shard: its version to {@code scratch.version} of each of its ids, then their home index
+     * entries; the ids of a shard under a write (or whose index was freed meanwhile) are marked
+     * {@link #RETRY} in {@code scratch.row}.
+     */
+    private void readHomes(int[] start, Scratch scratch) {
+        int[] order = scratch.order;
         long[] version = scratch.version;
         int[] rowOf = scratch.row;
-        int[] left = scratch.order;
-        Shard[] shards = this.shards;
-        int mask = shards.length - 1;
-        for (int i = 0; i < count; i++) {
-            long id = ids[offset + i];
-            long h = Slots.mix(id);
-            Shard shard = shards[(int) (h >>> 40) & mask];
+        for (int s = 0; s < shards.length; s++) {
+            int from = start[s];
+            int to = start[s + 1];
+            if (from == to) {
+                continue;
+            }
+            Shard shard = shards[s];
             long v = shard.readVersion();
-            hash[i] = h;
-            version[i] = v;
-            rowOf[i] = (v & 1) == 0 ? findQuietly(shard, id, h) : RETRY;
+            boolean read = (v & 1) == 0;
+            if (read) {
+                try {
+                    shard.readHomes(order, from, to, scratch.hash, scratch.entryId, scratch.entryRef);
+                } catch (IllegalStateException | IndexOutOfBoundsException closedMeanwhile) {
+                    read = false;
+                }
+            }
+            for (int k = from; k < to; k++) {
+                int i = order[k];
+                version[i] = v;
+                if (!read) {
+                    rowOf[i] = RETRY;
+                }
+            }
         }
+    }
+
+    /**
+     * Each id's row to {@code scratch.row} (the home entry's, or {@link Shard#find} past it; or
+     * {@link #ABSENT}), and a found row's chunk and weights offset to {@code scratch.chunk} and
+     * {@code scratch.at} (null chunk: nothing to copy).
+     */
+    private void resolveRows(long[] ids, int offset, int count, Scratch scratch) {
+        int[] rowOf = scratch.row;
+        long[] entryId = scratch.entryId;
+        long[] entryRef = scratch.entryRef;
+        MemorySegment[] chunkOf = scratch.chunk;
+        long[] weightsAt = scratch.at;
+        long[] hash = scratch.hash;
+        for (int i = 0; i < count; i++) {
+            int row = rowOf[i];
+            MemorySegment chunk = null;
+            if (row != RETRY) {
+                Shard shard = shards[row]; // the shard, until the row is known
+                long id = ids[offset + i];
+                long ref = entryRef[i];
+                if (ref == 0) {
+                    row = ABSENT;
+                } else if (entryId[i] == id) {
+                    row = (int) (ref - 1);
+                } else {
+                    row = findQuietly(shard, id, hash[i]);
+                }
+                if (row >= 0) {
+                    chunk = shard.chunkQuietly(row);
+                    weightsAt[i] = shard.weightsAt(row);
+                }
+                rowOf[i] = row;
+            }
+            chunkOf[i] = chunk;
+        }
+    }
+
+    /** One load per cache line of each found row's weights, summed, so that the rows' misses overlap. */
+    private long touchRows(int count, Scratch scratch) {
+        MemorySegment[] chunkOf = scratch.chunk;
+        long[] weightsAt = scratch.at;
+        int lines = shards[0].weightLines();
+        long touched = 0;
+        try {
+            for (int i = 0; i < count; i++) {
+                MemorySegment chunk = chunkOf[i];
+                if (chunk != null) {
+                    touched += Shard.preloadLines(chunk, weightsAt[i], lines);
+                }
+            }
+        } catch (IllegalStateException | IndexOutOfBoundsException closedMeanwhile) {
+            // the copies find it out
+        }
+        return touched;
+    }
+
+    /**
+     * Copies each found row to {@code out} and validates it against its shard's version; the
+     * positions left (not found, not copied, or written meanwhile) go to {@code scratch.order},
+     * their number returned.
+     */
+    private int copyRows(int count, MemorySegment out, long outAt, Scratch scratch) {
+        MemorySegment[] chunkOf = scratch.chunk;
+        long[] weightsAt = scratch.at;
+        long[] hash = scratch.hash;
+        long[] version = scratch.version;
+        int[] left = scratch.order;
+        int mask = shards.length - 1;
         int lefts = 0;
         for (int i = 0; i < count; i++) {
-            Shard shard = shards[(int) (hash[i] >>> 40) & mask];
-            int row = rowOf[i];
-            if (row < 0 || !shard.copyQuietly(row, out, outAt + i * payloadBytes, payloadBytes)
-                    || !shard.validate(version[i])) {
+            MemorySegment chunk = chunkOf[i];
+            if (chunk == null || !copyQuietly(chunk, weightsAt[i], out, outAt + i * payloadBytes)
+                    || !shards[(int) (hash[i] >>> 40) & mask].validate(version[i])) {
                 left[lefts++] = i;
             }
         }
-        for (int k = 0; k < lefts; k++) {
-            int i = left[k];
-            gatherAgain(ids[offset + i], hash[i], shards[(int) (hash[i] >>> 40) & mask], rowOf[i], version[i], out,
-                    outAt + i * payloadBytes);
+        return lefts;
+    }
+
+    /** Copies a row's weights from {@code chunk} without the lock; false if the chunk was freed meanwhile. */
+    private boolean copyQuietly(MemorySegment chunk, long from, MemorySegment out, long at) {
+        try {
+            MemorySegment.copy(chunk, from, out, at, payloadBytes);
+            return true;
+        } catch (IllegalStateException closedMeanwhile) {
+            return false;
         }
     }
 

@@ -77,7 +77,7 @@ final class Shard {
     private final long recordStride;
     /** Bytes of one row in a chunk, weights and record. */
     private final long rowBytes;
-    /** Cache lines {@link #preload} reads of a row's weights and of its record: one per 64 bytes. */
+    /** Cache lines {@link #preloadLines} reads of a row's weights and of its record: one per 64 bytes. */
     private final int weightLines;
     private final int recordLines;
     /** Offsets of the id, step count and stamp in a record. */
@@ -132,6 +132,14 @@ final class Shard {
         return index.find(id, hash);
     }
 
+    /**
+     * The home index entries of ids (with the lock, or without it between {@link #readVersion}
+     * and {@link #validate}): {@link ShardIndex#readHomes}.
+     */
+    void readHomes(int[] order, int from, int to, long[] hash, long[] entryId, long[] entryRef) {
+        index.readHomes(order, from, to, hash, entryId, entryRef);
+    }
+
     /** A version to validate an optimistic read with; odd while a write is under way. */
     long readVersion() {
         return (long) VERSION.getAcquire(this);
@@ -175,27 +183,36 @@ final class Shard {
     }
 
     /**
-     * Reads one long from each cache line of {@code row}, weights and record, and returns them
-     * summed (the value means nothing). A push touches a group of rows this way before their
-     * steps, so that the rows' cache misses overlap: a step's work depends on its row's loads and
-     * fills the processor's window, so without it the misses come one row after another.
+     * The chunk that holds {@code row}, or null if it is not (or no longer) there; without the
+     * lock, for optimistic readers (validate after reading from it).
      */
-    long preload(int row) {
-        assert lock.isHeldByCurrentThread();
+    MemorySegment chunkQuietly(int row) {
+        MemorySegment[] all = chunks;
         int c = chunkIndex(row);
-        MemorySegment chunk = chunks[c];
-        return preloadLines(chunk, (long) (row - firstRow(c)) * weightStride, weightLines)
-                + preloadLines(chunk, recordAt(row, c), recordLines);
+        return c < all.length ? all[c] : null;
+    }
+
+    /** Cache lines of a row's weights, as {@link #preloadLines} reads them. */
+    int weightLines() {
+        return weightLines;
+    }
+
+    /** Cache lines of a row's record, as {@link #preloadLines} reads them. */
+    int recordLines() {
+        return recordLines;
     }
 
     /**
-     * One long of each of the {@code lines} cache lines from {@code from}, summed: up to eight
+     * One long of each of the {@code lines} cache lines from {@code from}, summed (the value means
+     * nothing; without the lock it may read a row being written). A gather touches its rows'
+     * weights this way, and a push its rows' weights and records, in a loop of their own before
+     * using them, so that many rows' cache misses are under way at once. Up to eight
      * loads at constant offsets (a switch that falls through, always the same case for a shard),
      * then a loop for lines past the eighth. Measured: a loop of one load per line, or loads
      * clamped to the end, cost a third to a half more per row.
      */
     @SuppressWarnings("fallthrough")
-    private static long preloadLines(MemorySegment chunk, long from, int lines) {
+    static long preloadLines(MemorySegment chunk, long from, int lines) {
         long folded = 0;
         switch (Math.min(lines, 8)) {
             case 8: folded += chunk.get(RowLayout.LONG, from + 7 * TOUCH_STEP);
@@ -213,7 +230,7 @@ final class Shard {
         return folded;
     }
 
-    /** A cache line: {@link #preload} reads one long per line (strides and chunk starts are multiples of 8). */
+    /** A cache line: {@link #preloadLines} reads one long per line (strides and chunk starts are multiples of 8). */
     private static final long TOUCH_STEP = 64;
 
     /**

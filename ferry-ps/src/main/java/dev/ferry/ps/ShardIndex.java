@@ -54,6 +54,27 @@ final class ShardIndex {
     }
 
     /**
+     * The home entry of each id {@code i = order[k]}, {@code k} in {@code [from, to)}: its id to
+     * {@code entryId[i]}, its row reference ({@code row + 1}, 0: empty) to {@code entryRef[i]}.
+     * Loads only, from one generation of the index, with nothing branching on them, so that the
+     * entries' cache misses of many ids are under way at once ({@link #find}'s probe loop branches
+     * on each entry it loads, and keeps a few). A caller looks up with {@link #find} the ids
+     * whose home entry does not hold them (their home line now in cache). Called by a push under
+     * the lock, and by optimistic readers between {@link Shard#readVersion} and
+     * {@link Shard#validate}, as {@link #find} is.
+     */
+    void readHomes(int[] order, int from, int to, long[] hash, long[] entryId, long[] entryRef) {
+        MemorySegment entries = index;
+        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
+        for (int k = from; k < to; k++) {
+            int i = order[k];
+            long at = (hash[i] & mask) * INDEX_ENTRY_BYTES;
+            entryRef[i] = entries.get(ValueLayout.JAVA_LONG, at + 8);
+            entryId[i] = entries.get(ValueLayout.JAVA_LONG, at);
+        }
+    }
+
+    /**
      * Before the shard adds slot {@code slots - 1} (inside a write): doubles the index, rehashing
      * the live rows of {@code shard}, if {@code slots} entries would fill it past 5/8.
      */

@@ -40,6 +40,47 @@ class SparseTableTest {
         }
     }
 
+    /**
+     * A push reads the home index entries of a shard's ids before it finds or creates their rows:
+     * an id new to the table that comes back later in the same batch, after its row was created
+     * and the index grew and rehashed meanwhile, must step that row, not create a second one. The
+     * batch (one shard, so every id shares its index; Adagrad, so the order of steps shows) must
+     * leave every row as pushing its ids one at a time does, and the index must hold one entry
+     * per row.
+     */
+    @Test
+    void aPushCreatingIdsTwiceWhileTheIndexGrowsEqualsOneIdAtATime() {
+        int n = 3_000;
+        SplittableRandom random = new SplittableRandom(31);
+        long[] ids = new long[n];
+        for (int i = 0; i < n; i++) {
+            ids[i] = random.nextInt(1_200) * 977L; // about 1,100 distinct ids, most of them more than once
+        }
+        try (ParameterServer server = ParameterServer.create(PsConfig.defaults()); Arena arena = Arena.ofConfined()) {
+            SparseTable batch = server.createTable(TableConfig.of("batch", 5, Optimizer.adagrad(0.5)).withShards(1));
+            SparseTable single = server.createTable(TableConfig.of("single", 5, Optimizer.adagrad(0.5)).withShards(1));
+            MemorySegment gradients = arena.allocate(n * 20L, 8);
+            for (long at = 0; at < gradients.byteSize(); at += 4) {
+                gradients.set(RowLayout.FLOAT, at, (float) random.nextDouble(-1, 1));
+            }
+            batch.apply(ids, 0, n, gradients);
+            for (int i = 0; i < n; i++) {
+                single.apply(ids, i, 1, gradients.asSlice(i * 20L, 20));
+            }
+            assertEquals(single.rows(), batch.rows());
+            for (long id : ids) {
+                assertArrayEquals(single.rawRow(id), batch.rawRow(id), "id " + id);
+            }
+            Shard shard = batch.shard(0);
+            shard.lock.lock();
+            try {
+                assertEquals(batch.rows(), shard.checkIndex());
+            } finally {
+                shard.lock.unlock();
+            }
+        }
+    }
+
     @Test
     void manyRowsSurviveIndexGrowthAcrossShards() {
         int n = TestScale.pick(200_000, 2_000_000);

@@ -79,7 +79,7 @@ class StoredRowTest {
     }
 
     /**
-     * {@link Shard#preload} (a push's cache-line touches) reads one long at the start of every
+     * {@link Shard#preloadLines} (the cache-line touches of a gather and a push) reads one long at the start of every
      * 64-byte line of the row's weights and of its record, no more, and writes nothing: its sum
      * is that of those longs, whatever the dimension (one line up to thirteen, the loop past
      * eight), and the rows read back unchanged.
@@ -115,7 +115,9 @@ class StoredRowTest {
                         for (long at = 0; at < layout.recordStride; at += 64) {
                             expected += chunk.get(RowLayout.LONG, shard.recordAt(row) + at);
                         }
-                        assertEquals(expected, shard.preload(row), "dimension " + dimension + ", slots " + slots
+                        long preloaded = Shard.preloadLines(chunk, shard.weightsAt(row), shard.weightLines())
+                                + Shard.preloadLines(chunk, shard.recordAt(row), shard.recordLines());
+                        assertEquals(expected, preloaded, "dimension " + dimension + ", slots " + slots
                                 + ", row " + row);
                     }
                     assertArrayEquals(before, shard.snapshot(arena).toArray(ValueLayout.JAVA_BYTE));

@@ -91,7 +91,7 @@ final class CallerProgress {
             loop.drainCommands(); // this thread's earlier releases and sends go first
             transport.receives.repost(message);
             transport.sends.pump(); // a credit return may be due: posted here, not on the next turn
-            blocked = transport.sends.blocked();
+            blocked = transport.sends.blocked() || transport.receives.retrying();
         } finally {
             token.release();
         }

@@ -41,7 +41,10 @@ final class DoorbellIdler implements Idler {
                 return n;
             }
             if (transport.proxy.isEmpty()) {
-                long nanos = busy || !everyPeerRings() ? sliceNanos : CreditBalancer.REVIEW_NANOS;
+                // The waiters read again now that the doorbell is armed: a sender that began to
+                // wait after the loop read them rang before the arm (lost) or rings after it.
+                long nanos = busy || loop.awaitsCompletions() || !everyPeerRings() ? sliceNanos
+                        : CreditBalancer.REVIEW_NANOS;
                 loop.lend(); // a caller may post or poll meanwhile
                 try {
                     doorbell.await(nanos);

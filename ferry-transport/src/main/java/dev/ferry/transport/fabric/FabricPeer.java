@@ -156,8 +156,13 @@ final class FabricPeer implements Peer {
             return false;
         }
         Link link = link(stream);
-        if (!link.ready || link.waiting.get() > 0 || !link.credits.canSendMessage()
-                || !transport.window().tryAcquire(link, frame.length)) {
+        if (!link.ready || link.waiting.get() > 0 || !link.credits.canSendMessage()) {
+            return false;
+        }
+        if (!transport.window().tryAcquire(link, frame.length)) {
+            // The refusal counts as a waiter (SendWindow.awaited): completions that give the
+            // window back must be reaped soon, also by a progress thread asleep on a long wait.
+            transport.loop.wakeForCompletions();
             return false;
         }
         frame.admitted = true;
@@ -167,17 +172,28 @@ final class FabricPeer implements Peer {
 
     /** Hands {@code frame} to the progress thread; {@code future} (if any) completes with the send. */
     private void submit(int stream, OutboundFrame frame, CompletableFuture<Void> future) {
+        Throwable cause = failure;
+        Link link = null;
+        if (cause == null) {
+            try {
+                link = link(stream); // may open the route: a timeout, interrupt or close throws
+            } catch (RuntimeException e) {
+                // The buffer goes back and a watcher hears of it; the future, not yet counted as
+                // awaited, is the caller's to drop with the exception.
+                frame.finish(new TransportException(TransportException.reasonOf(e, Reason.CLOSED),
+                        "peer " + address + ": no link for stream " + stream, e));
+                throw e;
+            }
+        }
         if (future != null) {
             transport.window().awaitedSendStarted(); // counted down when the frame settles it
         }
         frame.future = future;
         frame.stream = stream;
-        Throwable cause = failure;
         if (cause != null) {
             frame.finish(new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), "peer " + address + " has failed", cause));
             return;
         }
-        Link link = link(stream);
         frame.link = link;
         link.waiting.incrementAndGet();
         transport.submitSend(frame);

@@ -130,9 +130,12 @@ final class OutboundFrame {
         if (report != null) {
             try {
                 report.accept(null, failure);
-            } catch (RuntimeException e) {
+            } catch (Throwable e) {
                 // As a future's stage would: the handler's failure stays the handler's, never the
-                // progress thread's or the sender's.
+                // progress thread's or the sender's (but the VM's own errors go on).
+                if (e instanceof VirtualMachineError vmError) {
+                    throw vmError;
+                }
                 LOG.log(System.Logger.Level.WARNING, "a send's outcome handler failed", e);
             }
         }

@@ -59,6 +59,11 @@ final class ProgressLoop {
     private long lastWork = System.nanoTime();
     /** Moving average (1/8) of the idle stretches between pieces of work. */
     private long idleGap = MAX_GAP_SAMPLE_NANOS;
+    /**
+     * Whether a posted send completes without this side's progress (shm copying straight between
+     * the processes): then sends nobody waits for are reaped on the next turn of work or timer.
+     */
+    private final boolean sendsMoveAlone;
 
     ProgressLoop(FabricTransport transport, Doorbell doorbell) {
         this.transport = transport;
@@ -69,6 +74,7 @@ final class ProgressLoop {
         this.thread = Thread.ofPlatform().daemon().unstarted(this::run);
         this.idler = cq.waitable() ? new CompletionQueueIdler(transport, this)
                 : doorbell != null ? new DoorbellIdler(transport, this, doorbell) : new ParkIdler(this, thread);
+        this.sendsMoveAlone = idler instanceof DoorbellIdler && ShmDirectCopy.likely();
     }
 
     Thread thread() {
@@ -221,11 +227,14 @@ final class ProgressLoop {
         // Sends in flight that nobody waits for (replies, calls whose reply is awaited instead)
         // are reaped on the next turn of work or timer: a short slice for them alone would cost
         // a wake-up per answered request on shm, where this side's completions do not ring.
-        boolean busy = transport.window.awaited() || transport.sends.blocked() || transport.pulls.busy()
+        // parked is set before the waiters are read: a thread that starts waiting for a send
+        // (SendWindow.awaited) and then finds parked false is seen here; one that finds it true
+        // rings, and the idler reads the waiters again once its wait object is armed.
+        parked = true;
+        boolean busy = awaitsCompletions() || transport.sends.blocked() || transport.pulls.busy()
                 || transport.links.connecting() || transport.receives.retrying();
         long slice = busy || idleNanos < RECENT_NANOS ? PARK_NANOS
                 : Math.min(MAX_SLICE_NANOS, PARK_NANOS << Math.min(5, idle / 64));
-        parked = true;
         try {
             if (!transport.proxy.isEmpty()) {
                 return idle + 1;
@@ -259,6 +268,16 @@ final class ProgressLoop {
             napping = false;
             takeBack();
         }
+    }
+
+    /**
+     * Whether a completion of this side's own sends must be reaped soon: a thread waits for one
+     * ({@link SendWindow#awaited}), or, where a posted send may need this side's progress to move
+     * on (any wait object but the shm doorbell with its direct copy, {@link ShmDirectCopy}), any
+     * send is in flight. Progress thread.
+     */
+    boolean awaitsCompletions() {
+        return transport.window.awaited() || (!sendsMoveAlone && transport.window.inFlight() > 0);
     }
 
     /** Wakes the progress thread if it sleeps: any thread, after handing something over. */

@@ -189,6 +189,50 @@ class UnawaitedSendTest extends FabricTransportFixture {
                 "send buffers left behind: " + sendBuffers(sender) + ", " + buffersBefore + " before");
     }
 
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void awaitedSendsToAPeerThatFailsAllSettleAndNoneStaysCounted(String provider) throws Exception {
+        TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 32L << 20, 32L << 20);
+        Transport receiver = open(config, (from, m) -> m.release());
+        Transport sender = open(config, (from, m) -> m.release());
+        Peer peer = sender.connect(receiver.localAddress());
+        SendWindow window = ((FabricTransport) sender).window();
+        java.util.List<java.util.concurrent.CompletableFuture<Void>> futures = new java.util.ArrayList<>();
+        int most = 200_000;
+        Thread closer = Thread.ofPlatform().start(() -> {
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                return;
+            }
+            receiver.close(); // the link fails under the sender
+        });
+        boolean sawCount = false;
+        try {
+            for (int seq = 0; seq < most; seq++) {
+                OutboundMessage message = peer.allocate(64 + seq % 4096);
+                fill(message.segment(), 0, seq);
+                futures.add(peer.send(seq % STREAMS, message));
+                sawCount |= window.awaitedSendsForTest() > 0;
+            }
+        } catch (TransportException e) {
+            assertTrue(e.reason() != TransportException.Reason.UNSPECIFIED, "a send failed without a reason: " + e);
+        }
+        closer.join();
+        assertTrue(futures.size() < most, "the sender never saw the peer fail");
+        assertTrue(sawCount, "no send was ever counted as awaited");
+        for (java.util.concurrent.CompletableFuture<Void> future : futures) {
+            try {
+                future.get(10, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (java.util.concurrent.ExecutionException e) {
+                assertTrue(e.getCause() instanceof TransportException te
+                        && te.reason() != TransportException.Reason.UNSPECIFIED, "a send failed without a reason: " + e.getCause());
+            }
+        }
+        assertTrue(waitFor(() -> window.awaitedSendsForTest() == 0, 10_000),
+                "sends still counted as awaited after every future settled: " + window.awaitedSendsForTest());
+    }
+
     @Test
     void aFailingOutcomeHandlerStopsNothing() throws Exception {
         TransportConfig config = TransportConfig.defaults("shm").withPools(32L << 20, 32L << 20, 32L << 20);

@@ -98,7 +98,7 @@ final class DataHandlers {
     void densePull(ServerCall call) {
         MemorySegment body = call.request();
         PsDescriptor.checkHeader(body);
-        DenseTensor tensor = checkDense(body);
+        DenseTensor tensor = checkDenseRouted(body);
         int count = PsDescriptor.count(body);
         long bytes = checkCount(count, (long) Math.max(count, 0) * Float.BYTES);
         checkLength(body, PsDescriptor.payloadOffset(PsDescriptor.nameLength(body)), "DENSE_PULL", count, 1);
@@ -114,7 +114,7 @@ final class DataHandlers {
     void densePush(ServerCall call) {
         MemorySegment body = call.request();
         PsDescriptor.checkHeader(body);
-        DenseTensor tensor = checkDense(body);
+        DenseTensor tensor = checkDenseRouted(body);
         if (ps.readOnly()) {
             throw new PsException(PsException.Code.READ_ONLY, "this server is read-only (serving mode)");
         }
@@ -148,6 +148,24 @@ final class DataHandlers {
         if (dimension != table.dimension()) {
             throw new PsException(PsException.Code.WRONG_DIMENSION, "table '" + name + "' has dimension "
                     + table.dimension() + "; the request says " + dimension);
+        }
+    }
+
+    /**
+     * {@link #checkDense}, where a tensor this server does not hold is first checked against the
+     * routing: a client that routed by another generation than this server's (a member lost or
+     * joined meanwhile) is told to route again ({@link #checkDenseOwned}'s refusal), not that the
+     * tensor does not exist, which it would take as final. The ownership is checked again, under
+     * the push's barrier, once the tensor is found.
+     */
+    private DenseTensor checkDenseRouted(MemorySegment body) {
+        try {
+            return checkDense(body);
+        } catch (PsException unknown) {
+            if (unknown.code() == PsException.Code.UNKNOWN_TABLE && server.view().table() != null) {
+                checkDenseOwned(PsDescriptor.name(body), PsDescriptor.generation(body));
+            }
+            throw unknown;
         }
     }
 

@@ -1,5 +1,7 @@
 package dev.ferry.transport.fabric;
 
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
@@ -12,7 +14,10 @@ import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.Transports;
 
-/** Transports a test opens, closed after it; and waiting for a condition with a bound. */
+/**
+ * Transports a test opens, closed after it; waiting for a condition with a bound; and the
+ * numbered message bodies tests send and check byte for byte.
+ */
 abstract class FabricTransportFixture {
 
     private final List<Transport> opened = new CopyOnWriteArrayList<>();
@@ -39,5 +44,23 @@ abstract class FabricTransportFixture {
             Thread.sleep(5);
         }
         return true;
+    }
+
+    /** Writes message {@code seq} of {@code stream}: its number, then bytes derived from both. */
+    static void fill(MemorySegment body, int stream, long seq) {
+        body.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, seq);
+        for (long i = 8; i < body.byteSize(); i++) {
+            body.set(ValueLayout.JAVA_BYTE, i, (byte) (stream * 131 + seq * 7 + i));
+        }
+    }
+
+    /** Null if {@code body} is what {@link #fill} wrote for {@code stream} and {@code seq}; else what differs. */
+    static String check(MemorySegment body, int stream, long seq) {
+        for (long i = 8; i < body.byteSize(); i++) {
+            if (body.get(ValueLayout.JAVA_BYTE, i) != (byte) (stream * 131 + seq * 7 + i)) {
+                return "stream " + stream + " message " + seq + ": byte " + i + " of " + body.byteSize() + " is wrong";
+            }
+        }
+        return null;
     }
 }

@@ -302,20 +302,4 @@ class UnawaitedSendTest extends FabricTransportFixture {
     private static long sendBuffers(Transport transport) {
         return transport.allocatorStats().orElseThrow().pool(PoolKind.SEND).buffersInUse();
     }
-
-    private static void fill(MemorySegment body, int stream, long seq) {
-        body.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, seq);
-        for (long i = 8; i < body.byteSize(); i++) {
-            body.set(ValueLayout.JAVA_BYTE, i, (byte) (stream * 131 + seq * 7 + i));
-        }
-    }
-
-    private static String check(MemorySegment body, int stream, long seq) {
-        for (long i = 8; i < body.byteSize(); i++) {
-            if (body.get(ValueLayout.JAVA_BYTE, i) != (byte) (stream * 131 + seq * 7 + i)) {
-                return "stream " + stream + " message " + seq + ": byte " + i + " of " + body.byteSize() + " is wrong";
-            }
-        }
-        return null;
-    }
 }

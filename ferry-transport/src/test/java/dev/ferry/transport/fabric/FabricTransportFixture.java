@@ -46,6 +46,18 @@ abstract class FabricTransportFixture {
         return true;
     }
 
+    /** Closes {@code transport} from a thread of its own after {@code millis}; join the thread returned. */
+    static Thread closeLater(Transport transport, long millis) {
+        return Thread.ofPlatform().start(() -> {
+            try {
+                Thread.sleep(millis);
+            } catch (InterruptedException e) {
+                return;
+            }
+            transport.close();
+        });
+    }
+
     /** Writes message {@code seq} of {@code stream}: its number, then bytes derived from both. */
     static void fill(MemorySegment body, int stream, long seq) {
         body.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, seq);

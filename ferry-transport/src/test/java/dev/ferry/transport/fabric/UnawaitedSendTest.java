@@ -143,14 +143,7 @@ class UnawaitedSendTest extends FabricTransportFixture {
         AtomicIntegerArray reports = new AtomicIntegerArray(most);
         AtomicInteger unreasoned = new AtomicInteger();
         AtomicInteger failed = new AtomicInteger();
-        Thread closer = Thread.ofPlatform().start(() -> {
-            try {
-                Thread.sleep(100);
-            } catch (InterruptedException e) {
-                return;
-            }
-            receiver.close(); // the link fails under the sender
-        });
+        Thread closer = closeLater(receiver, 100); // the link fails under the sender
         int submitted = 0;
         try {
             for (; submitted < most; submitted++) {
@@ -199,14 +192,7 @@ class UnawaitedSendTest extends FabricTransportFixture {
         SendWindow window = ((FabricTransport) sender).window();
         java.util.List<java.util.concurrent.CompletableFuture<Void>> futures = new java.util.ArrayList<>();
         int most = 200_000;
-        Thread closer = Thread.ofPlatform().start(() -> {
-            try {
-                Thread.sleep(100);
-            } catch (InterruptedException e) {
-                return;
-            }
-            receiver.close(); // the link fails under the sender
-        });
+        Thread closer = closeLater(receiver, 100); // the link fails under the sender
         boolean sawCount = false;
         try {
             for (int seq = 0; seq < most; seq++) {

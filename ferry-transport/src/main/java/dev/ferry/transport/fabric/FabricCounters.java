@@ -24,6 +24,8 @@ final class FabricCounters {
     final LongAdder linkFailures = new LongAdder();
     final LongAdder creditsGranted = new LongAdder();
     final LongAdder creditsReclaimed = new LongAdder();
+    /** Credit-only frames sent (credits that found no other frame to ride on). */
+    final LongAdder creditFramesSent = new LongAdder();
     /** Frames dropped because their token was not their link's (see {@link FrameDescriptor}). */
     final LongAdder forgedFrames = new LongAdder();
 }

@@ -11,7 +11,10 @@ package dev.ferry.transport.fabric;
  * <p>As a receiver, it counts the buffers reposted since credits were last returned
  * ({@code owed}) and what the peer still holds ({@code peerHeld}). Credits go back in the header
  * of any frame to the peer; a credit-only frame goes once half the window is owed, or as soon as
- * the peer runs low, whichever comes first.
+ * the peer runs low, whichever comes first. A credit-only frame spends a credit too, but the
+ * buffer it took is owed back only lazily (in the next frame's header, or once two are owed):
+ * returning it at once would take one of the peer's buffers in turn, and two links that each
+ * answered the other's credit-only frame would trade them for ever.
  *
  * <p>The grant moves: a receiver with buffers to spare grants an active peer more
  * ({@link #grant}), and takes credits back from an idle one: it asks, the peer gives up what it
@@ -30,6 +33,8 @@ final class ReceiveCredits {
     private int owed;
     private boolean flush;
     private int peerHeld;
+    /** Whether the peer sent a frame other than a credit-only one since credits last went back. */
+    private boolean peerSpending;
 
     /**
      * @param granted credits this side grants the peer (buffers it posts for the link)
@@ -67,6 +72,7 @@ final class ReceiveCredits {
         peerHeld += returned;
         if (returned > 0) {
             flush = false;
+            peerSpending = false;
         }
     }
 
@@ -84,9 +90,15 @@ final class ReceiveCredits {
         available += credits;
     }
 
-    /** A frame from the peer took one of the buffers it held a credit for. */
-    void arrived() {
+    /**
+     * A frame from the peer took one of the buffers it held a credit for; {@code creditOnly}: a
+     * frame that carried nothing but returned credits.
+     */
+    void arrived(boolean creditOnly) {
         peerHeld--;
+        if (!creditOnly) {
+            peerSpending = true;
+        }
     }
 
     /** A buffer was reposted: one more credit to return. */
@@ -94,9 +106,20 @@ final class ReceiveCredits {
         owed++;
     }
 
-    /** Whether a credit-only frame should go now. */
+    /**
+     * Whether a credit-only frame should go now: the periodic flush, half the window owed, or the
+     * peer down to its last message credit, once the peer has sent something other than credit-only
+     * frames since credits last went back; otherwise only once at least two are owed (what the
+     * peer's own credit-only frames took: one such frame answered by one would never end).
+     */
     boolean shouldReturn() {
-        return owed > 0 && (flush || owed >= Math.max(1, window / 2) || peerHeld <= RESERVE + 1);
+        if (owed <= 0) {
+            return false;
+        }
+        if (peerSpending) {
+            return flush || owed >= Math.max(1, window / 2) || peerHeld <= RESERVE + 1;
+        }
+        return owed >= Math.max(2, window / 2) || flush && owed > 1;
     }
 
     int owed() {

@@ -154,10 +154,10 @@ final class ReceiveDispatcher {
             recycle(buffer, link);
             return;
         }
-        link.credits.arrived();
+        byte kind = FrameDescriptor.type(frame);
+        link.credits.arrived(kind == FrameDescriptor.CREDIT);
         link.credits.returned(FrameDescriptor.credits(frame));
         transport.sends.activate(link);
-        byte kind = FrameDescriptor.type(frame);
         int stream = FrameDescriptor.stream(frame);
         if (kind == FrameDescriptor.EAGER || kind == FrameDescriptor.RNDV_REQ) {
             link.lastArrivalNanos = batchNanos; // messages, not control frames, make a link busy

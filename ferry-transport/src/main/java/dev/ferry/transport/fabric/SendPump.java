@@ -160,6 +160,7 @@ final class SendPump {
             RegisteredBuffer b = controlBuffers.poll();
             if (b != null) {
                 if (postControl(link, b, FrameDescriptor.CREDIT, 0)) {
+                    counters.creditFramesSent.increment();
                     posted++;
                 } else {
                     controlBuffers.add(b);

@@ -17,7 +17,7 @@ class ReceiveCreditsTest {
         for (int i = 0; i < n; i++) {
             int piggyback = a.toReturn();
             a.spent(piggyback);
-            b.arrived();
+            b.arrived(false);
             b.returned(piggyback);
             b.reposted();
         }
@@ -27,7 +27,7 @@ class ReceiveCreditsTest {
     private static void returnCredits(ReceiveCredits from, ReceiveCredits to) {
         int piggyback = from.toReturn();
         from.spent(piggyback);
-        to.arrived();
+        to.arrived(true);
         to.returned(piggyback);
         to.reposted();
     }
@@ -112,6 +112,99 @@ class ReceiveCreditsTest {
         returnCredits(receiver, sender);
         assertFalse(receiver.shouldReturn(), "the flush ends with the credits it sent");
         assertEquals(64, sender.available());
+    }
+
+    /**
+     * Two sides at the smallest window (what an idle link is trimmed to): a message, then credit
+     * frames only where one is due. Each credit-only frame takes a buffer of its receiver, and if
+     * that buffer's credit went straight back, the two sides would trade one frame for ever.
+     */
+    @Test
+    void creditOnlyFramesAreNotAnsweredOneForOne() {
+        int floor = CreditBalancer.CREDIT_FLOOR;
+        ReceiveCredits a = new ReceiveCredits(floor, floor);
+        ReceiveCredits b = new ReceiveCredits(floor, floor);
+        deliver(a, b, 1);
+        assertTrue(b.shouldReturn(), "the peer is down to " + b.peerHeld() + " credits: its message goes back");
+        int frames = 0;
+        for (int turn = 0; turn < 100; turn++) {
+            if (b.shouldReturn() && b.canSendControl()) {
+                returnCredits(b, a);
+                frames++;
+            } else if (a.shouldReturn() && a.canSendControl()) {
+                returnCredits(a, b);
+                frames++;
+            } else {
+                break;
+            }
+        }
+        assertEquals(1, frames, "credit-only frames, one message in");
+        assertEquals(floor, a.available(), "the sender has every credit back");
+        assertEquals(1, a.owed(), "the credit-only frame's buffer waits for a frame to ride on");
+        assertEquals(floor - 1, b.available());
+        deliver(a, b, 1);
+        assertEquals(floor, b.available(), "the next message carried it back");
+        assertEquals(0, a.owed());
+    }
+
+    @Test
+    void creditOnlyFramesAloneGoBackOnceTwoAreOwedAndNeverBounceForEver() {
+        int floor = CreditBalancer.CREDIT_FLOOR;
+        ReceiveCredits a = new ReceiveCredits(floor, floor);
+        ReceiveCredits b = new ReceiveCredits(floor, floor);
+        // b sends a message; a's flush returns its credit (frame c1, still on the wire); b sends
+        // another, with nothing to piggyback yet; c1 arrives; a's flush returns the second (c2).
+        // b now owes two buffers, both taken by credit-only frames.
+        deliver(b, a, 1);
+        a.flush();
+        assertTrue(a.shouldReturn(), "the peer sent a message: the flush returns its credit");
+        int c1 = a.toReturn();
+        a.spent(c1);
+        deliver(b, a, 1);
+        b.arrived(true);
+        b.returned(c1);
+        b.reposted();
+        a.flush();
+        assertTrue(a.shouldReturn());
+        returnCredits(a, b);
+        assertEquals(0, a.owed());
+        assertTrue(b.shouldReturn(), "two owed, by credit-only frames alone: they go back");
+        int frames = 0;
+        while (frames < 100 && (a.shouldReturn() || b.shouldReturn())) {
+            if (b.shouldReturn()) {
+                returnCredits(b, a);
+            } else {
+                returnCredits(a, b);
+            }
+            frames++;
+        }
+        assertEquals(1, frames, "one frame back, and quiet");
+        a.flush();
+        b.flush();
+        assertFalse(a.shouldReturn(), "one credit-only frame's buffer is not flushed on its own");
+        assertFalse(b.shouldReturn());
+        assertTrue(a.available() >= floor - 1 && b.available() >= floor - 1,
+                "each side short of at most one credit: " + a.available() + ", " + b.available());
+    }
+
+    @Test
+    void aPeerSendingMessagesNeverStallsOnCreditsWithAnySmallWindow() {
+        for (int window = 3; window <= 12; window++) {
+            ReceiveCredits sender = new ReceiveCredits(window, window);
+            ReceiveCredits receiver = new ReceiveCredits(window, window);
+            for (int m = 0; m < 1_000; m++) {
+                assertTrue(sender.canSendMessage(), "window " + window + ", message " + m + ": stalled");
+                deliver(sender, receiver, 1);
+                for (int turn = 0; turn < 4 && (receiver.shouldReturn() || sender.shouldReturn()); turn++) {
+                    if (receiver.shouldReturn()) {
+                        returnCredits(receiver, sender);
+                    } else {
+                        returnCredits(sender, receiver);
+                    }
+                }
+            }
+            assertTrue(receiver.available() > 0, "window " + window + ": the receiver can still return credits");
+        }
     }
 
     @Test

@@ -49,7 +49,8 @@ import java.util.Objects;
  *     second here), lower it to save CPU. 0 sleeps after a short spin always
  * @param pullBudgetBytes receiver-driven pacing of rendezvous transfers: the bytes this receiver's
  *     reads may have in flight at once across all its senders (a read is cut to half the budget,
- *     chunks go round-robin over the waiting messages, one read always proceeds). Incoming bulk
+ *     chunks go to the message with the fewest bytes left, one in eight to the oldest, one read
+ *     always proceeds). Incoming bulk
  *     data then never puts more than this on the path at once, so a shallow switch buffer in front
  *     of the receiver does not overflow when many senders push to it together (incast). Size it
  *     from the link with {@link #pullBudgetFor}: the bandwidth-delay product plus a margin the

@@ -260,7 +260,7 @@ final class BenchDriver {
                         args.with("servers", 1).with("bindHost", Netlab.RECEIVER_HOST);
                         if (flowControl && transport.ferry()) {
                             // Receiver-driven pacing of the pushes' rendezvous pulls, sized from the lab's link.
-                            args.with("pullBudget", netlab.pullBudget());
+                            args.with("pullBudget", o.pullBudget >= 0 ? o.pullBudget : netlab.pullBudget());
                         }
                         prefix = Netlab.in(netlab.receiverNamespace());
                     }

@@ -76,6 +76,12 @@ public class BenchOptions {
                     + "threads spread over them. Default: one per worker thread, at most the lab's senders.")
     public int netlabHosts;
 
+    @Option(names = "--pull-budget", paramLabel = "<bytes>",
+            description = "With --network netlab and flow control on: the bytes of rendezvous reads Ferry's server "
+                    + "may have in flight across all senders (TransportConfig.pullBudgetBytes). Default: from the lab, "
+                    + "its bandwidth-delay product plus three quarters of the receiver's port buffer.")
+    public long pullBudget = -1;
+
     @Option(names = "--seed", paramLabel = "<n>", description = "Seed of the id streams. Default: 1.")
     public long seed = 1;
 

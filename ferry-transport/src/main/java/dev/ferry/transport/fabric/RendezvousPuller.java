@@ -1,6 +1,8 @@
 package dev.ferry.transport.fabric;
 
 import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
 
 import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredAllocator;
@@ -16,8 +18,10 @@ import dev.ferry.transport.events.TransportEvents;
  * paces this receiver's incast: where it has no room, pulls wait. With a pull budget
  * ({@link TransportConfig#pullBudgetBytes()}) the receiver also schedules the bytes on the wire:
  * its reads in flight never exceed the budget (one read always may), a read is at most half the
- * budget, and the chunks go round-robin over the messages waiting, so every sender is served in
- * turn and none starves. Progress thread only.
+ * budget, and the chunks go to the message with the fewest bytes left to pull (the oldest among
+ * equals), so messages finish one after another instead of all at the end (Homa's SRPT grants);
+ * one chunk in {@link #OLDEST_EVERY} goes to the oldest message waiting, so none starves behind a
+ * stream of shorter ones. Progress thread only.
  */
 final class RendezvousPuller {
 
@@ -28,8 +32,13 @@ final class RendezvousPuller {
     private final OperationTable ops;
     private final RegisteredAllocator allocator;
     private final TransportConfig config;
+    /** With a budget, one chunk in this many goes to the oldest message waiting. */
+    static final int OLDEST_EVERY = 8;
+
     /** Messages with chunks still to request, in arrival order. */
-    private final ArrayDeque<InboundFrame> pulls = new ArrayDeque<>();
+    private final ArrayList<InboundFrame> pulls = new ArrayList<>();
+    /** Reads posted since the transport started (the turn of the oldest message). */
+    private long chunksPosted;
     private int readsInFlight;
     /** 0: no budget. */
     private final long budget;
@@ -68,10 +77,11 @@ final class RendezvousPuller {
         assert transport.holdsFabric();
         int started = 0;
         while (!pulls.isEmpty() && readsInFlight < MAX_READS) {
-            InboundFrame message = pulls.peek();
+            int index = budget > 0 ? nextIndex(pulls, chunksPosted) : 0;
+            InboundFrame message = pulls.get(index);
             Link link = message.link;
             if (link.peer.failure() != null) {
-                pulls.poll();
+                pulls.remove(index);
                 continue;
             }
             if (message.target == null) {
@@ -100,6 +110,7 @@ final class RendezvousPuller {
             message.requested += chunk;
             readsInFlight++;
             bytesInFlight += chunk;
+            chunksPosted++;
             if (bytesInFlight > peakBytesInFlight) {
                 peakBytesInFlight = bytesInFlight;
             }
@@ -108,12 +119,34 @@ final class RendezvousPuller {
                 link.peer.doorbell.ring(); // a provider may need the target to progress the read
             }
             if (message.requested == message.length) {
-                pulls.poll();
-            } else if (budget > 0 && pulls.size() > 1) {
-                pulls.addLast(pulls.poll()); // round-robin: the next message's turn
+                pulls.remove(index);
             }
         }
         return started;
+    }
+
+    /**
+     * The message the next chunk goes to, with a budget: every {@link #OLDEST_EVERY}th the
+     * oldest, otherwise the one with the fewest bytes left to request (the oldest among equals).
+     *
+     * @param pulls the messages waiting, oldest first (not empty)
+     * @param chunksPosted the reads posted so far
+     */
+    static int nextIndex(List<InboundFrame> pulls, long chunksPosted) {
+        if (chunksPosted % OLDEST_EVERY == OLDEST_EVERY - 1) {
+            return 0;
+        }
+        int best = 0;
+        long fewest = pulls.get(0).length - pulls.get(0).requested;
+        for (int i = 1, n = pulls.size(); i < n; i++) {
+            InboundFrame m = pulls.get(i);
+            long left = m.length - m.requested;
+            if (left < fewest) {
+                best = i;
+                fewest = left;
+            }
+        }
+        return best;
     }
 
     /** A chunk of {@code message} arrived; once all have, the sender is released and the message delivered. */

@@ -47,14 +47,17 @@ public final class BatchPlan {
 
     // Working arrays, kept between batches.
     /**
-     * Open addressing, id to unique index + 1 (0 empty); the id itself is read from
+     * Open addressing, id to unique index (from 1; 0 empty); the id itself is read from
      * {@link #uniqueIds}, so the table is 4 bytes a slot (32 KiB for a 4,096-id batch: it stays
      * in L1 with the distinct ids). All zero between plans.
      */
     private int[] indexOf = NO_INTS;
-    private int[] entryOfUnique = NO_INTS;
+    /** Per caller position: its unique index (from 1). */
     private int[] uniqueOfPosition = NO_INTS;
+    // Per unique index (from 1; entry 0 is the dedupe's sentinel): the id, how many positions
+    // hold it (all zero between plans), its server, its row within its part, its part.
     private long[] uniqueIds = NO_LONGS;
+    private int[] repeats = NO_INTS;
     private int[] uniqueServer = NO_INTS;
     private int[] rowOfUnique = NO_INTS;
     private int[] partOfUnique = NO_INTS;
@@ -96,41 +99,50 @@ public final class BatchPlan {
         int serverCount = slots.serverCount();
         int capacity = Integer.highestOneBit(Math.max(4, count) * 2 - 1) << 1;
         reserve(count, capacity, serverCount);
-        // Dedupe: each distinct id gets the next unique index, in order of first appearance.
+        // Dedupe: each distinct id gets the next unique index (from 1), in order of first
+        // appearance. Branch-free but for the probe loop: uniqueIds[0] holds the id itself, so an
+        // empty entry (0) ends the probe like a match, and a new id takes index u + 1 by
+        // arithmetic. (Whether an id is new is random in a Zipf batch, about every other id: as a
+        // branch it was mispredicted that often.) The table's index is a multiplicative hash's
+        // top bits (one multiply); the id's full mix, for its server, is computed in a loop of its
+        // own over the distinct ids, below.
         int mask = capacity - 1;
+        int shift = 64 - Integer.numberOfTrailingZeros(capacity);
         int[] indexOf = this.indexOf;
         long[] uniqueIds = this.uniqueIds;
         int[] uniqueOfPosition = this.uniqueOfPosition;
-        int[] uniqueServer = this.uniqueServer;
-        int[] positionsOfServer = this.positionsOfServer;
-        Arrays.fill(positionsOfServer, 0, serverCount, 0);
-        int[] perServer = this.perServer;
-        Arrays.fill(perServer, 0, serverCount, 0);
+        int[] repeats = this.repeats;
         int u = 0;
-        // The table's index is a multiplicative hash's top bits (one multiply); the id's full mix,
-        // which places it in a slot, is computed for distinct ids only (2.2 ns per id less).
-        int shift = 64 - Integer.numberOfTrailingZeros(capacity);
         for (int i = 0; i < count; i++) {
             long id = ids[offset + i];
             int at = (int) ((id * FIBONACCI) >>> shift);
+            uniqueIds[0] = id;
             int value;
-            while ((value = indexOf[at]) != 0 && uniqueIds[value - 1] != id) {
+            while (uniqueIds[value = indexOf[at]] != id) {
                 at = (at + 1) & mask;
             }
-            if (value == 0) {
-                value = ++u;
-                indexOf[at] = value;
-                entryOfUnique[u - 1] = at;
-                uniqueIds[u - 1] = id;
-                int server = slots.serverOfSlot(Slots.slotOfHash(Slots.mix(id)));
-                uniqueServer[u - 1] = server;
-                perServer[server]++;
-            }
-            uniqueOfPosition[i] = value - 1;
-            positionsOfServer[uniqueServer[value - 1]]++;
+            int fresh = (value - 1) >>> 31; // 1 if the entry was empty
+            u += fresh;
+            value += fresh * u;
+            indexOf[at] = value;
+            uniqueIds[value] = id;
+            uniqueOfPosition[i] = value;
+            repeats[value]++;
         }
-        for (int k = 0; k < u; k++) {
-            indexOf[entryOfUnique[k]] = 0;
+        Arrays.fill(indexOf, 0, capacity, 0);
+        // Each distinct id's server (independent loads of the slot table), the distinct ids and
+        // the positions per server.
+        int[] uniqueServer = this.uniqueServer;
+        int[] perServer = this.perServer;
+        int[] positionsOfServer = this.positionsOfServer;
+        Arrays.fill(perServer, 0, serverCount, 0);
+        Arrays.fill(positionsOfServer, 0, serverCount, 0);
+        for (int k = 1; k <= u; k++) {
+            int server = slots.serverOfSlot(Slots.slotOfHash(Slots.mix(uniqueIds[k])));
+            uniqueServer[k] = server;
+            perServer[server]++;
+            positionsOfServer[server] += repeats[k];
+            repeats[k] = 0;
         }
         // Parts: the servers present, ascending.
         int parts = 0;
@@ -148,7 +160,7 @@ public final class BatchPlan {
         // The distinct ids by part; each id's row within its part.
         int[] cursor = this.cursor = ensure(this.cursor, parts + 1);
         System.arraycopy(partStart, 0, cursor, 0, parts);
-        for (int k = 0; k < u; k++) {
+        for (int k = 1; k <= u; k++) {
             int p = partOfServer[uniqueServer[k]];
             int at = cursor[p]++;
             partIds[at] = uniqueIds[k];
@@ -162,7 +174,7 @@ public final class BatchPlan {
             start[1] = count;
             for (int i = 0; i < count; i++) {
                 positions[i] = i;
-                rowInPart[i] = uniqueOfPosition[i];
+                rowInPart[i] = uniqueOfPosition[i] - 1;
             }
         } else {
             start[0] = 0;
@@ -188,12 +200,12 @@ public final class BatchPlan {
             indexOf = new int[capacity];
         }
         if (uniqueOfPosition.length < count) {
-            entryOfUnique = new int[count];
             uniqueOfPosition = new int[count];
-            uniqueIds = new long[count];
-            uniqueServer = new int[count];
-            rowOfUnique = new int[count];
-            partOfUnique = new int[count];
+            uniqueIds = new long[count + 1];
+            repeats = new int[count + 1];
+            uniqueServer = new int[count + 1];
+            rowOfUnique = new int[count + 1];
+            partOfUnique = new int[count + 1];
             partIds = new long[count];
             positions = new int[count];
             rowInPart = new int[count];

@@ -33,6 +33,14 @@ final class OptimizerKernel {
     private final double logB1;
     private final double logB2;
     private final long adamSaturated;
+    /**
+     * Adam's step count from which {@code b1^t < 2^-60}, so that {@code 1 - b1^t} is 1 exactly
+     * in double (the step size is then computed without it, the same bits).
+     */
+    private final long adamB1Negligible;
+    /** Adam's learning rate and epsilon in double, for the corrections past the table. */
+    private final double learningRate;
+    private final double epsilonD;
     /** Adam's step size and epsilon for step counts {@code [1, table.length / 2]}, interleaved. */
     private final float[] adamTable;
     private final float invAlpha;
@@ -80,6 +88,10 @@ final class OptimizerKernel {
         this.logB1 = Math.log(beta1);
         this.logB2 = Math.log(beta2);
         this.adamSaturated = (long) Math.ceil(Math.max(saturation(beta1), saturation(beta2)));
+        this.adamB1Negligible = beta1 <= 0 ? 0
+                : (long) Math.min(Long.MAX_VALUE / 2.0, Math.ceil(-60 * Math.log(2) / logB1) + 1);
+        this.learningRate = optimizer instanceof Optimizer.Adam o ? o.learningRate() : 0;
+        this.epsilonD = optimizer instanceof Optimizer.Adam o ? o.epsilon() : 0;
         int tabled = optimizer instanceof Optimizer.Adam ? (int) Math.min(ADAM_TABLE, adamSaturated) : 0;
         this.adamTable = new float[2 * tabled];
         for (int t = 1; t <= tabled; t++) {
@@ -169,8 +181,12 @@ final class OptimizerKernel {
                     scale = adamTable[(int) (2 * steps - 2)];
                     epsHat = adamTable[(int) (2 * steps - 1)];
                 } else if (steps < adamSaturated) {
-                    scale = adamScale(steps);
-                    epsHat = adamEpsilon(steps);
+                    // The bits of adamScale and adamEpsilon with one exp and one square root
+                    // (they were three and two, a third of an Adam push past the table).
+                    double rootC2 = Math.sqrt(1 - Math.exp(steps * logB2));
+                    double c1 = steps < adamB1Negligible ? 1 - Math.exp(steps * logB1) : 1;
+                    scale = (float) (learningRate * rootC2 / c1);
+                    epsHat = (float) (epsilonD * rootC2);
                 }
                 Kernels.adam(s, w, s0, s1, grads, g, dimension, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);
             }

@@ -46,6 +46,40 @@ class BatchPlanReuseTest {
         }
     }
 
+    /**
+     * Ids that share their entry in the plan's dedupe table (the last one, so that probes wrap
+     * around), the extreme ids (0, -1, the smallest and largest long; an empty entry must not be
+     * taken for id 0), each repeated in shuffled order: the same answers as the reference.
+     */
+    @Test
+    void collidingAndExtremeIdsAnswerLikeTheReference() {
+        int count = 4096;
+        int capacity = 2 * count; // the dedupe table of a 4,096-id batch
+        int shift = 64 - Integer.numberOfTrailingZeros(capacity);
+        List<Long> distinct = new ArrayList<>(List.of(0L, -1L, Long.MIN_VALUE, Long.MAX_VALUE));
+        for (long id = 1; distinct.size() < 64; id++) {
+            if ((int) ((id * 0x9E3779B97F4A7C15L) >>> shift) == capacity - 1) {
+                distinct.add(id);
+            }
+        }
+        SplittableRandom random = new SplittableRandom(10);
+        long[] ids = new long[count];
+        for (int i = 0; i < count; i++) {
+            ids[i] = distinct.get(random.nextInt(distinct.size()));
+        }
+        BatchPlan reused = new BatchPlan();
+        try (Arena arena = Arena.ofConfined()) {
+            for (int servers : new int[] {1, 2, 5}) {
+                SlotTable slots = SlotTable.balanced(servers);
+                reused.plan(ids, 0, count, slots);
+                check(reused, ids, 0, count, slots, arena, random);
+                assertEquals(distinct.size(), reused.uniqueCount());
+                reused.plan(ids, 1, 7, slots); // a small batch after a large one: the table was cleared
+                check(reused, ids, 1, 7, slots, arena, random);
+            }
+        }
+    }
+
     @Test
     void aBadRangeLeavesAnEmptyPlan() {
         BatchPlan plan = new BatchPlan().plan(new long[] {1, 2, 3}, 0, 3, SlotTable.balanced(2));

@@ -79,6 +79,59 @@ class KernelsTest {
         }
     }
 
+    /**
+     * Past its table of step sizes, an Adam step uses the bias corrections of the formula,
+     * {@code lr sqrt(1 - b2^t) / (1 - b1^t)} and {@code eps sqrt(1 - b2^t)} in double rounded to
+     * f32, bit for bit: with the usual betas (1 - b1^t is 1 there), b1 = 0, and a b1 so close to
+     * 1 that its correction still counts.
+     */
+    @Test
+    void adamStepsPastTheTableUseTheFormulasStepSizes() {
+        int dimension = 37;
+        SplittableRandom random = new SplittableRandom(4);
+        Optimizer.Adam[] rules = {(Optimizer.Adam) Optimizer.adam(0.001), new Optimizer.Adam(0.01, 0, 0.999, 1e-8),
+            new Optimizer.Adam(0.002, 0.999999, 0.9999, 1e-7)};
+        long[] steps = {4097, 4100, 5000, 10_000, 23_000, 60_000, 200_000, 1_000_000};
+        try (Arena arena = Arena.ofConfined()) {
+            long w = 0;
+            long stepsAt = 4L * dimension + 4; // 8-aligned
+            long s0 = stepsAt + 8;
+            long s1 = s0 + 4L * dimension;
+            long rowBytes = s1 + 4L * dimension;
+            MemorySegment row = arena.allocate(rowBytes, 8);
+            MemorySegment expected = arena.allocate(rowBytes, 8);
+            MemorySegment g = arena.allocate(4L * dimension, 8);
+            for (Optimizer.Adam rule : rules) {
+                OptimizerKernel kernel = new OptimizerKernel(rule, Initializer.zeros());
+                double saturated = Math.max(Math.log(1e-10) / Math.log(rule.beta1()),
+                        Math.log(1e-10) / Math.log(rule.beta2()));
+                for (long t : steps) {
+                    if (t >= saturated) {
+                        continue; // past saturation the plain rate and epsilon are used
+                    }
+                    for (int j = 0; j < dimension; j++) {
+                        row.set(RowLayout.FLOAT, w + 4L * j, (float) random.nextDouble(-2, 2));
+                        row.set(RowLayout.FLOAT, s0 + 4L * j, (float) random.nextDouble(-1, 1));
+                        row.set(RowLayout.FLOAT, s1 + 4L * j, (float) random.nextDouble(0, 1));
+                        g.set(RowLayout.FLOAT, 4L * j, (float) random.nextDouble(-1, 1));
+                    }
+                    row.set(RowLayout.LONG, stepsAt, t - 1);
+                    MemorySegment.copy(row, 0, expected, 0, rowBytes);
+                    expected.set(RowLayout.LONG, stepsAt, t);
+                    float scale = (float) (rule.learningRate() * Math.sqrt(1 - Math.exp(t * Math.log(rule.beta2())))
+                            / (1 - Math.exp(t * Math.log(rule.beta1()))));
+                    float epsHat = (float) (rule.epsilon() * Math.sqrt(1 - Math.exp(t * Math.log(rule.beta2()))));
+                    ScalarKernels.adam(expected, w, s0, s1, g, 0, dimension, (float) rule.beta1(),
+                            (float) (1 - rule.beta1()), (float) rule.beta2(), (float) (1 - rule.beta2()), scale,
+                            epsHat);
+                    kernel.step(row, w, stepsAt, s0, dimension, g, 0);
+                    assertArrayEquals(expected.toArray(ValueLayout.JAVA_BYTE), row.toArray(ValueLayout.JAVA_BYTE),
+                            rule + ", step " + t);
+                }
+            }
+        }
+    }
+
     @Test
     void sumsAreTheSameBitsOnEveryPathAndStartFromPositiveZero() {
         SplittableRandom random = new SplittableRandom(4);

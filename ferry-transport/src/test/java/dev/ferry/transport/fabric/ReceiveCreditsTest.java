@@ -32,6 +32,25 @@ class ReceiveCreditsTest {
         to.reposted();
     }
 
+    /**
+     * Credit-only frames where one is due, {@code b}'s first, until neither side has one to send
+     * or {@code max} went; how many went.
+     */
+    private static int settle(ReceiveCredits a, ReceiveCredits b, int max) {
+        int frames = 0;
+        while (frames < max) {
+            if (b.shouldReturn() && b.canSendControl()) {
+                returnCredits(b, a);
+            } else if (a.shouldReturn() && a.canSendControl()) {
+                returnCredits(a, b);
+            } else {
+                break;
+            }
+            frames++;
+        }
+        return frames;
+    }
+
     @Test
     void messagesStopAtTheReserveAndCreditFramesMayUseIt() {
         ReceiveCredits sender = new ReceiveCredits(8, 8);
@@ -126,18 +145,7 @@ class ReceiveCreditsTest {
         ReceiveCredits b = new ReceiveCredits(floor, floor);
         deliver(a, b, 1);
         assertTrue(b.shouldReturn(), "the peer is down to " + b.peerHeld() + " credits: its message goes back");
-        int frames = 0;
-        for (int turn = 0; turn < 100; turn++) {
-            if (b.shouldReturn() && b.canSendControl()) {
-                returnCredits(b, a);
-                frames++;
-            } else if (a.shouldReturn() && a.canSendControl()) {
-                returnCredits(a, b);
-                frames++;
-            } else {
-                break;
-            }
-        }
+        int frames = settle(a, b, 100);
         assertEquals(1, frames, "credit-only frames, one message in");
         assertEquals(floor, a.available(), "the sender has every credit back");
         assertEquals(1, a.owed(), "the credit-only frame's buffer waits for a frame to ride on");
@@ -169,15 +177,7 @@ class ReceiveCreditsTest {
         returnCredits(a, b);
         assertEquals(0, a.owed());
         assertTrue(b.shouldReturn(), "two owed, by credit-only frames alone: they go back");
-        int frames = 0;
-        while (frames < 100 && (a.shouldReturn() || b.shouldReturn())) {
-            if (b.shouldReturn()) {
-                returnCredits(b, a);
-            } else {
-                returnCredits(a, b);
-            }
-            frames++;
-        }
+        int frames = settle(a, b, 100);
         assertEquals(1, frames, "one frame back, and quiet");
         a.flush();
         b.flush();
@@ -195,13 +195,7 @@ class ReceiveCreditsTest {
             for (int m = 0; m < 1_000; m++) {
                 assertTrue(sender.canSendMessage(), "window " + window + ", message " + m + ": stalled");
                 deliver(sender, receiver, 1);
-                for (int turn = 0; turn < 4 && (receiver.shouldReturn() || sender.shouldReturn()); turn++) {
-                    if (receiver.shouldReturn()) {
-                        returnCredits(receiver, sender);
-                    } else {
-                        returnCredits(sender, receiver);
-                    }
-                }
+                settle(sender, receiver, 4);
             }
             assertTrue(receiver.available() > 0, "window " + window + ": the receiver can still return credits");
         }

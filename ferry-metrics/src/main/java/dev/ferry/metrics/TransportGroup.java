@@ -61,6 +61,8 @@ final class TransportGroup {
                 c -> c.creditsReclaimed());
         counter("ferry.transport.authentication.failures", null, "Peers refused: they could not prove the secret",
                 c -> c.authenticationFailures());
+        counter("ferry.transport.credit.frames.sent", null, "Frames sent only to return receive credits",
+                c -> c.creditFramesSent());
         Gauge.builder("ferry.transport.instances", transports, List::size).tags(tags)
                 .description("Transports of this provider and role in the process").register(registry);
     }
@@ -136,7 +138,7 @@ final class TransportGroup {
 
     private TransportCounters sumCounters() {
         int links = 0;
-        long[] v = new long[17];
+        long[] v = new long[18];
         for (Transport t : transports) {
             TransportCounters c = t.counters();
             links += c.linksOpen();
@@ -157,9 +159,10 @@ final class TransportGroup {
             v[14] += c.creditsGranted();
             v[15] += c.creditsReclaimed();
             v[16] += c.authenticationFailures();
+            v[17] += c.creditFramesSent();
         }
         return new TransportCounters(links, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
-                v[12], v[13], v[14], v[15], v[16]);
+                v[12], v[13], v[14], v[15], v[16], v[17]);
     }
 
     /** The sum of the allocators' statistics, or empty if no transport has one. */

@@ -150,6 +150,7 @@ class FerryMetricsTest {
                 assertEquals(0, Exposition.value(s, "ferry_transport_link_failures_total", tag, serverSide));
                 Exposition.value(s, "ferry_transport_credit_stalls_total", tag, serverSide);
                 Exposition.value(s, "ferry_transport_in_flight_bytes", tag, serverSide);
+                Exposition.value(s, "ferry_transport_credit_frames_sent_total", tag, serverSide);
                 if (!provider.equals("netty")) {
                     assertTrue(Exposition.value(s, "ferry_memory_registered_bytes", tag, serverSide) > 0);
                     assertTrue(Exposition.value(s, "ferry_memory_pool_quota_bytes", tag, serverSide,

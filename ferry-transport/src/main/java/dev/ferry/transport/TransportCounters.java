@@ -23,6 +23,8 @@ package dev.ferry.transport;
  *     receive queue shared by all peers
  * @param creditsReclaimed receive credits taken back from idle peers, to grant to busy ones
  * @param authenticationFailures peers refused because they could not prove the shared secret
+ * @param creditFramesSent frames sent only to return receive credits (no other frame to ride on);
+ *     a rate near the message rate on idle links means credits are being traded, not used
  */
 public record TransportCounters(
         int linksOpen,
@@ -42,5 +44,6 @@ public record TransportCounters(
         long linkFailures,
         long creditsGranted,
         long creditsReclaimed,
-        long authenticationFailures) {
+        long authenticationFailures,
+        long creditFramesSent) {
 }

@@ -430,7 +430,7 @@ final class NettyTransport implements Transport {
         return new TransportCounters(linksOpen.get(), sent, messagesReceived.sum(), bytesSent.sum(),
                 bytesReceived.sum(), sent, 0, credits, creditStalls.sum(), windowStalls.sum(), window.used(),
                 window.peak(), reposts.sum(), receiveBuffersHeld.get(), linkFailures.sum(), 0, 0,
-                authenticationFailures.sum());
+                authenticationFailures.sum(), 0);
     }
 
     @Override

@@ -291,7 +291,7 @@ final class FabricTransport implements Transport {
                 c.bytesSent.sum(), c.bytesReceived.sum(), c.eagerSent.sum(), c.rendezvousSent.sum(), available,
                 c.creditStalls.sum(), c.windowStalls.sum(), window.inFlight(), window.peak(), c.reposts.sum(),
                 c.held.get(), c.linkFailures.sum(), c.creditsGranted.sum(), c.creditsReclaimed.sum(),
-                control.authenticationFailures());
+                control.authenticationFailures(), c.creditFramesSent.sum());
     }
 
     /**

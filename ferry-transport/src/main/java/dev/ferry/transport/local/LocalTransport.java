@@ -433,7 +433,7 @@ final class LocalTransport implements Transport {
         return new TransportCounters(linksOpen.get(), sent, messagesReceived.sum(), bytesSent.sum(),
                 bytesReceived.sum(), sent - large, large, credits, creditStalls.sum(), windowStalls.sum(),
                 window.used(), window.peak(), reposts.sum(), receiveBuffersHeld.get(), linkFailures.sum(), 0, 0,
-                authenticationFailures.sum());
+                authenticationFailures.sum(), 0);
     }
 
     @Override

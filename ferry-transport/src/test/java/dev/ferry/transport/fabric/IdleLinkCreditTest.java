@@ -27,7 +27,7 @@ import dev.ferry.transport.TransportConfig;
 class IdleLinkCreditTest extends FabricTransportFixture {
 
     private static long creditFrames(Transport t) {
-        return ((FabricTransport) t).counters.creditFramesSent.sum();
+        return t.counters().creditFramesSent();
     }
 
     @ParameterizedTest

@@ -17,6 +17,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
+import dev.ferry.memory.PoolKind;
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
 import dev.ferry.transport.Transport;
@@ -101,6 +102,64 @@ class PullBudgetTest extends FabricTransportFixture {
         assertTrue(waitFor(() -> delivered.get() == 4, 60_000));
         // 1 MiB chunks, several at once: the budget is off.
         assertTrue(((FabricTransport) server).pulls.peakBytesInFlight() >= 2L << 20);
+    }
+
+    /**
+     * A sender closed while its large messages are being pulled under a budget: its pulls are
+     * dropped (the shortest-first choice must skip a failed peer's message, not stall on it), the
+     * other sender's messages all arrive whole and in order, and the rendezvous pool is empty again.
+     */
+    @Test
+    @Timeout(120)
+    void aSenderThatDiesMidPullDoesNotStallTheOthers() throws Exception {
+        long budget = 192 * 1024;
+        TransportConfig config = TransportConfig.defaults("tcp").withPools(32L << 20, 32L << 20, 64L << 20)
+                .withPullBudgetBytes(budget);
+        Map<String, int[]> next = new ConcurrentHashMap<>();
+        ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
+        AtomicInteger fromSurvivor = new AtomicInteger();
+        AtomicInteger fromDoomed = new AtomicInteger();
+        Transport[] clients = new Transport[2];
+        Transport server = open(config, (from, message) -> {
+            try {
+                if (from.address().equals(clients[1].localAddress())) {
+                    int[] seq = next.computeIfAbsent(from.address(), k -> new int[1]);
+                    String problem = check(message.segment(), from.address().hashCode(), 0, seq[0]++);
+                    if (problem != null) {
+                        errors.add(problem);
+                    }
+                    fromSurvivor.incrementAndGet();
+                } else {
+                    fromDoomed.incrementAndGet();
+                }
+            } finally {
+                message.release();
+            }
+        });
+        clients[0] = open(config, (from, message) -> message.release());
+        clients[1] = open(config, (from, message) -> message.release());
+        Peer doomed = clients[0].connect(server.localAddress());
+        Peer survivor = clients[1].connect(server.localAddress());
+        int doomedSent = 24;
+        for (int i = 0; i < doomedSent; i++) {
+            doomed.send(0, doomed.allocate(SIZE)); // outcomes do not matter: the sender dies
+        }
+        assertTrue(waitFor(() -> ((FabricTransport) server).pulls.peakBytesInFlight() > 0, 30_000), "nothing pulled");
+        clients[0].close();
+        List<CompletableFuture<Void>> futures = new ArrayList<>();
+        int seed = clients[1].localAddress().hashCode();
+        for (int i = 0; i < PER_SENDER; i++) {
+            OutboundMessage m = survivor.allocate(SIZE);
+            fill(m.segment(), seed, 0, i);
+            futures.add(survivor.send(0, m));
+        }
+        CompletableFuture.allOf(futures.toArray(CompletableFuture[]::new)).get(60, TimeUnit.SECONDS);
+        assertTrue(waitFor(() -> fromSurvivor.get() == PER_SENDER, 60_000), "delivered " + fromSurvivor.get());
+        assertTrue(errors.isEmpty(), String.join("\n", errors));
+        assertTrue(waitFor(() -> server.allocatorStats().orElseThrow().pool(PoolKind.RENDEZVOUS).buffersInUse() == 0,
+                30_000), "rendezvous buffers left: " + server.allocatorStats().orElseThrow().pool(PoolKind.RENDEZVOUS));
+        assertTrue(((FabricTransport) server).pulls.peakBytesInFlight() <= budget);
+        assertTrue(fromDoomed.get() < doomedSent, "the dead sender's messages all arrived: nothing died mid-pull");
     }
 
     private static long mix(long a, long b, long c) {

@@ -163,18 +163,6 @@ public final class RpcClient implements AutoCloseable {
         return fallback;
     }
 
-    /**
-     * Blocks until {@code done} (calls of this client, or a future that their completions
-     * complete) is done, at most {@code nanos}, through the primary transport's
-     * {@link Transport#awaitBlocking}: on shm the replies' arrival wakes this thread itself.
-     * Returns whether it is done; false at once with a fallback transport (calls that moved
-     * there complete off the primary's path), and where the transport cannot: then wait on the
-     * future as usual.
-     */
-    public boolean awaitReplies(java.util.concurrent.Future<?> done, long nanos) {
-        return fallback == null ? primary.awaitBlocking(done, nanos) : done.isDone();
-    }
-
     /** Sends every completed call to {@code observer} (latency metrics); {@link RpcObserver#NONE} stops. */
     public void observe(RpcObserver observer) {
         this.observer = java.util.Objects.requireNonNull(observer, "observer");

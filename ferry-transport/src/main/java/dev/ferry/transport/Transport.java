@@ -42,18 +42,6 @@ public interface Transport extends AutoCloseable {
         return done.isDone();
     }
 
-    /**
-     * Blocks the calling thread until {@code done} (replies whose arrival completes it) is done,
-     * at most {@code nanos}, letting the transport use the thread to wait for completions: a
-     * transport that can (shm, whose doorbell the reply's sender rings) puts the thread to sleep
-     * where the reply's arrival wakes it, instead of waking its own thread, which would then wake
-     * this one. Returns whether {@code done} is done; the default returns at once (the caller
-     * then waits as usual, on the future).
-     */
-    default boolean awaitBlocking(java.util.concurrent.Future<?> done, long nanos) {
-        return done.isDone();
-    }
-
     /** Closes every link and frees every buffer; messages not yet delivered fail their futures. */
     @Override
     void close();

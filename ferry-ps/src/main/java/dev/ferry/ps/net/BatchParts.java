@@ -36,11 +36,6 @@ final class BatchParts {
     private final RetryPolicy retry;
     private final AtomicLong pushSequence = new AtomicLong();
 
-    /** The RPC client the parts are called on. */
-    dev.ferry.rpc.RpcClient rpc() {
-        return calls.rpc();
-    }
-
     BatchParts(ClientCalls calls, RoutingFollower routing, RetryPolicy retry) {
         this.calls = calls;
         this.routing = routing;

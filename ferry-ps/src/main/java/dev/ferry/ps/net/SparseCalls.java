@@ -63,7 +63,9 @@ final class SparseCalls {
                 partCount = p;
             }
         }
-        awaitAll(started, partCount, batches.longestWaitMillis());
+        if (partCount > 1) {
+            awaitAll(started, partCount, batches.longestWaitMillis());
+        }
         for (int p = 0; p < partCount; p++) {
             BatchParts.Rows rows;
             try {
@@ -90,12 +92,10 @@ final class SparseCalls {
 
     /**
      * Waits until every started part has completed, however it did: the caller then wakes once
-     * per batch instead of once per part that was still out when it finished the one before,
-     * and where the transport can, the replies' arrival wakes it itself
-     * ({@link dev.ferry.rpc.RpcClient#awaitReplies}). Parts that must be split (null) are left
-     * to {@code awaitPull}.
+     * per batch instead of once per part that was still out when it finished the one before.
+     * Parts that must be split (null) are left to {@code awaitPull}.
      */
-    private void awaitAll(CompletableFuture<?>[] started, int count, long longestMillis) {
+    private static void awaitAll(CompletableFuture<?>[] started, int count, long longestMillis) {
         int n = 0;
         CompletableFuture<?>[] out = new CompletableFuture<?>[count];
         for (int p = 0; p < count; p++) {
@@ -103,17 +103,11 @@ final class SparseCalls {
                 out[n++] = started[p];
             }
         }
-        if (n == 0) {
+        if (n < 2) {
             return;
         }
-        CompletableFuture<?> all = n == 1 ? out[0] : CompletableFuture.allOf(n == count ? out : Arrays.copyOf(out, n));
-        long start = System.nanoTime();
-        long longest = TimeUnit.MILLISECONDS.toNanos(longestMillis);
-        if (batches.rpc().awaitReplies(all, longest) || n == 1) {
-            return; // done, or one part: awaitPull waits for it
-        }
         try {
-            all.get(Math.max(0, longest - (System.nanoTime() - start)), TimeUnit.NANOSECONDS);
+            CompletableFuture.allOf(n == count ? out : Arrays.copyOf(out, n)).get(longestMillis, TimeUnit.MILLISECONDS);
         } catch (ExecutionException | TimeoutException e) {
             // Each part's own outcome is read next (a call left pending fails there).
         } catch (InterruptedException e) {

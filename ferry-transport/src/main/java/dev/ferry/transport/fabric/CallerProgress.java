@@ -23,7 +23,7 @@ import dev.ferry.fabric.CompletionBatch;
  */
 final class CallerProgress {
 
-    static final int BATCH = 16;
+    private static final int BATCH = 16;
 
     private final FabricTransport transport;
     private final ProgressLoop loop;
@@ -37,16 +37,10 @@ final class CallerProgress {
     /** Completion-queue polls made by waiting callers; for tests and diagnostics. */
     final LongAdder callerPolls = new LongAdder();
 
-    /** Callers asleep on the shm doorbell, or null without one (then callers wait as usual). */
-    private final DoorbellWatch watch;
-
-    CallerProgress(FabricTransport transport, ProgressLoop loop, Doorbell doorbell) {
+    CallerProgress(FabricTransport transport, ProgressLoop loop) {
         this.transport = transport;
         this.loop = loop;
         this.token = loop.token();
-        this.watch = doorbell != null && loop.sleepsOnDoorbell() && enabled
-                && !"false".equals(System.getProperty("ferry.transport.callerWatch"))
-                ? new DoorbellWatch(transport, loop, this, doorbell) : null;
     }
 
     /**
@@ -130,7 +124,10 @@ final class CallerProgress {
                         if (transport.isClosed()) {
                             return done.isDone();
                         }
-                        pollHeld();
+                        callerPolls.increment();
+                        loop.poll(batch);
+                        transport.sends.pump();
+                        transport.pulls.pull();
                     } finally {
                         token.release();
                     }
@@ -149,37 +146,6 @@ final class CallerProgress {
         }
     }
 
-    /** One poll of the completion queue and what it makes due, by a holder of the token; the completions read. */
-    int pollHeld() {
-        assert token.heldByCurrentThread() && !loop.inProgressThread();
-        callerPolls.increment();
-        int n = loop.poll(batch);
-        transport.sends.pump();
-        transport.pulls.pull();
-        return n;
-    }
-
-    /**
-     * Blocks up to {@code nanos} until {@code done} is done, asleep on the shm doorbell so that
-     * the answer's ring wakes this thread ({@link DoorbellWatch}); true if done. False at once
-     * without a doorbell (the caller then waits as usual).
-     */
-    boolean awaitBlocking(Future<?> done, long nanos) {
-        return watch != null ? watch.await(done, nanos) : done.isDone();
-    }
-
-    /** After a dispatch, by the token's holder: wakes the callers asleep on the doorbell whose futures are done. */
-    void wakeOwners() {
-        if (watch != null) {
-            watch.wakeOwners();
-        }
-    }
-
-    /** The watch's counters (sleeps, owner wake-ups), zeros without one; for tests. */
-    long[] watchCounts() {
-        return watch == null ? new long[2] : new long[] {watch.sleeps.sum(), watch.ownerWakes.sum()};
-    }
-
     /**
      * Whether a caller polls for its reply now: the progress thread need not spin. (Between two
      * calls of one caller nobody polls; a progress thread that wakes from its nap just then
@@ -192,9 +158,6 @@ final class CallerProgress {
     /** Shutdown, by the progress thread, which keeps the token from now on. */
     void close() {
         assert token.heldByCurrentThread();
-        if (watch != null) {
-            watch.close(); // before the doorbell is unmapped
-        }
         batch.close();
     }
 }

@@ -42,35 +42,22 @@ final class Doorbell implements AutoCloseable {
     /** Marks doorbells whose owner holds an {@link OwnerLock} (a live owner, in any PID namespace). */
     static final String MARK = "user.ferry.doorbell";
     private static final long SYS_FUTEX = 202; // x86-64
-    private static final long FUTEX_WAIT_BITSET = 9;
-    private static final long FUTEX_WAKE_BITSET = 10;
-    /** The word's low bit: some thread of this side sleeps or is about to, so peers ring. */
-    private static final int ARMED = 1;
-    /** The rest of the word counts wake-ups, in steps of this. */
-    private static final int WAKE_COUNT = 2;
-    /** Where the bits of the callers asleep on the doorbell are, beside the word. */
-    private static final long CALLERS_AT = 4;
-    /** The progress thread's wake bit; callers have the bits below it ({@link DoorbellWatch}). */
-    static final int PROGRESS = 1 << 31;
-    /** In {@link #arm}'s answer: this call armed the word. */
-    static final long ARMED_HERE = 1L << 32;
-    /** Every bit: any sleeper. */
-    private static final int ANY = -1;
+    private static final long FUTEX_WAIT = 0;
+    private static final long FUTEX_WAKE = 1;
     private static final VarHandle WORD = JAVA_INT.varHandle();
     private static final MethodHandle SYSCALL = syscall();
 
     private final Path path;
     private final Arena arena;
     private final MemorySegment word;
-    /** One absolute timeout per sleeper bit (16 bytes each): each sleeper writes its own. */
-    private final MemorySegment timeouts;
+    private final MemorySegment timeout;
     private final OwnerLock lock;
 
     private Doorbell(Path path, Arena arena, MemorySegment word) {
         this.path = path;
         this.arena = arena;
         this.word = word;
-        this.timeouts = arena.allocate(16 * 32, 8);
+        this.timeout = arena.allocate(16, 8);
         this.lock = OwnerLock.hold(path, MARK);
     }
 
@@ -134,122 +121,43 @@ final class Doorbell implements AutoCloseable {
         return path.toString();
     }
 
-    /**
-     * Marks this side as about to sleep; the caller polls once more before it sleeps. Returns the
-     * word as it now is (the value to {@link #await}) in the low 32 bits, and {@link #ARMED_HERE}
-     * if this call armed it (it was not: whoever disarmed it polls no more, so this caller must).
-     * The word's low bit says "armed"; the rest counts wake-ups, so that a sleeper about to wait
-     * sees any wake-up since it read the word (the futex wait then returns at once).
-     */
-    long arm() {
-        int w;
-        boolean here = false;
-        do {
-            w = (int) WORD.getVolatile(word, 0L);
-        } while ((w & ARMED) == 0 && !(here = WORD.compareAndSet(word, 0L, w, w | ARMED)));
+    /** Marks this side as about to sleep; the caller polls once more before {@link #await}. */
+    void arm() {
+        WORD.setVolatile(word, 0L, 1);
         VarHandle.fullFence();
-        return (here ? ARMED_HERE : 0L) | ((w | ARMED) & 0xFFFF_FFFFL);
     }
 
-    /** Whether the word is armed: a peer that posts now rings. */
-    boolean armed() {
-        return ((int) WORD.getVolatile(word, 0L) & ARMED) != 0;
-    }
-
-    /** Marks this side awake again: peers no longer ring (the one who disarms polls before it sleeps). */
+    /** Marks this side awake again. */
     void disarm() {
-        int w;
-        do {
-            w = (int) WORD.getVolatile(word, 0L);
-        } while ((w & ARMED) != 0 && !WORD.compareAndSet(word, 0L, w, w & ~ARMED));
+        WORD.setVolatile(word, 0L, 0);
     }
 
-    /**
-     * Sleeps, as the waiter of {@code bits} ({@link #PROGRESS} or one caller's bit), until rung,
-     * woken by bit, or {@code nanos} pass; returns at once if the word is no longer
-     * {@code armedWord} (a wake-up since it was read).
-     */
-    void await(int armedWord, int bits, long nanos) {
-        int slot = Integer.numberOfTrailingZeros(bits);
-        long at = System.nanoTime() + nanos; // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time
-        timeouts.set(JAVA_LONG, slot * 16L, at / 1_000_000_000L);
-        timeouts.set(JAVA_LONG, slot * 16L + 8, at % 1_000_000_000L);
+    /** Sleeps until rung, or {@code nanos} pass, or a signal; returns at once if rung since {@link #arm}. */
+    void await(long nanos) {
+        timeout.set(JAVA_LONG, 0, nanos / 1_000_000_000L);
+        timeout.set(JAVA_LONG, 8, nanos % 1_000_000_000L);
         try {
-            long rc = (long) SYSCALL.invokeExact(SYS_FUTEX, word.address(), FUTEX_WAIT_BITSET,
-                    (long) armedWord, timeouts.address() + slot * 16L, 0L, (long) bits);
-            assert rc == 0 || rc == -1; // woken, or EAGAIN (rung since), ETIMEDOUT, EINTR
+            long rc = (long) SYSCALL.invokeExact(SYS_FUTEX, word.address(), FUTEX_WAIT, 1L, timeout.address(), 0L, 0L);
+            assert rc == 0 || rc == -1; // woken, or EAGAIN (already rung), ETIMEDOUT, EINTR
         } catch (Throwable t) {
             throw new IllegalStateException("futex wait failed", t);
         }
     }
 
-    /** Wakes this side's own progress thread (work handed over by an application thread). */
+    /** Wakes this side's own sleeper (work handed over by an application thread). */
     void ring() {
-        wake(PROGRESS);
+        ring(word);
     }
 
-    /**
-     * Wakes the sleepers of {@code bits}, whatever they wait for: counts a wake-up in the word
-     * (armed or not, as it was), so that one who is about to sleep does not, then wakes them.
-     */
-    void wake(int bits) {
-        int w;
-        do {
-            w = (int) WORD.getVolatile(word, 0L);
-        } while (!WORD.compareAndSet(word, 0L, w, w + WAKE_COUNT));
-        try {
-            long rc = (long) SYSCALL.invokeExact(SYS_FUTEX, word.address(), FUTEX_WAKE_BITSET, (long) Integer.MAX_VALUE,
-                    0L, 0L, (long) bits);
-            assert rc >= 0;
-        } catch (Throwable t) {
-            throw new IllegalStateException("futex wake failed", t);
-        }
-    }
-
-    /** Marks the caller of {@code bit} asleep on this doorbell: a peer's ring wakes callers first. */
-    void asleep(int bit) {
-        int m;
-        do {
-            m = (int) WORD.getVolatile(word, CALLERS_AT);
-        } while (!WORD.compareAndSet(word, CALLERS_AT, m, m | bit));
-    }
-
-    /** Marks the callers of {@code bits} awake; returns those of them that were marked asleep. */
-    int awake(int bits) {
-        int m;
-        do {
-            m = (int) WORD.getVolatile(word, CALLERS_AT);
-        } while ((m & bits) != 0 && !WORD.compareAndSet(word, CALLERS_AT, m, m & ~bits));
-        return m & bits;
-    }
-
-    /** The callers asleep on this doorbell, by bit. */
-    int sleepingCallers() {
-        return (int) WORD.getVolatile(word, CALLERS_AT);
-    }
-
-    /**
-     * Rings {@code word}: if it is armed, disarms it, counts a wake-up and wakes one sleeper: the
-     * longest-waiting caller where callers sleep on it (so that the answer's ring wakes a thread
-     * that waits for answers, not the progress thread, which would then wake that thread), else
-     * whoever sleeps. The one woken re-arms and polls before it sleeps again.
-     */
     private static void ring(MemorySegment word) {
         VarHandle.fullFence();
-        int w;
-        do {
-            w = (int) WORD.getVolatile(word, 0L);
-            if ((w & ARMED) == 0) {
-                return;
+        if ((int) WORD.getVolatile(word, 0L) != 0 && WORD.compareAndSet(word, 0L, 1, 0)) {
+            try {
+                long rc = (long) SYSCALL.invokeExact(SYS_FUTEX, word.address(), FUTEX_WAKE, 1L, 0L, 0L, 0L);
+                assert rc >= 0;
+            } catch (Throwable t) {
+                throw new IllegalStateException("futex wake failed", t);
             }
-        } while (!WORD.compareAndSet(word, 0L, w, (w + WAKE_COUNT) & ~ARMED));
-        int callers = (int) WORD.getVolatile(word, CALLERS_AT);
-        try {
-            long rc = (long) SYSCALL.invokeExact(SYS_FUTEX, word.address(), FUTEX_WAKE_BITSET, 1L, 0L, 0L,
-                    (long) (callers != 0 ? callers : ANY));
-            assert rc >= 0;
-        } catch (Throwable t) {
-            throw new IllegalStateException("futex wake failed", t);
         }
     }
 

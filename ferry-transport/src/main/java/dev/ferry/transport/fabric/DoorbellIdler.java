@@ -31,7 +31,7 @@ final class DoorbellIdler implements Idler {
 
     @Override
     public int sleep(CompletionBatch batch, boolean busy, long sliceNanos) {
-        int armed = (int) doorbell.arm();
+        doorbell.arm();
         try {
             if (transport.isClosed()) {
                 return 0;
@@ -47,7 +47,7 @@ final class DoorbellIdler implements Idler {
                         : CreditBalancer.REVIEW_NANOS;
                 loop.lend(); // a caller may post or poll meanwhile
                 try {
-                    doorbell.await(armed, Doorbell.PROGRESS, nanos);
+                    doorbell.await(nanos);
                 } finally {
                     loop.takeBack();
                 }

@@ -147,7 +147,7 @@ final class FabricTransport implements Transport {
         this.pulls = new RendezvousPuller(this);
         this.credits = new CreditBalancer(this);
         this.links = new LinkTable(this);
-        this.callers = new CallerProgress(this, loop, doorbell);
+        this.callers = new CallerProgress(this, loop);
         loop.start("ferry-progress-" + plane.port());
         plane.start();
     }
@@ -305,12 +305,6 @@ final class FabricTransport implements Transport {
         return callers.await(done, nanos);
     }
 
-    /** Sleeps on the shm doorbell so that the answer's ring wakes the waiting thread (CallerProgress). */
-    @Override
-    public boolean awaitBlocking(java.util.concurrent.Future<?> done, long nanos) {
-        return callers.awaitBlocking(done, nanos);
-    }
-
     /** Sends posted by their own thread, and completion-queue polls by waiting callers; for tests. */
     long[] callerCounts() {
         return new long[] {callers.directPosts.sum(), callers.callerPolls.sum()};
@@ -366,12 +360,12 @@ final class FabricTransport implements Transport {
         }
         loop.closeIdler(); // hand-overs from now on: ProgressProxy.failAfterShutdown
         rendezvousKeys.close();
-        callers.close(); // its sleepers gone before the doorbell is
         if (doorbell != null) {
             doorbell.close();
         }
         session.close();
         batch.close();
+        callers.close();
         ops.close();
         try {
             allocator.close();

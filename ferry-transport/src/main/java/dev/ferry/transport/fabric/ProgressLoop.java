@@ -300,16 +300,6 @@ final class ProgressLoop {
         }
     }
 
-    /** Whether this thread sleeps on the shm doorbell when idle (callers may sleep there too). */
-    boolean sleepsOnDoorbell() {
-        return idler instanceof DoorbellIdler;
-    }
-
-    /** Whether the progress thread sleeps, or is about to, on its wait object. */
-    boolean parked() {
-        return parked;
-    }
-
     /** Whether the progress thread has shut the transport down and stopped. */
     boolean finished() {
         return finished;
@@ -378,9 +368,6 @@ final class ProgressLoop {
                 case OperationTable.DEAD -> { }
                 default -> LOG.log(System.Logger.Level.WARNING, "completion for an idle context slot " + slot);
             }
-        }
-        if (n > 0) {
-            transport.callers.wakeOwners(); // callers asleep on the doorbell whose answers came
         }
         return n;
     }

@@ -33,9 +33,9 @@ class DoorbellTest {
                 java.util.concurrent.CountDownLatch armed = new java.util.concurrent.CountDownLatch(1);
                 Thread sleeper = Thread.ofPlatform().start(() -> {
                     long start = System.nanoTime();
-                    int word = (int) doorbell.arm();
+                    doorbell.arm();
                     armed.countDown();
-                    doorbell.await(word, Doorbell.PROGRESS, TimeUnit.SECONDS.toNanos(20));
+                    doorbell.await(TimeUnit.SECONDS.toNanos(20));
                     doorbell.disarm();
                     slept.complete(System.nanoTime() - start);
                 });
@@ -54,66 +54,12 @@ class DoorbellTest {
     @Test
     void aRingBeforeTheWaitIsNotLost() {
         try (Doorbell doorbell = create(); Doorbell.Remote remote = Doorbell.open(doorbell.path())) {
-            int word = (int) doorbell.arm();
+            doorbell.arm();
             remote.ring(); // between the sleeper's last poll and its wait
             long start = System.nanoTime();
-            doorbell.await(word, Doorbell.PROGRESS, TimeUnit.SECONDS.toNanos(20));
+            doorbell.await(TimeUnit.SECONDS.toNanos(20));
             doorbell.disarm();
             assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(10), "the ring was lost");
-        }
-    }
-
-    @Test
-    void aRingWakesASleepingCallerBeforeTheProgressThreadAndAWakeByBitOnlyItsOwner() throws Exception {
-        try (Doorbell doorbell = create(); Doorbell.Remote remote = Doorbell.open(doorbell.path())) {
-            assertTrue((doorbell.arm() & Doorbell.ARMED_HERE) != 0, "the first arm arms");
-            assertTrue((doorbell.arm() & Doorbell.ARMED_HERE) == 0, "an armed word is not armed again");
-            // Each sleeper sleeps again after any wake-up until it is let go: one woken by
-            // mistake sleeps on, and the one meant stays asleep, so its get() times out.
-            Sleeper progress = new Sleeper(doorbell, Doorbell.PROGRESS);
-            Thread.sleep(20); // the progress thread sleeps first: without the callers' bits a ring would wake it
-            Sleeper first = new Sleeper(doorbell, 1);
-            Sleeper second = new Sleeper(doorbell, 2);
-            Thread.sleep(20);
-            second.go = true;
-            doorbell.wake(2); // the second caller's answer came
-            second.done.get(10, TimeUnit.SECONDS);
-            assertFalse(first.done.isDone() || progress.done.isDone(), "a wake by bit wakes its owner only");
-            assertTrue(doorbell.armed(), "a wake by bit leaves the word armed");
-            first.go = true;
-            remote.ring();
-            first.done.get(10, TimeUnit.SECONDS);
-            assertFalse(progress.done.isDone());
-            assertFalse(doorbell.armed(), "a ring disarms");
-            assertTrue((doorbell.arm() & Doorbell.ARMED_HERE) != 0, "the one woken arms again");
-            progress.go = true;
-            remote.ring(); // no caller asleep: the progress thread
-            progress.done.get(10, TimeUnit.SECONDS);
-        }
-    }
-
-    /** A thread asleep on the doorbell as the waiter of a bit (a caller's, or the progress thread's) until let go. */
-    private static final class Sleeper {
-
-        final CompletableFuture<Void> done = new CompletableFuture<>();
-        volatile boolean go;
-
-        Sleeper(Doorbell doorbell, int bit) {
-            Thread.ofPlatform().daemon().start(() -> {
-                while (!go) {
-                    int word = (int) doorbell.arm();
-                    if (bit != Doorbell.PROGRESS) {
-                        doorbell.asleep(bit);
-                    }
-                    if (!go) {
-                        doorbell.await(word, bit, TimeUnit.SECONDS.toNanos(20));
-                    }
-                    if (bit != Doorbell.PROGRESS) {
-                        doorbell.awake(bit);
-                    }
-                }
-                done.complete(null);
-            });
         }
     }
 

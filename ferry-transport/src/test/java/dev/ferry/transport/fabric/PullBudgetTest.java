@@ -39,8 +39,7 @@ class PullBudgetTest extends FabricTransportFixture {
     @Timeout(120)
     void pullsStayWithinTheBudgetAndEveryMessageArrivesInOrder() throws Exception {
         long budget = 192 * 1024;
-        TransportConfig config = TransportConfig.defaults("tcp").withPools(32L << 20, 32L << 20, 64L << 20)
-                .withPullBudgetBytes(budget);
+        TransportConfig config = paced(budget);
         Map<String, int[]> next = new ConcurrentHashMap<>();
         ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
         AtomicInteger delivered = new AtomicInteger();
@@ -91,8 +90,7 @@ class PullBudgetTest extends FabricTransportFixture {
     @Timeout(120)
     void aMessageAloneOnTheWireIsPulledInTwoReads() throws Exception {
         long budget = 192 * 1024;
-        TransportConfig config = TransportConfig.defaults("tcp").withPools(32L << 20, 32L << 20, 64L << 20)
-                .withPullBudgetBytes(budget);
+        TransportConfig config = paced(budget);
         List<String> errors = new ArrayList<>();
         AtomicInteger delivered = new AtomicInteger();
         Transport server = open(config, (from, message) -> {
@@ -156,8 +154,7 @@ class PullBudgetTest extends FabricTransportFixture {
     @Timeout(120)
     void aSenderThatDiesMidPullDoesNotStallTheOthers() throws Exception {
         long budget = 192 * 1024;
-        TransportConfig config = TransportConfig.defaults("tcp").withPools(32L << 20, 32L << 20, 64L << 20)
-                .withPullBudgetBytes(budget);
+        TransportConfig config = paced(budget);
         Map<String, int[]> next = new ConcurrentHashMap<>();
         ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
         AtomicInteger fromSurvivor = new AtomicInteger();
@@ -209,6 +206,11 @@ class PullBudgetTest extends FabricTransportFixture {
         long z = a * 0x9E3779B97F4A7C15L + b * 0xC2B2AE3D27D4EB4FL + c * 0x165667B19E3779F9L;
         z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
         return z ^ (z >>> 31);
+    }
+
+    /** tcp with pools for a few dozen 1 MiB messages and a pull budget of {@code budget} bytes. */
+    private static TransportConfig paced(long budget) {
+        return TransportConfig.defaults("tcp").withPools(32L << 20, 32L << 20, 64L << 20).withPullBudgetBytes(budget);
     }
 
     private static void fill(MemorySegment segment, int seed, int stream, int seq) {

@@ -124,37 +124,7 @@ final class ProgressLoop {
         token.acquire();
         try {
             while (!transport.isClosed()) {
-                int work = drainCommands();
-                work += poll(batch);
-                loops++;
-                boolean timer = false;
-                if ((loops & 63) == 0 || idle > 0) {
-                    long now = System.nanoTime();
-                    if (now - lastReview >= CreditBalancer.REVIEW_NANOS) {
-                        timer = true;
-                        lastReview = now;
-                        work += transport.credits.review(now);
-                        pressure.sample();
-                    }
-                }
-                if (connected && (transport.links.connecting() || timer)) {
-                    transport.links.pollEvents();
-                }
-                if (timer && transport.ops.hasQuarantined()) {
-                    transport.ops.releaseQuarantined(System.nanoTime());
-                }
-                work += transport.sends.pump();
-                work += transport.pulls.pull();
-                if (work > 0) {
-                    long now = System.nanoTime();
-                    if (idle > 0) {
-                        idleGap += (Math.min(now - lastWork, MAX_GAP_SAMPLE_NANOS) - idleGap) >> 3;
-                    }
-                    idle = 0;
-                    lastWork = now;
-                } else {
-                    idle = idle(idle, batch);
-                }
+                idle = turn(batch, idle);
             }
         } catch (Throwable t) {
             LOG.log(System.Logger.Level.ERROR, "progress thread failed; the transport stops", t);
@@ -171,6 +141,47 @@ final class ProgressLoop {
                 transport.proxy.failAfterShutdown(); // what came in between the last drain and the flag
             }
         }
+    }
+
+    /**
+     * One turn of the duty cycle: hand-overs, completions, timers, sends, pulls, and the idle
+     * strategy when there was nothing to do; the idle count after it. A method of its own so that
+     * the JIT compiles it by its invocations: the loop around it runs for the transport's life and
+     * a progress thread that mostly sleeps would otherwise run this body interpreted for minutes
+     * (on-stack replacement waits for tens of thousands of back-edges).
+     */
+    private int turn(CompletionBatch batch, int idle) {
+        assert holdsFabric();
+        int work = drainCommands();
+        work += poll(batch);
+        loops++;
+        boolean timer = false;
+        if ((loops & 63) == 0 || idle > 0) {
+            long now = System.nanoTime();
+            if (now - lastReview >= CreditBalancer.REVIEW_NANOS) {
+                timer = true;
+                lastReview = now;
+                work += transport.credits.review(now);
+                pressure.sample();
+            }
+        }
+        if (connected && (transport.links.connecting() || timer)) {
+            transport.links.pollEvents();
+        }
+        if (timer && transport.ops.hasQuarantined()) {
+            transport.ops.releaseQuarantined(System.nanoTime());
+        }
+        work += transport.sends.pump();
+        work += transport.pulls.pull();
+        if (work == 0) {
+            return idle(idle, batch);
+        }
+        long now = System.nanoTime();
+        if (idle > 0) {
+            idleGap += (Math.min(now - lastWork, MAX_GAP_SAMPLE_NANOS) - idleGap) >> 3;
+        }
+        lastWork = now;
+        return 0;
     }
 
     /** Takes what other threads handed over: the token's holder. */

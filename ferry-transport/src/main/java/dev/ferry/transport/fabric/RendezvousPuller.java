@@ -17,11 +17,16 @@ import dev.ferry.transport.events.TransportEvents;
  * in its stream's order, behind nothing and before what arrived after it. The rendezvous pool
  * paces this receiver's incast: where it has no room, pulls wait. With a pull budget
  * ({@link TransportConfig#pullBudgetBytes()}) the receiver also schedules the bytes on the wire:
- * its reads in flight never exceed the budget (one read always may), a read is at most half the
- * budget, and the chunks go to the message with the fewest bytes left to pull (the oldest among
- * equals), so messages finish one after another instead of all at the end (Homa's SRPT grants);
- * one chunk in {@link #OLDEST_EVERY} goes to the oldest message waiting, so none starves behind a
- * stream of shorter ones. Progress thread only.
+ * while reads of more than one message are in flight they never exceed the budget (one read
+ * always may) and a read is at most half the budget; the chunks go to the message with the fewest
+ * bytes left to pull (the oldest among equals), so messages finish one after another instead of
+ * all at the end (Homa's SRPT grants); one chunk in {@link #OLDEST_EVERY} goes to the oldest
+ * message waiting, so none starves behind a stream of shorter ones. A message alone on the wire
+ * is pulled in reads of {@code rendezvousChunkBytes} and a last read of half the budget: one
+ * sender's bytes arrive no faster than its own link, so they do not queue at a receiver's port of
+ * the same rate, and its progress thread is woken once per read, not once per budget's worth;
+ * the next message's reads start once the last read is all that is left in flight. Progress
+ * thread only.
  */
 final class RendezvousPuller {
 
@@ -46,6 +51,10 @@ final class RendezvousPuller {
     private long bytesInFlight;
     /** The most bytes of reads in flight at once; written by the progress thread, read by tests. */
     private volatile long peakBytesInFlight;
+    /** The same, counted only while reads of more than one message were in flight. */
+    private volatile long peakSharedBytesInFlight;
+    /** Reads posted since the transport started; written by the progress thread, read by tests. */
+    private volatile long readsPosted;
 
     RendezvousPuller(FabricTransport transport) {
         this.transport = transport;
@@ -65,6 +74,16 @@ final class RendezvousPuller {
     /** The most bytes of reads this receiver had in flight at once. */
     long peakBytesInFlight() {
         return peakBytesInFlight;
+    }
+
+    /** With a budget: the most bytes of reads in flight at once while more than one message had some. */
+    long peakSharedBytesInFlight() {
+        return peakSharedBytesInFlight;
+    }
+
+    /** The reads this receiver has posted. */
+    long readsPosted() {
+        return readsPosted;
     }
 
     /** Whether reads are in flight or waiting: a completion is due without any peer's doing. */
@@ -92,9 +111,17 @@ final class RendezvousPuller {
                 message.target = target;
                 message.view = target.segment().asSlice(0, message.length);
             }
-            long chunk = Math.min(chunkBytes, message.length - message.requested);
-            if (budget > 0 && readsInFlight > 0 && bytesInFlight + chunk > budget) {
-                break; // the budget is on the wire: the next read goes when one completes
+            long left = message.length - message.requested;
+            // Alone on the wire: every read in flight, if any, is this message's.
+            boolean alone = budget > 0 && bytesInFlight == message.requested - message.pulled;
+            long chunk;
+            if (alone) {
+                chunk = left > chunkBytes ? Math.min(config.rendezvousChunkBytes(), left - chunkBytes) : left;
+            } else {
+                chunk = Math.min(chunkBytes, left);
+                if (budget > 0 && readsInFlight > 0 && bytesInFlight + chunk > budget) {
+                    break; // the budget is on the wire: the next read goes when one completes
+                }
             }
             int slot = ops.take();
             if (slot < 0) {
@@ -111,8 +138,12 @@ final class RendezvousPuller {
             readsInFlight++;
             bytesInFlight += chunk;
             chunksPosted++;
+            readsPosted = chunksPosted;
             if (bytesInFlight > peakBytesInFlight) {
                 peakBytesInFlight = bytesInFlight;
+            }
+            if (!alone && budget > 0 && bytesInFlight > peakSharedBytesInFlight) {
+                peakSharedBytesInFlight = bytesInFlight;
             }
             started++;
             if (link.peer.doorbell != null) {

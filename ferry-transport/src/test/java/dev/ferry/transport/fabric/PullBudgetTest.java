@@ -25,8 +25,9 @@ import dev.ferry.transport.TransportConfig;
 
 /**
  * Receiver-driven pacing: with a pull budget, a receiver that many senders push large messages to
- * at once never has more bytes of reads in flight than the budget, and every message still
- * arrives whole, in its stream's order, from every sender.
+ * at once never has more bytes of reads in flight than the budget while more than one message has
+ * reads in flight, a message alone on the wire is pulled in few large reads, and every message
+ * still arrives whole, in its stream's order, from every sender.
  */
 class PullBudgetTest extends FabricTransportFixture {
 
@@ -38,8 +39,7 @@ class PullBudgetTest extends FabricTransportFixture {
     @Timeout(120)
     void pullsStayWithinTheBudgetAndEveryMessageArrivesInOrder() throws Exception {
         long budget = 192 * 1024;
-        TransportConfig config = TransportConfig.defaults("tcp").withPools(32L << 20, 32L << 20, 64L << 20)
-                .withPullBudgetBytes(budget);
+        TransportConfig config = paced(budget);
         Map<String, int[]> next = new ConcurrentHashMap<>();
         ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
         AtomicInteger delivered = new AtomicInteger();
@@ -77,9 +77,50 @@ class PullBudgetTest extends FabricTransportFixture {
         assertTrue(waitFor(() -> delivered.get() == SENDERS * PER_SENDER, 60_000), "delivered " + delivered.get());
         assertTrue(errors.isEmpty(), String.join("\n", errors));
         assertEquals(SENDERS * 2, next.size());
-        long peak = ((FabricTransport) server).pulls.peakBytesInFlight();
-        assertTrue(peak > 0 && peak <= budget, "reads in flight peaked at " + peak + " bytes, budget " + budget);
+        RendezvousPuller pulls = ((FabricTransport) server).pulls;
+        long shared = pulls.peakSharedBytesInFlight();
+        assertTrue(shared > 0 && shared <= budget, "reads of several messages in flight peaked at " + shared
+                + " bytes, budget " + budget);
+        long peak = pulls.peakBytesInFlight();
+        assertTrue(peak <= SIZE, "reads in flight peaked at " + peak + " bytes, more than one message");
         assertEquals(SENDERS * PER_SENDER, server.counters().messagesReceived());
+    }
+
+    @Test
+    @Timeout(120)
+    void aMessageAloneOnTheWireIsPulledInTwoReads() throws Exception {
+        long budget = 192 * 1024;
+        TransportConfig config = paced(budget);
+        List<String> errors = new ArrayList<>();
+        AtomicInteger delivered = new AtomicInteger();
+        Transport server = open(config, (from, message) -> {
+            try {
+                String problem = check(message.segment(), 7, message.stream(), delivered.get());
+                if (problem != null) {
+                    synchronized (errors) {
+                        errors.add(problem);
+                    }
+                }
+            } finally {
+                message.release();
+                delivered.incrementAndGet();
+            }
+        });
+        Transport client = open(config, (from, message) -> message.release());
+        Peer peer = client.connect(server.localAddress());
+        RendezvousPuller pulls = ((FabricTransport) server).pulls;
+        for (int i = 0; i < 3; i++) {
+            OutboundMessage m = peer.allocate(SIZE);
+            fill(m.segment(), 7, 0, i);
+            peer.send(0, m).get(30, TimeUnit.SECONDS);
+            int expected = i + 1;
+            assertTrue(waitFor(() -> delivered.get() == expected, 30_000), "delivered " + delivered.get());
+            // All but the last half-budget in one read, then that last part: two reads per message.
+            assertEquals(2L * expected, pulls.readsPosted());
+        }
+        assertTrue(errors.isEmpty(), String.join("\n", errors));
+        assertEquals(SIZE, pulls.peakBytesInFlight());
+        assertEquals(0, pulls.peakSharedBytesInFlight());
     }
 
     @Test
@@ -113,8 +154,7 @@ class PullBudgetTest extends FabricTransportFixture {
     @Timeout(120)
     void aSenderThatDiesMidPullDoesNotStallTheOthers() throws Exception {
         long budget = 192 * 1024;
-        TransportConfig config = TransportConfig.defaults("tcp").withPools(32L << 20, 32L << 20, 64L << 20)
-                .withPullBudgetBytes(budget);
+        TransportConfig config = paced(budget);
         Map<String, int[]> next = new ConcurrentHashMap<>();
         ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
         AtomicInteger fromSurvivor = new AtomicInteger();
@@ -158,7 +198,7 @@ class PullBudgetTest extends FabricTransportFixture {
         assertTrue(errors.isEmpty(), String.join("\n", errors));
         assertTrue(waitFor(() -> server.allocatorStats().orElseThrow().pool(PoolKind.RENDEZVOUS).buffersInUse() == 0,
                 30_000), "rendezvous buffers left: " + server.allocatorStats().orElseThrow().pool(PoolKind.RENDEZVOUS));
-        assertTrue(((FabricTransport) server).pulls.peakBytesInFlight() <= budget);
+        assertTrue(((FabricTransport) server).pulls.peakSharedBytesInFlight() <= budget);
         assertTrue(fromDoomed.get() < doomedSent, "the dead sender's messages all arrived: nothing died mid-pull");
     }
 
@@ -166,6 +206,11 @@ class PullBudgetTest extends FabricTransportFixture {
         long z = a * 0x9E3779B97F4A7C15L + b * 0xC2B2AE3D27D4EB4FL + c * 0x165667B19E3779F9L;
         z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
         return z ^ (z >>> 31);
+    }
+
+    /** tcp with pools for a few dozen 1 MiB messages and a pull budget of {@code budget} bytes. */
+    private static TransportConfig paced(long budget) {
+        return TransportConfig.defaults("tcp").withPools(32L << 20, 32L << 20, 64L << 20).withPullBudgetBytes(budget);
     }
 
     private static void fill(MemorySegment segment, int seed, int stream, int seq) {

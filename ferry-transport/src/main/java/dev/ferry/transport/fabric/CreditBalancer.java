@@ -20,8 +20,12 @@ final class CreditBalancer {
     static final int CREDIT_FLOOR = ReceiveCredits.RESERVE + 2;
     /** How often grants are reviewed (and owed credits flushed). */
     static final long REVIEW_NANOS = 10_000_000L;
-    /** A link with no frame for this long gives its credits above the floor back. */
-    private static final long IDLE_LINK_NANOS = 100_000_000L;
+    /**
+     * A link with no frame for this long gives its credits above the floor back. Longer than a
+     * training step: a worker's link that is quiet between steps (100-150 ms at 16 pushers) keeps
+     * its grant instead of giving it back and asking for it again every step.
+     */
+    private static final long IDLE_LINK_NANOS = 1_000_000_000L;
     /** A link with a frame this recent may be granted more, up to receiveBuffersPerLink. */
     private static final long ACTIVE_LINK_NANOS = 20_000_000L;
 

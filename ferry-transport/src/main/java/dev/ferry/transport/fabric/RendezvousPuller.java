@@ -42,8 +42,8 @@ final class RendezvousPuller {
 
     /** Messages with chunks still to request, in arrival order. */
     private final ArrayList<InboundFrame> pulls = new ArrayList<>();
-    /** Reads posted since the transport started (the turn of the oldest message). */
-    private long chunksPosted;
+    /** Reads posted since the transport started (the turn of the oldest message); read by tests. */
+    private volatile long chunksPosted;
     private int readsInFlight;
     /** 0: no budget. */
     private final long budget;
@@ -53,8 +53,6 @@ final class RendezvousPuller {
     private volatile long peakBytesInFlight;
     /** The same, counted only while reads of more than one message were in flight. */
     private volatile long peakSharedBytesInFlight;
-    /** Reads posted since the transport started; written by the progress thread, read by tests. */
-    private volatile long readsPosted;
 
     RendezvousPuller(FabricTransport transport) {
         this.transport = transport;
@@ -83,7 +81,7 @@ final class RendezvousPuller {
 
     /** The reads this receiver has posted. */
     long readsPosted() {
-        return readsPosted;
+        return chunksPosted;
     }
 
     /** Whether reads are in flight or waiting: a completion is due without any peer's doing. */
@@ -138,7 +136,6 @@ final class RendezvousPuller {
             readsInFlight++;
             bytesInFlight += chunk;
             chunksPosted++;
-            readsPosted = chunksPosted;
             if (bytesInFlight > peakBytesInFlight) {
                 peakBytesInFlight = bytesInFlight;
             }

@@ -29,6 +29,7 @@ import org.openjdk.jmh.annotations.Warmup;
  *       response buffer, the scatter into the caller's rows. Mean time per fetch.
  *   <li>{@code push4096}: a batch of 4,096 ids: plan, and per part the ids and the summed gradients
  *       written to a request buffer, the ids read back, the apply. Time per push.
+ *   <li>{@code push4096Client}: the same without the apply (the client's share).
  * </ul>
  */
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
@@ -36,8 +37,8 @@ import org.openjdk.jmh.annotations.Warmup;
 @Measurement(iterations = 5, time = 2)
 public class InProcessBenchmark extends KernelBenchmark {
 
-    private static final int MAX_BATCH = 4096;
-    private static final int BATCHES = 1024;
+    static final int MAX_BATCH = 4096;
+    static final int BATCHES = 1024;
     private static final int PUSHES = 64;
 
     /** Ids in the table (over both servers). */
@@ -125,6 +126,20 @@ public class InProcessBenchmark extends KernelBenchmark {
             plan.sumGradients(p, gradients, Workload.DIMENSION, body);
             MemorySegment.copy(request, Rows.LONG, 0, serverIds, 0, n);
             servers[plan.server(p)].push("t", Workload.DIMENSION, serverIds, 0, n, body);
+        }
+    }
+
+    /** The client's share of {@link #push4096}: the plan, and per part the ids and the summed gradients written. */
+    @Benchmark
+    public void push4096Client() {
+        long[] ids = pushes[nextPush++ & (PUSHES - 1)];
+        plan.plan(ids, 0, ids.length, slots);
+        for (int p = 0; p < plan.parts(); p++) {
+            int n = plan.partSize(p);
+            MemorySegment request = requests[p];
+            plan.writeIds(p, request);
+            long rows = (long) n * Workload.DIMENSION * Float.BYTES;
+            plan.sumGradients(p, gradients, Workload.DIMENSION, request.asSlice((long) n * Long.BYTES, rows));
         }
     }
 }

@@ -56,6 +56,8 @@ public class InProcessBenchmark extends KernelBenchmark {
     private MemorySegment caller;
     private MemorySegment gradients;
     private long[] serverIds;
+    /** Per push batch and part: the request's gradient rows (a view made up front, so the push allocates nothing). */
+    private MemorySegment[][] pushBodies;
     private int nextFetch;
     private int nextPush;
 
@@ -87,6 +89,15 @@ public class InProcessBenchmark extends KernelBenchmark {
         gradients = arena.allocate(rowsBytes, 64);
         Workload.fillGradients(gradients, 10);
         serverIds = new long[MAX_BATCH];
+        pushBodies = new MemorySegment[PUSHES][];
+        for (int b = 0; b < PUSHES; b++) {
+            plan.plan(pushes[b], 0, MAX_BATCH, slots);
+            pushBodies[b] = new MemorySegment[plan.parts()];
+            for (int p = 0; p < plan.parts(); p++) {
+                long n = plan.partSize(p);
+                pushBodies[b][p] = requests[p].asSlice(n * Long.BYTES, n * Workload.DIMENSION * Float.BYTES);
+            }
+        }
     }
 
     /** Frees the servers. */
@@ -115,14 +126,14 @@ public class InProcessBenchmark extends KernelBenchmark {
     /** One push of 4,096 ids. */
     @Benchmark
     public void push4096() {
-        long[] ids = pushes[nextPush++ & (PUSHES - 1)];
+        int b = nextPush++ & (PUSHES - 1);
+        long[] ids = pushes[b];
         plan.plan(ids, 0, ids.length, slots);
         for (int p = 0; p < plan.parts(); p++) {
             int n = plan.partSize(p);
             MemorySegment request = requests[p];
             plan.writeIds(p, request);
-            long rows = (long) n * Workload.DIMENSION * Float.BYTES;
-            MemorySegment body = request.asSlice((long) n * Long.BYTES, rows);
+            MemorySegment body = pushBodies[b][p];
             plan.sumGradients(p, gradients, Workload.DIMENSION, body);
             MemorySegment.copy(request, Rows.LONG, 0, serverIds, 0, n);
             servers[plan.server(p)].push("t", Workload.DIMENSION, serverIds, 0, n, body);
@@ -132,14 +143,12 @@ public class InProcessBenchmark extends KernelBenchmark {
     /** The client's share of {@link #push4096}: the plan, and per part the ids and the summed gradients written. */
     @Benchmark
     public void push4096Client() {
-        long[] ids = pushes[nextPush++ & (PUSHES - 1)];
+        int b = nextPush++ & (PUSHES - 1);
+        long[] ids = pushes[b];
         plan.plan(ids, 0, ids.length, slots);
         for (int p = 0; p < plan.parts(); p++) {
-            int n = plan.partSize(p);
-            MemorySegment request = requests[p];
-            plan.writeIds(p, request);
-            long rows = (long) n * Workload.DIMENSION * Float.BYTES;
-            plan.sumGradients(p, gradients, Workload.DIMENSION, request.asSlice((long) n * Long.BYTES, rows));
+            plan.writeIds(p, requests[p]);
+            plan.sumGradients(p, gradients, Workload.DIMENSION, pushBodies[b][p]);
         }
     }
 }

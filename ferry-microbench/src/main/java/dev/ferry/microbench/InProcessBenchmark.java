@@ -29,6 +29,7 @@ import org.openjdk.jmh.annotations.Warmup;
  *       response buffer, the scatter into the caller's rows. Mean time per fetch.
  *   <li>{@code push4096}: a batch of 4,096 ids: plan, and per part the ids and the summed gradients
  *       written to a request buffer, the ids read back, the apply. Time per push.
+ *   <li>{@code push4096Client}: the same without the apply (the client's share).
  * </ul>
  */
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
@@ -36,8 +37,8 @@ import org.openjdk.jmh.annotations.Warmup;
 @Measurement(iterations = 5, time = 2)
 public class InProcessBenchmark extends KernelBenchmark {
 
-    private static final int MAX_BATCH = 4096;
-    private static final int BATCHES = 1024;
+    static final int MAX_BATCH = 4096;
+    static final int BATCHES = 1024;
     private static final int PUSHES = 64;
 
     /** Ids in the table (over both servers). */
@@ -55,6 +56,8 @@ public class InProcessBenchmark extends KernelBenchmark {
     private MemorySegment caller;
     private MemorySegment gradients;
     private long[] serverIds;
+    /** Per push batch and part: the request's gradient rows (a view made up front, so the push allocates nothing). */
+    private MemorySegment[][] pushBodies;
     private int nextFetch;
     private int nextPush;
 
@@ -86,6 +89,15 @@ public class InProcessBenchmark extends KernelBenchmark {
         gradients = arena.allocate(rowsBytes, 64);
         Workload.fillGradients(gradients, 10);
         serverIds = new long[MAX_BATCH];
+        pushBodies = new MemorySegment[PUSHES][];
+        for (int b = 0; b < PUSHES; b++) {
+            plan.plan(pushes[b], 0, MAX_BATCH, slots);
+            pushBodies[b] = new MemorySegment[plan.parts()];
+            for (int p = 0; p < plan.parts(); p++) {
+                long n = plan.partSize(p);
+                pushBodies[b][p] = requests[p].asSlice(n * Long.BYTES, n * Workload.DIMENSION * Float.BYTES);
+            }
+        }
     }
 
     /** Frees the servers. */
@@ -114,17 +126,29 @@ public class InProcessBenchmark extends KernelBenchmark {
     /** One push of 4,096 ids. */
     @Benchmark
     public void push4096() {
-        long[] ids = pushes[nextPush++ & (PUSHES - 1)];
+        int b = nextPush++ & (PUSHES - 1);
+        long[] ids = pushes[b];
         plan.plan(ids, 0, ids.length, slots);
         for (int p = 0; p < plan.parts(); p++) {
             int n = plan.partSize(p);
             MemorySegment request = requests[p];
             plan.writeIds(p, request);
-            long rows = (long) n * Workload.DIMENSION * Float.BYTES;
-            MemorySegment body = request.asSlice((long) n * Long.BYTES, rows);
+            MemorySegment body = pushBodies[b][p];
             plan.sumGradients(p, gradients, Workload.DIMENSION, body);
             MemorySegment.copy(request, Rows.LONG, 0, serverIds, 0, n);
             servers[plan.server(p)].push("t", Workload.DIMENSION, serverIds, 0, n, body);
+        }
+    }
+
+    /** The client's share of {@link #push4096}: the plan, and per part the ids and the summed gradients written. */
+    @Benchmark
+    public void push4096Client() {
+        int b = nextPush++ & (PUSHES - 1);
+        long[] ids = pushes[b];
+        plan.plan(ids, 0, ids.length, slots);
+        for (int p = 0; p < plan.parts(); p++) {
+            plan.writeIds(p, requests[p]);
+            plan.sumGradients(p, gradients, Workload.DIMENSION, pushBodies[b][p]);
         }
     }
 }

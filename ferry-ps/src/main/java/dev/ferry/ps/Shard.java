@@ -300,9 +300,12 @@ final class Shard {
 
     /** Whether slot {@code row} holds the live row of {@code id} (not freed, nor reused for another id). */
     boolean holds(int row, long id) {
+        return holdsAt(chunk(row), recordAt(row), id);
+    }
+
+    /** {@link #holds} of the row whose record is at {@code r} of {@code chunk}. */
+    boolean holdsAt(MemorySegment chunk, long r, long id) {
         assert lock.isHeldByCurrentThread();
-        MemorySegment chunk = chunk(row);
-        long r = recordAt(row);
         return chunk.get(RowLayout.LONG, r + stepsAt) != FREE_STEPS && chunk.get(RowLayout.LONG, r + idAt) == id;
     }
 
@@ -337,6 +340,17 @@ final class Shard {
         return chunks[chunkIndex(row)];
     }
 
+    /**
+     * {@link #chunk}, {@link #weightsAt} and {@link #recordAt} of {@code row}, with one chunk
+     * lookup, into entry {@code at} of the three arrays.
+     */
+    void locate(int row, int at, MemorySegment[] chunkOf, long[] weightsAt, long[] recordAt) {
+        int c = chunkIndex(row);
+        chunkOf[at] = chunks[c];
+        weightsAt[at] = (long) (row - firstRow(c)) * weightStride;
+        recordAt[at] = recordAt(row, c);
+    }
+
     /** The offset of {@code row}'s weights in its chunk. */
     long weightsAt(int row) {
         return (long) (row - firstRow(chunkIndex(row))) * weightStride;
@@ -353,16 +367,15 @@ final class Shard {
     }
 
     /**
-     * One optimizer step on row {@code row} with the gradient row at {@code g} of {@code grads},
-     * and its stamp set to {@code now} (inside a write).
+     * One optimizer step on the row whose weights are at {@code w} and record at {@code r} of
+     * {@code chunk} ({@link #chunk}, {@link #weightsAt} and {@link #recordAt} of a row found under
+     * this lock: rows never move) with the gradient row at {@code g} of {@code grads}, and its
+     * stamp set to {@code now} (inside a write).
      */
-    void step(int row, OptimizerKernel kernel, int dimension, MemorySegment grads, long g, long now) {
+    void stepAt(MemorySegment chunk, long w, long r, OptimizerKernel kernel, int dimension, MemorySegment grads,
+            long g, long now) {
         assert lock.isHeldByCurrentThread();
-        int c = chunkIndex(row);
-        MemorySegment chunk = chunks[c];
-        long r = recordAt(row, c);
-        kernel.step(chunk, (long) (row - firstRow(c)) * weightStride, r + stepsAt, r + StoredRow.STATE, dimension,
-                grads, g);
+        kernel.step(chunk, w, r + stepsAt, r + StoredRow.STATE, dimension, grads, g);
         chunk.set(RowLayout.LONG, r + stampAt, now);
     }
 

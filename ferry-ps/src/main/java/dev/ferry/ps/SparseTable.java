@@ -299,10 +299,10 @@ public final class SparseTable {
                         row = admission.admitAndCreate(shard, id, hash[pos], now);
                     }
                     rowOf[pos] = row;
-                    chunkOf[pos] = row >= 0 ? shard.chunk(row) : null;
                     if (row >= 0) {
-                        weightsAt[pos] = shard.weightsAt(row);
-                        recordAt[pos] = shard.recordAt(row);
+                        shard.locate(row, pos, chunkOf, weightsAt, recordAt);
+                    } else {
+                        chunkOf[pos] = null;
                     }
                 }
             } finally {
@@ -334,7 +334,10 @@ public final class SparseTable {
                             continue; // not admitted: counted, not stored
                         }
                         long id = ids[offset + pos];
-                        if (!shard.holds(row, id)) {
+                        MemorySegment chunk = chunkOf[pos];
+                        long w = weightsAt[pos];
+                        long r = recordAt[pos];
+                        if (!shard.holdsAt(chunk, r, id)) {
                             // Evicted since phase 1 (its slot maybe reused): the step is lost with
                             // the row, as if it had been applied just before the eviction.
                             row = shard.find(id, hash[pos]);
@@ -342,10 +345,13 @@ public final class SparseTable {
                                 lostToEviction.increment();
                                 continue;
                             }
+                            chunk = shard.chunk(row);
+                            w = shard.weightsAt(row);
+                            r = shard.recordAt(row);
                         }
                         shard.beginWrite();
                         try {
-                            shard.step(row, kernel, dimension, gradients, pos * payloadBytes, now);
+                            shard.stepAt(chunk, w, r, kernel, dimension, gradients, pos * payloadBytes, now);
                         } finally {
                             shard.endWrite();
                         }

@@ -16,9 +16,14 @@ import dev.ferry.transport.Transports;
  * to, and optionally {@code hold-lock}: then it sends a few messages only, and on a {@code LOCK}
  * line on its standard input takes its own shm region lock and keeps it ({@code LOCKED true}),
  * as a process killed inside shm's progress would; or {@code hold-peer-lock}: the same with the
- * region lock of the peer it connected to, as a sender killed inside {@code fi_send} would.
+ * region lock of the peer it connected to, as a sender killed inside {@code fi_send} would; or
+ * {@code bulk}: messages of {@link #BULK_BYTES} (rendezvous), one at a time, each sent once the
+ * last completed, so that the receiver pulls each alone.
  */
 public final class KilledPeerChild {
+
+    /** The size of a {@code bulk} child's messages. */
+    static final int BULK_BYTES = 16 << 20;
 
     private KilledPeerChild() {
     }
@@ -47,6 +52,13 @@ public final class KilledPeerChild {
                 System.out.flush();
             }
             Thread.sleep(Long.MAX_VALUE);
+        }
+        if (args.length > 3 && args[3].equals("bulk")) {
+            for (int seq = 0; ; seq++) {
+                OutboundMessage message = peer.allocate(BULK_BYTES);
+                message.segment().fill((byte) seq);
+                peer.send(0, message).get(60, TimeUnit.SECONDS);
+            }
         }
         CompletableFuture<?>[] inFlight = new CompletableFuture<?>[8];
         for (int seq = 0; ; seq++) {

@@ -385,11 +385,21 @@ class KilledPeerTest {
     }
 
     private Process start(String provider, String survivorAddress) throws Exception {
-        return start(provider, survivorAddress, null, null);
+        return start(processes, provider, survivorAddress, null, null);
     }
 
     private Process start(String provider, String survivorAddress, String mode, AtomicReference<String> locked)
             throws Exception {
+        return start(processes, provider, survivorAddress, mode, locked);
+    }
+
+    /**
+     * Starts a {@link KilledPeerChild} JVM that connects to {@code survivorAddress} ({@code mode}:
+     * its optional fourth argument), adds it to {@code processes} (for the caller to stop by PID),
+     * and returns once it says {@code READY}.
+     */
+    static Process start(List<Process> processes, String provider, String survivorAddress, String mode,
+            AtomicReference<String> locked) throws Exception {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         String classpath = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
         List<String> command = new ArrayList<>();

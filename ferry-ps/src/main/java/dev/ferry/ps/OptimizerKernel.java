@@ -20,6 +20,12 @@ final class OptimizerKernel {
     private static final double NEGLIGIBLE = 1e-10;
     /** Adam's per-row step sizes for the first steps of a row, precomputed (32 KiB at most). */
     private static final int ADAM_TABLE = 4096;
+    /**
+     * Past {@link #ADAM_TABLE}, {@code b2^t} is {@code b2^(128 (t >> 7)) * b2^(t & 127)}, from two
+     * tables of powers: 128 low ones and up to {@value} high ones (t below 65,536; 5 KiB at most).
+     */
+    private static final int ADAM_POWERS_HIGH = 512;
+    private static final int ADAM_POWERS_LOW_BITS = 7;
 
     private final Optimizer optimizer;
     private final Initializer initializer;
@@ -43,6 +49,9 @@ final class OptimizerKernel {
     private final double epsilonD;
     /** Adam's step size and epsilon for step counts {@code [1, table.length / 2]}, interleaved. */
     private final float[] adamTable;
+    /** {@code b2^(128 k)} and {@code b2^j}, {@code j < 128}: {@code b2^t} for {@code t < 128 adamPowersHigh.length}. */
+    private final double[] adamPowersHigh;
+    private final double[] adamPowersLow;
     private final float invAlpha;
     private final float beta;
     private final float l1;
@@ -98,6 +107,16 @@ final class OptimizerKernel {
             adamTable[2 * t - 2] = adamScale(t);
             adamTable[2 * t - 1] = adamEpsilon(t);
         }
+        boolean powers = optimizer instanceof Optimizer.Adam && adamSaturated > ADAM_TABLE;
+        int high = powers ? (int) Math.min(ADAM_POWERS_HIGH, (adamSaturated >> ADAM_POWERS_LOW_BITS) + 1) : 0;
+        this.adamPowersHigh = new double[high];
+        this.adamPowersLow = new double[powers ? 1 << ADAM_POWERS_LOW_BITS : 0];
+        for (int k = 0; k < high; k++) {
+            adamPowersHigh[k] = Math.exp(((long) k << ADAM_POWERS_LOW_BITS) * logB2);
+        }
+        for (int j = 0; j < adamPowersLow.length; j++) {
+            adamPowersLow[j] = Math.exp(j * logB2);
+        }
         this.invAlpha = (float) (1 / alpha);
         this.beta = (float) ftrlBeta;
         this.l1 = (float) ftrlL1;
@@ -114,6 +133,20 @@ final class OptimizerKernel {
     private float adamEpsilon(long t) {
         Optimizer.Adam o = (Optimizer.Adam) optimizer;
         return (float) (o.epsilon() * Math.sqrt(1 - Math.exp(t * logB2)));
+    }
+
+    /**
+     * {@code b2^t} for Adam's step count {@code t} past its table: the product of two tabled
+     * powers while {@code t < 65,536}, else {@code exp(t ln b2)}. The product and the exp differ by
+     * a few units in the last place of a double, which the f32 step size and epsilon made from
+     * them do not show ({@code KernelsTest} compares them for every step count to saturation).
+     */
+    double adamPowerB2(long t) {
+        long k = t >>> ADAM_POWERS_LOW_BITS;
+        if (k < adamPowersHigh.length) {
+            return adamPowersHigh[(int) k] * adamPowersLow[(int) t & ((1 << ADAM_POWERS_LOW_BITS) - 1)];
+        }
+        return Math.exp(t * logB2);
     }
 
     /** The step count from which {@code beta^t} is negligible. */
@@ -181,11 +214,10 @@ final class OptimizerKernel {
                     scale = adamTable[(int) (2 * steps - 2)];
                     epsHat = adamTable[(int) (2 * steps - 1)];
                 } else if (steps < adamSaturated) {
-                    // The bits of adamScale and adamEpsilon with one exp and one square root
-                    // (they were three and two, a third of an Adam push past the table).
-                    double rootC2 = Math.sqrt(1 - Math.exp(steps * logB2));
-                    double c1 = steps < adamB1Negligible ? 1 - Math.exp(steps * logB1) : 1;
-                    scale = (float) (learningRate * rootC2 / c1);
+                    double rootC2 = Math.sqrt(1 - adamPowerB2(steps));
+                    // 1 - b1^t is 1 exactly from adamB1Negligible on: no exp, no division.
+                    scale = (float) (steps < adamB1Negligible ? learningRate * rootC2 / (1 - Math.exp(steps * logB1))
+                            : learningRate * rootC2);
                     epsHat = (float) (epsilonD * rootC2);
                 }
                 Kernels.adam(s, w, s0, s1, grads, g, dimension, b1, oneMinusB1, b2, oneMinusB2, scale, epsHat);

@@ -132,6 +132,36 @@ class KernelsTest {
         }
     }
 
+    /**
+     * Past its table Adam takes {@code b2^t} as a product of two tabled powers, not
+     * {@code exp(t ln b2)}: the two differ by a few units of a double's last place, and for every
+     * step count from the table's end to saturation (or 70,000) the f32 step size and epsilon
+     * made from either are the same bits.
+     */
+    @Test
+    void adamsTabledPowersGiveTheFormulasStepSizesAtEveryStepCount() {
+        Optimizer.Adam[] rules = {(Optimizer.Adam) Optimizer.adam(0.001), new Optimizer.Adam(0.01, 0, 0.999, 1e-8),
+            new Optimizer.Adam(0.002, 0.999999, 0.9999, 1e-7), new Optimizer.Adam(0.05, 0.8, 0.998, 1e-6),
+            new Optimizer.Adam(0.001, 0.9, 0.99, 1e-8)};
+        for (Optimizer.Adam rule : rules) {
+            OptimizerKernel kernel = new OptimizerKernel(rule, Initializer.zeros());
+            double logB1 = Math.log(rule.beta1());
+            double logB2 = Math.log(rule.beta2());
+            double saturated = Math.max(Math.log(1e-10) / logB1, Math.log(1e-10) / logB2);
+            for (long t = 4097; t < Math.min(saturated, 70_000); t++) {
+                double formula = Math.exp(t * logB2);
+                double tabled = kernel.adamPowerB2(t);
+                assertTrue(Math.abs(tabled - formula) <= 64 * Math.ulp(formula), rule + ", step " + t);
+                double c1 = 1 - Math.exp(t * logB1);
+                double root = Math.sqrt(1 - formula);
+                double rootTabled = Math.sqrt(1 - tabled);
+                assertEquals((float) (rule.learningRate() * root / c1), (float) (rule.learningRate() * rootTabled / c1),
+                        rule + ", step " + t);
+                assertEquals((float) (rule.epsilon() * root), (float) (rule.epsilon() * rootTabled), rule + ", step " + t);
+            }
+        }
+    }
+
     @Test
     void sumsAreTheSameBitsOnEveryPathAndStartFromPositiveZero() {
         SplittableRandom random = new SplittableRandom(4);

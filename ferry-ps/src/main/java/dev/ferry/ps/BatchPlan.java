@@ -314,9 +314,7 @@ public final class BatchPlan {
         // between a first copy and an add was mispredicted every other row). 0 + g is g but for
         // -0, as "starting from zero" says.
         Kernels.zero(out, 0, partSize(part) * rowBytes);
-        for (int at = start[part]; at < start[part + 1]; at++) {
-            Kernels.add(out, rowInPart[at] * rowBytes, gradients, positions[at] * rowBytes, dimension);
-        }
+        Kernels.addRows(out, rowInPart, gradients, positions, start[part], start[part + 1], dimension);
     }
 
     private int checkPart(int part) {

@@ -87,6 +87,21 @@ final class Kernels {
     }
 
     /**
+     * {@link #add} of rows {@code [from, to)} of a list: for each {@code k}, the {@code n} floats
+     * of {@code in} at row {@code inRow[k]} added to those of {@code out} at row {@code outRow[k]}
+     * (rows of {@code 4n} bytes), in list order. One call per list, so the loop over rows is
+     * compiled with the row kernel whatever the compiler inlined elsewhere (a row kernel compiled
+     * on its own first is too big to be inlined into its caller later: measured, 2x per row).
+     */
+    static void addRows(MemorySegment out, int[] outRow, MemorySegment in, int[] inRow, int from, int to, int n) {
+        if (vector(out, in)) {
+            VectorKernels.addRows(out, outRow, in, inRow, from, to, n);
+        } else {
+            ScalarKernels.addRows(out, outRow, in, inRow, from, to, n);
+        }
+    }
+
+    /**
      * {@code out[to..] += in[from..]}, {@code n} floats.
      *
      * <p>Called once per row, and a row is a few vectors (64 floats are 4 of 16 lanes). With a

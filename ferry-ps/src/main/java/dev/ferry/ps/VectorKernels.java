@@ -100,6 +100,41 @@ final class VectorKernels {
         }
     }
 
+    /**
+     * The rows' loop and the vectors' in one method (no call per row: see {@link Kernels#addRows});
+     * at dimension 64 with a constant trip count, which the compiler unrolls whole.
+     */
+    static void addRows(MemorySegment out, int[] outRow, MemorySegment in, int[] inRow, int from, int to, int n) {
+        if (n == 64) {
+            addRows64(out, outRow, in, inRow, from, to);
+            return;
+        }
+        long rowBytes = 4L * n;
+        for (int k = from; k < to; k++) {
+            long o = outRow[k] * rowBytes;
+            long i = inRow[k] * rowBytes;
+            int j = 0;
+            for (; j <= n - LANES; j += LANES) {
+                FloatVector.fromMemorySegment(F, out, o + 4L * j, LE)
+                        .add(FloatVector.fromMemorySegment(F, in, i + 4L * j, LE)).intoMemorySegment(out, o + 4L * j, LE);
+            }
+            if (j < n) {
+                ScalarKernels.add(out, o + 4L * j, in, i + 4L * j, n - j);
+            }
+        }
+    }
+
+    private static void addRows64(MemorySegment out, int[] outRow, MemorySegment in, int[] inRow, int from, int to) {
+        for (int k = from; k < to; k++) {
+            long o = outRow[k] * 256L;
+            long i = inRow[k] * 256L;
+            for (int j = 0; j < 64; j += LANES) { // 64 is a whole number of vectors of 4, 8 or 16 lanes
+                FloatVector.fromMemorySegment(F, out, o + 4L * j, LE)
+                        .add(FloatVector.fromMemorySegment(F, in, i + 4L * j, LE)).intoMemorySegment(out, o + 4L * j, LE);
+            }
+        }
+    }
+
     static void add(MemorySegment out, long to, MemorySegment in, long from, int n) {
         int j = 0;
         for (; j <= n - LANES; j += LANES) {

@@ -190,6 +190,46 @@ class KernelsTest {
         }
     }
 
+    /**
+     * The row-list sum (one call per part) gives, on both paths, the bits of one {@link
+     * ScalarKernels#add} per listed row in list order, rows repeated and in any order.
+     */
+    @Test
+    void rowListSumsAreTheSameBitsAsOneAddPerRow() {
+        SplittableRandom random = new SplittableRandom(5);
+        int rows = 40;
+        int outRows = 9;
+        try (Arena arena = Arena.ofConfined()) {
+            for (int dimension : DIMENSIONS) {
+                MemorySegment in = arena.allocate(4L * dimension * rows, 64);
+                for (long j = 0; j < (long) dimension * rows; j++) {
+                    in.set(RowLayout.FLOAT, 4 * j, (float) random.nextDouble(-1, 1));
+                }
+                int[] inRow = new int[rows];
+                int[] outRow = new int[rows];
+                for (int k = 0; k < rows; k++) {
+                    inRow[k] = random.nextInt(rows);
+                    outRow[k] = random.nextInt(outRows);
+                }
+                MemorySegment expected = arena.allocate(4L * dimension * outRows, 64);
+                MemorySegment scalar = arena.allocate(4L * dimension * outRows, 64);
+                MemorySegment vector = arena.allocate(4L * dimension * outRows, 64);
+                MemorySegment dispatched = arena.allocate(4L * dimension * outRows, 64);
+                long rowBytes = 4L * dimension;
+                for (int k = 3; k < rows - 2; k++) {
+                    ScalarKernels.add(expected, outRow[k] * rowBytes, in, inRow[k] * rowBytes, dimension);
+                }
+                ScalarKernels.addRows(scalar, outRow, in, inRow, 3, rows - 2, dimension);
+                VectorKernels.addRows(vector, outRow, in, inRow, 3, rows - 2, dimension);
+                Kernels.addRows(dispatched, outRow, in, inRow, 3, rows - 2, dimension);
+                byte[] want = expected.toArray(ValueLayout.JAVA_BYTE);
+                assertArrayEquals(want, scalar.toArray(ValueLayout.JAVA_BYTE), "scalar, dimension " + dimension);
+                assertArrayEquals(want, vector.toArray(ValueLayout.JAVA_BYTE), "vector, dimension " + dimension);
+                assertArrayEquals(want, dispatched.toArray(ValueLayout.JAVA_BYTE), "dispatched, dimension " + dimension);
+            }
+        }
+    }
+
     @Test
     void theFirstNonFiniteGradientIsFoundAnywhere() {
         float[] bad = {Float.NaN, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY};

@@ -82,11 +82,16 @@ class KilledPeerTest {
 
     @AfterEach
     void cleanUp() throws InterruptedException {
+        stopAll(processes, opened);
+    }
+
+    /** Kills {@code processes} by PID (waiting for each) and closes {@code transports}. */
+    static void stopAll(List<Process> processes, List<Transport> transports) throws InterruptedException {
         for (Process process : processes) {
             process.destroyForcibly();
             process.waitFor(10, TimeUnit.SECONDS);
         }
-        for (Transport transport : opened) {
+        for (Transport transport : transports) {
             transport.close();
         }
     }

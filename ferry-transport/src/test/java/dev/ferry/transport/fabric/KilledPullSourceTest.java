@@ -52,13 +52,7 @@ class KilledPullSourceTest {
 
     @AfterEach
     void cleanUp() throws InterruptedException {
-        for (Process process : processes) {
-            process.destroyForcibly();
-            process.waitFor(10, TimeUnit.SECONDS);
-        }
-        for (Transport transport : opened) {
-            transport.close();
-        }
+        KilledPeerTest.stopAll(processes, opened);
     }
 
     @Test

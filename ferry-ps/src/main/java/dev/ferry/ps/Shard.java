@@ -298,12 +298,10 @@ final class Shard {
         return chunk(row).get(RowLayout.LONG, recordAt(row) + stepsAt);
     }
 
-    /** Whether slot {@code row} holds the live row of {@code id} (not freed, nor reused for another id). */
-    boolean holds(int row, long id) {
-        return holdsAt(chunk(row), recordAt(row), id);
-    }
-
-    /** {@link #holds} of the row whose record is at {@code r} of {@code chunk}. */
+    /**
+     * Whether the slot whose record is at {@code r} of {@code chunk} holds the live row of
+     * {@code id} (not freed, nor reused for another id).
+     */
     boolean holdsAt(MemorySegment chunk, long r, long id) {
         assert lock.isHeldByCurrentThread();
         return chunk.get(RowLayout.LONG, r + stepsAt) != FREE_STEPS && chunk.get(RowLayout.LONG, r + idAt) == id;

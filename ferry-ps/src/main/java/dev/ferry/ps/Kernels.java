@@ -1,6 +1,7 @@
 package dev.ferry.ps;
 
 import java.lang.foreign.MemorySegment;
+import java.nio.ByteOrder;
 
 /**
  * Chooses the row kernels: {@link VectorKernels} when the JVM was started with
@@ -96,6 +97,12 @@ final class Kernels {
     static void addRows(MemorySegment out, int[] outRow, MemorySegment in, int[] inRow, int from, int to, int n) {
         if (vector(out, in)) {
             VectorKernels.addRows(out, outRow, in, inRow, from, to, n);
+        } else if (VECTOR && out.isNative() && in.heapBase().orElse(null) instanceof float[] array
+                && (in.address() & 3) == 0 && ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN) {
+            // A caller's float[] (the client's push(float[])): the Vector API reads no heap
+            // segment but a byte[]'s, so the rows are read from the array itself, whose floats
+            // are the segment's little-endian ones on a little-endian machine.
+            VectorKernels.addRowsFromArray(out, outRow, array, (int) (in.address() >>> 2), inRow, from, to, n);
         } else {
             ScalarKernels.addRows(out, outRow, in, inRow, from, to, n);
         }

@@ -124,6 +124,28 @@ final class VectorKernels {
         }
     }
 
+    /**
+     * {@link #addRows} from rows of a {@code float[]} ({@code in[inBase + inRow[k] * n ..]}); the
+     * tail past the last whole vector lane for lane as {@link ScalarKernels#add}.
+     */
+    static void addRowsFromArray(MemorySegment out, int[] outRow, float[] in, int inBase, int[] inRow, int from,
+            int to, int n) {
+        long rowBytes = 4L * n;
+        for (int k = from; k < to; k++) {
+            long o = outRow[k] * rowBytes;
+            int i = inBase + inRow[k] * n;
+            int j = 0;
+            for (; j <= n - LANES; j += LANES) {
+                FloatVector.fromMemorySegment(F, out, o + 4L * j, LE).add(FloatVector.fromArray(F, in, i + j))
+                        .intoMemorySegment(out, o + 4L * j, LE);
+            }
+            for (; j < n; j++) {
+                long at = o + 4L * j;
+                out.set(RowLayout.FLOAT, at, out.get(RowLayout.FLOAT, at) + in[i + j]);
+            }
+        }
+    }
+
     private static void addRows64(MemorySegment out, int[] outRow, MemorySegment in, int[] inRow, int from, int to) {
         for (int k = from; k < to; k++) {
             long o = outRow[k] * 256L;

@@ -230,6 +230,40 @@ class KernelsTest {
         }
     }
 
+    /** The row-list sum from a caller's {@code float[]} (a slice of one too) gives the bits of the scalar path. */
+    @Test
+    void rowListSumsFromAFloatArrayAreTheSameBits() {
+        SplittableRandom random = new SplittableRandom(6);
+        int rows = 40;
+        int outRows = 9;
+        try (Arena arena = Arena.ofConfined()) {
+            for (int dimension : DIMENSIONS) {
+                float[] values = new float[dimension * (rows + 1)];
+                for (int j = 0; j < values.length; j++) {
+                    values[j] = (float) random.nextDouble(-1, 1);
+                }
+                // Rows from the array's second row on: a slice, so the array path's base is not 0.
+                MemorySegment in = MemorySegment.ofArray(values).asSlice(4L * dimension);
+                int[] inRow = new int[rows];
+                int[] outRow = new int[rows];
+                for (int k = 0; k < rows; k++) {
+                    inRow[k] = random.nextInt(rows);
+                    outRow[k] = random.nextInt(outRows);
+                }
+                MemorySegment scalar = arena.allocate(4L * dimension * outRows, 64);
+                MemorySegment dispatched = arena.allocate(4L * dimension * outRows, 64);
+                ScalarKernels.addRows(scalar, outRow, in, inRow, 2, rows - 1, dimension);
+                Kernels.addRows(dispatched, outRow, in, inRow, 2, rows - 1, dimension);
+                assertArrayEquals(scalar.toArray(ValueLayout.JAVA_BYTE), dispatched.toArray(ValueLayout.JAVA_BYTE),
+                        "dimension " + dimension);
+                MemorySegment direct = arena.allocate(4L * dimension * outRows, 64);
+                VectorKernels.addRowsFromArray(direct, outRow, values, dimension, inRow, 2, rows - 1, dimension);
+                assertArrayEquals(scalar.toArray(ValueLayout.JAVA_BYTE), direct.toArray(ValueLayout.JAVA_BYTE),
+                        "dimension " + dimension);
+            }
+        }
+    }
+
     @Test
     void theFirstNonFiniteGradientIsFoundAnywhere() {
         float[] bad = {Float.NaN, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY};

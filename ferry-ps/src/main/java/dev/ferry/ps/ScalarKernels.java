@@ -74,7 +74,7 @@ final class ScalarKernels {
         }
     }
 
-    /** {@code out[to + j] += in[from + j]}. */
+    /** {@link #add} per listed row: see {@link Kernels#addRows}. */
     static void addRows(MemorySegment out, int[] outRow, MemorySegment in, int[] inRow, int from, int to, int n) {
         long rowBytes = 4L * n;
         for (int k = from; k < to; k++) {
@@ -82,6 +82,7 @@ final class ScalarKernels {
         }
     }
 
+    /** {@code out[to + j] += in[from + j]}. */
     static void add(MemorySegment out, long to, MemorySegment in, long from, int n) {
         for (int j = 0; j < n; j++) {
             long o = 4L * j;

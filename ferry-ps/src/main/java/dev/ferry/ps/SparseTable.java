@@ -334,10 +334,7 @@ public final class SparseTable {
                             continue; // not admitted: counted, not stored
                         }
                         long id = ids[offset + pos];
-                        MemorySegment chunk = chunkOf[pos];
-                        long w = weightsAt[pos];
-                        long r = recordAt[pos];
-                        if (!shard.holdsAt(chunk, r, id)) {
+                        if (!shard.holdsAt(chunkOf[pos], recordAt[pos], id)) {
                             // Evicted since phase 1 (its slot maybe reused): the step is lost with
                             // the row, as if it had been applied just before the eviction.
                             row = shard.find(id, hash[pos]);
@@ -345,13 +342,12 @@ public final class SparseTable {
                                 lostToEviction.increment();
                                 continue;
                             }
-                            chunk = shard.chunk(row);
-                            w = shard.weightsAt(row);
-                            r = shard.recordAt(row);
+                            shard.locate(row, pos, chunkOf, weightsAt, recordAt);
                         }
                         shard.beginWrite();
                         try {
-                            shard.stepAt(chunk, w, r, kernel, dimension, gradients, pos * payloadBytes, now);
+                            shard.stepAt(chunkOf[pos], weightsAt[pos], recordAt[pos], kernel, dimension, gradients,
+                                    pos * payloadBytes, now);
                         } finally {
                             shard.endWrite();
                         }

@@ -205,12 +205,8 @@ class KernelsTest {
                 for (long j = 0; j < (long) dimension * rows; j++) {
                     in.set(RowLayout.FLOAT, 4 * j, (float) random.nextDouble(-1, 1));
                 }
-                int[] inRow = new int[rows];
-                int[] outRow = new int[rows];
-                for (int k = 0; k < rows; k++) {
-                    inRow[k] = random.nextInt(rows);
-                    outRow[k] = random.nextInt(outRows);
-                }
+                int[] inRow = randomRows(random, rows, rows);
+                int[] outRow = randomRows(random, rows, outRows);
                 MemorySegment expected = arena.allocate(4L * dimension * outRows, 64);
                 MemorySegment scalar = arena.allocate(4L * dimension * outRows, 64);
                 MemorySegment vector = arena.allocate(4L * dimension * outRows, 64);
@@ -230,6 +226,11 @@ class KernelsTest {
         }
     }
 
+    /** {@code count} row numbers in {@code [0, bound)}, repeats allowed. */
+    private static int[] randomRows(SplittableRandom random, int count, int bound) {
+        return random.ints(count, 0, bound).toArray();
+    }
+
     /** The row-list sum from a caller's {@code float[]} (a slice of one too) gives the bits of the scalar path. */
     @Test
     void rowListSumsFromAFloatArrayAreTheSameBits() {
@@ -244,12 +245,8 @@ class KernelsTest {
                 }
                 // Rows from the array's second row on: a slice, so the array path's base is not 0.
                 MemorySegment in = MemorySegment.ofArray(values).asSlice(4L * dimension);
-                int[] inRow = new int[rows];
-                int[] outRow = new int[rows];
-                for (int k = 0; k < rows; k++) {
-                    inRow[k] = random.nextInt(rows);
-                    outRow[k] = random.nextInt(outRows);
-                }
+                int[] inRow = randomRows(random, rows, rows);
+                int[] outRow = randomRows(random, rows, outRows);
                 MemorySegment scalar = arena.allocate(4L * dimension * outRows, 64);
                 MemorySegment dispatched = arena.allocate(4L * dimension * outRows, 64);
                 ScalarKernels.addRows(scalar, outRow, in, inRow, 2, rows - 1, dimension);

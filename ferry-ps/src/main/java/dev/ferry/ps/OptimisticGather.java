@@ -167,7 +167,7 @@ final class OptimisticGather {
         long[] hash = scratch.hash;
         for (int i = 0; i < count; i++) {
             int row = rowOf[i];
-            MemorySegment chunk = null;
+            chunkOf[i] = null;
             if (row != RETRY) {
                 Shard shard = shards[row]; // the shard, until the row is known
                 long id = ids[offset + i];
@@ -180,12 +180,10 @@ final class OptimisticGather {
                     row = findQuietly(shard, id, hash[i]);
                 }
                 if (row >= 0) {
-                    chunk = shard.chunkQuietly(row);
-                    weightsAt[i] = shard.weightsAt(row);
+                    shard.weightsQuietly(row, i, chunkOf, weightsAt);
                 }
                 rowOf[i] = row;
             }
-            chunkOf[i] = chunk;
         }
     }
 

@@ -143,9 +143,10 @@ final class Shard {
     /**
      * The chunk that holds {@code row} (null if it is not, or no longer, there) and the offset of
      * its weights ({@link #weightsAt}) into entry {@code at} of {@code chunkOf} and
-     * {@code weightsAt}, with one chunk number and without a branch on the row ({@link #chunkIndex} and {@link #firstRow} branch on whether the row is in a doubling
-     * chunk, which the hot rows of a skewed gather, the first ones created, often are and often
-     * not). Without the lock, for optimistic readers (validate after reading from the chunk).
+     * {@code weightsAt}, with one chunk number and without a branch on the row
+     * ({@link #chunkIndex} and {@link #firstRow} branch on whether the row is in a doubling chunk,
+     * which the hot rows of a skewed gather, the first ones created, often are and often not).
+     * Without the lock, for optimistic readers (validate after reading from the chunk).
      */
     void weightsQuietly(int row, int at, MemorySegment[] chunkOf, long[] weightsAt) {
         // A doubling chunk c starts at row (2^c - 1) << baseShift; the fixed ones follow.

@@ -62,8 +62,8 @@ final class OptimisticGather {
      *   <li>per id, its row (the home entry's, or {@link Shard#find} past it, the home line now in
      *       cache) and the row's chunk and offset;
      *   <li>one load per cache line of every row's weights, so that the rows' misses overlap;
-     *   <li>each row's copy (from cache now), validated against its shard's version
-     *       ({@link Shard});
+     *   <li>each row's copy (from cache now), then one validation per shard of its copies
+     *       against its version ({@link Shard});
      *   <li>the ids that pass left: a row written meanwhile is read again, and a row that is
      *       absent (to be created) or keeps changing is read under its shard's lock.
      * </ol>
@@ -76,7 +76,7 @@ final class OptimisticGather {
         readHomes(start, scratch);
         resolveRows(ids, offset, count, scratch);
         scratch.touched = touchRows(count, scratch);
-        int lefts = copyRows(count, out, outAt, scratch);
+        int lefts = copyRows(count, start, out, outAt, scratch);
         Arrays.fill(scratch.chunk, 0, count, null);
         long[] hash = scratch.hash;
         int[] left = scratch.order;
@@ -167,7 +167,7 @@ final class OptimisticGather {
         long[] hash = scratch.hash;
         for (int i = 0; i < count; i++) {
             int row = rowOf[i];
-            MemorySegment chunk = null;
+            chunkOf[i] = null;
             if (row != RETRY) {
                 Shard shard = shards[row]; // the shard, until the row is known
                 long id = ids[offset + i];
@@ -180,12 +180,10 @@ final class OptimisticGather {
                     row = findQuietly(shard, id, hash[i]);
                 }
                 if (row >= 0) {
-                    chunk = shard.chunkQuietly(row);
-                    weightsAt[i] = shard.weightsAt(row);
+                    shard.weightsQuietly(row, i, chunkOf, weightsAt);
                 }
                 rowOf[i] = row;
             }
-            chunkOf[i] = chunk;
         }
     }
 
@@ -209,22 +207,31 @@ final class OptimisticGather {
     }
 
     /**
-     * Copies each found row to {@code out} and validates it against its shard's version; the
-     * positions left (not found, not copied, or written meanwhile) go to {@code scratch.order},
-     * their number returned.
+     * Copies each found row to {@code out}, then validates each shard's copies at once against
+     * its version (the copies all came after it was read); the positions left (not found, not
+     * copied, or of a shard written meanwhile) go to {@code scratch.order}, their number returned.
      */
-    private int copyRows(int count, MemorySegment out, long outAt, Scratch scratch) {
+    private int copyRows(int count, int[] start, MemorySegment out, long outAt, Scratch scratch) {
         MemorySegment[] chunkOf = scratch.chunk;
         long[] weightsAt = scratch.at;
-        long[] hash = scratch.hash;
+        for (int i = 0; i < count; i++) {
+            MemorySegment chunk = chunkOf[i];
+            if (chunk != null && !copyQuietly(chunk, weightsAt[i], out, outAt + i * payloadBytes)) {
+                chunkOf[i] = null;
+            }
+        }
+        int[] order = scratch.order;
         long[] version = scratch.version;
-        int[] left = scratch.order;
+        int[] valid = scratch.shardCursor; // free after the grouping: 1 for a shard whose copies are whole
+        for (int s = 0; s < shards.length; s++) {
+            valid[s] = start[s] < start[s + 1] && shards[s].validate(version[order[start[s]]]) ? 1 : 0;
+        }
+        long[] hash = scratch.hash;
+        int[] left = order;
         int mask = shards.length - 1;
         int lefts = 0;
         for (int i = 0; i < count; i++) {
-            MemorySegment chunk = chunkOf[i];
-            if (chunk == null || !copyQuietly(chunk, weightsAt[i], out, outAt + i * payloadBytes)
-                    || !shards[(int) (hash[i] >>> 40) & mask].validate(version[i])) {
+            if (chunkOf[i] == null || valid[(int) (hash[i] >>> 40) & mask] == 0) {
                 left[lefts++] = i;
             }
         }

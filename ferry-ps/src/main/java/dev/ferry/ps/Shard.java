@@ -140,6 +140,25 @@ final class Shard {
         index.readHomes(order, from, to, hash, entryId, entryRef);
     }
 
+    /**
+     * The chunk that holds {@code row} (null if it is not, or no longer, there) and the offset of
+     * its weights ({@link #weightsAt}) into entry {@code at} of {@code chunkOf} and
+     * {@code weightsAt}, with one chunk number and without a branch on the row
+     * ({@link #chunkIndex} and {@link #firstRow} branch on whether the row is in a doubling chunk,
+     * which the hot rows of a skewed gather, the first ones created, often are and often not).
+     * Without the lock, for optimistic readers (validate after reading from the chunk).
+     */
+    void weightsQuietly(int row, int at, MemorySegment[] chunkOf, long[] weightsAt) {
+        // A doubling chunk c starts at row (2^c - 1) << baseShift; the fixed ones follow.
+        int fixedShift = baseShift + growth;
+        int early = Math.min(31 - Integer.numberOfLeadingZeros((row >>> baseShift) + 1), growth);
+        int late = Math.max((row - firstFixedRow) >> fixedShift, 0);
+        int c = early + late;
+        MemorySegment[] all = chunks;
+        chunkOf[at] = c < all.length ? all[c] : null;
+        weightsAt[at] = (long) (row - (((1 << early) - 1) << baseShift) - (late << fixedShift)) * weightStride;
+    }
+
     /** A version to validate an optimistic read with; odd while a write is under way. */
     long readVersion() {
         return (long) VERSION.getAcquire(this);
@@ -180,16 +199,6 @@ final class Shard {
         } catch (IllegalStateException closedMeanwhile) {
             return false;
         }
-    }
-
-    /**
-     * The chunk that holds {@code row}, or null if it is not (or no longer) there; without the
-     * lock, for optimistic readers (validate after reading from it).
-     */
-    MemorySegment chunkQuietly(int row) {
-        MemorySegment[] all = chunks;
-        int c = chunkIndex(row);
-        return c < all.length ? all[c] : null;
     }
 
     /** Cache lines of a row's weights, as {@link #preloadLines} reads them. */

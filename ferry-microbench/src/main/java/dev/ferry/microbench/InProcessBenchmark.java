@@ -8,6 +8,7 @@ import dev.ferry.ps.SlotTable;
 import dev.ferry.ps.TableConfig;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.Measurement;
@@ -29,7 +30,9 @@ import org.openjdk.jmh.annotations.Warmup;
  *       response buffer, the scatter into the caller's rows. Mean time per fetch.
  *   <li>{@code push4096}: a batch of 4,096 ids: plan, and per part the ids and the summed gradients
  *       written to a request buffer, the ids read back, the apply. Time per push.
- *   <li>{@code push4096Client}: the same without the apply (the client's share).
+ *   <li>{@code push4096Client}: the same without the apply (the client's share);
+ *       {@code push4096ClientFromArray} with the gradients in a {@code float[]}, as a caller of
+ *       the client's {@code push(float[])} hands them.
  * </ul>
  */
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
@@ -55,6 +58,8 @@ public class InProcessBenchmark extends KernelBenchmark {
     private MemorySegment[] responses;
     private MemorySegment caller;
     private MemorySegment gradients;
+    /** The same gradients in a caller's {@code float[]}, as {@code PsClient.push(float[])} gets them, and its view. */
+    private MemorySegment arrayGradients;
     private long[] serverIds;
     /** Per push batch and part: the request's gradient rows (a view made up front, so the push allocates nothing). */
     private MemorySegment[][] pushBodies;
@@ -88,6 +93,7 @@ public class InProcessBenchmark extends KernelBenchmark {
         caller = arena.allocate(rowsBytes, 64);
         gradients = arena.allocate(rowsBytes, 64);
         Workload.fillGradients(gradients, 10);
+        arrayGradients = MemorySegment.ofArray(gradients.toArray(ValueLayout.JAVA_FLOAT));
         serverIds = new long[MAX_BATCH];
         pushBodies = new MemorySegment[PUSHES][];
         for (int b = 0; b < PUSHES; b++) {
@@ -143,12 +149,22 @@ public class InProcessBenchmark extends KernelBenchmark {
     /** The client's share of {@link #push4096}: the plan, and per part the ids and the summed gradients written. */
     @Benchmark
     public void push4096Client() {
+        clientShare(gradients);
+    }
+
+    /** {@link #push4096Client} with the gradients in a caller's {@code float[]}, as the client's {@code push(float[])} has them. */
+    @Benchmark
+    public void push4096ClientFromArray() {
+        clientShare(arrayGradients);
+    }
+
+    private void clientShare(MemorySegment source) {
         int b = nextPush++ & (PUSHES - 1);
         long[] ids = pushes[b];
         plan.plan(ids, 0, ids.length, slots);
         for (int p = 0; p < plan.parts(); p++) {
             plan.writeIds(p, requests[p]);
-            plan.sumGradients(p, gradients, Workload.DIMENSION, pushBodies[b][p]);
+            plan.sumGradients(p, source, Workload.DIMENSION, pushBodies[b][p]);
         }
     }
 }

@@ -366,11 +366,21 @@ public final class SparseTable {
     }
 
     /**
+     * All of memory, for the push's touches: each row's lines read at their addresses, without a
+     * segment's class, liveness and bounds checks per load (nine loads a row, in chunks that differ
+     * row to row, so nothing could be hoisted; and once the JIT's profiled predicates trip in
+     * warm-up, the checks are each a branch again). Read only under the row's shard lock, after
+     * {@link #checkOpen}: a shard's rows are freed only by its close, under that lock.
+     */
+    private static final MemorySegment ALL_MEMORY = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+
+    /**
      * One load per cache line of the weights and the record of each row of {@code order[from, to)}
-     * (null chunk: no row), from the chunks and offsets phase 1 found, summed.
+     * (null chunk: no row), from the chunks and offsets phase 1 found, summed. Under the shard's lock.
      */
     private static long preload(Shard shard, int[] order, MemorySegment[] chunkOf, long[] weightsAt, long[] recordAt,
             int from, int to) {
+        assert shard.lock.isHeldByCurrentThread() && !shard.closed();
         int weightLines = shard.weightLines();
         int recordLines = shard.recordLines();
         long touched = 0;
@@ -378,11 +388,33 @@ public final class SparseTable {
             int pos = order[k];
             MemorySegment chunk = chunkOf[pos];
             if (chunk != null) {
-                touched += Shard.preloadLines(chunk, weightsAt[pos], weightLines)
-                        + Shard.preloadLines(chunk, recordAt[pos], recordLines);
+                long base = chunk.address();
+                touched += touchLines(base + weightsAt[pos], weightLines) + touchLines(base + recordAt[pos], recordLines);
             }
         }
         return touched;
+    }
+
+    /**
+     * One long of each of {@code lines} cache lines from the address {@code at}, summed: eight at
+     * most at constant offsets in a switch that falls through (always the same case for a table),
+     * as {@link Shard#preloadLines} does in a segment, the lines past them by a call (no loop: see
+     * {@link #ALL_MEMORY}).
+     */
+    @SuppressWarnings("fallthrough")
+    private static long touchLines(long at, int lines) {
+        long folded = 0;
+        switch (Math.min(lines, 8)) {
+            case 8: folded += ALL_MEMORY.get(RowLayout.LONG, at + 7 * 64);
+            case 7: folded += ALL_MEMORY.get(RowLayout.LONG, at + 6 * 64);
+            case 6: folded += ALL_MEMORY.get(RowLayout.LONG, at + 5 * 64);
+            case 5: folded += ALL_MEMORY.get(RowLayout.LONG, at + 4 * 64);
+            case 4: folded += ALL_MEMORY.get(RowLayout.LONG, at + 3 * 64);
+            case 3: folded += ALL_MEMORY.get(RowLayout.LONG, at + 2 * 64);
+            case 2: folded += ALL_MEMORY.get(RowLayout.LONG, at + 64);
+            default: folded += ALL_MEMORY.get(RowLayout.LONG, at);
+        }
+        return lines > 8 ? folded + touchLines(at + 8 * 64, lines - 8) : folded;
     }
 
     /** The whole row of {@code id} (header, weights, optimizer state) as bytes, or null; for tests. */

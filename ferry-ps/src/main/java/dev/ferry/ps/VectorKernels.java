@@ -130,6 +130,10 @@ final class VectorKernels {
      */
     static void addRowsFromArray(MemorySegment out, int[] outRow, float[] in, int inBase, int[] inRow, int from,
             int to, int n) {
+        if (n == 64) {
+            addRowsFromArray64(out, outRow, in, inBase, inRow, from, to);
+            return;
+        }
         long rowBytes = 4L * n;
         for (int k = from; k < to; k++) {
             long o = outRow[k] * rowBytes;
@@ -146,15 +150,93 @@ final class VectorKernels {
         }
     }
 
+    /**
+     * {@link #addRows} at dimension 64: a row is written out as its four (16 lanes) or eight
+     * (8 lanes) vectors, with no loop inside the row. With the inner loop C2's first compiles
+     * hoisted the segments' class and liveness checks out of the rows' loop on the strength of the
+     * profile (profiled loop predication); the warm-up's on-stack replacement then tripped those
+     * predicates, and the recompiled loop checked both segments on every row: the sums of a
+     * 4,096-id push took 58 us instead of 27, depending on what else the JVM had compiled first.
+     */
     private static void addRows64(MemorySegment out, int[] outRow, MemorySegment in, int[] inRow, int from, int to) {
-        for (int k = from; k < to; k++) {
-            long o = outRow[k] * 256L;
-            long i = inRow[k] * 256L;
-            for (int j = 0; j < 64; j += LANES) { // 64 is a whole number of vectors of 4, 8 or 16 lanes
-                FloatVector.fromMemorySegment(F, out, o + 4L * j, LE)
-                        .add(FloatVector.fromMemorySegment(F, in, i + 4L * j, LE)).intoMemorySegment(out, o + 4L * j, LE);
+        if (LANES == 16) {
+            for (int k = from; k < to; k++) {
+                long o = outRow[k] * 256L;
+                long i = inRow[k] * 256L;
+                add(out, o, in, i);
+                add(out, o + 64, in, i + 64);
+                add(out, o + 128, in, i + 128);
+                add(out, o + 192, in, i + 192);
+            }
+        } else if (LANES == 8) {
+            for (int k = from; k < to; k++) {
+                long o = outRow[k] * 256L;
+                long i = inRow[k] * 256L;
+                add(out, o, in, i);
+                add(out, o + 32, in, i + 32);
+                add(out, o + 64, in, i + 64);
+                add(out, o + 96, in, i + 96);
+                add(out, o + 128, in, i + 128);
+                add(out, o + 160, in, i + 160);
+                add(out, o + 192, in, i + 192);
+                add(out, o + 224, in, i + 224);
+            }
+        } else {
+            for (int k = from; k < to; k++) {
+                long o = outRow[k] * 256L;
+                long i = inRow[k] * 256L;
+                for (int j = 0; j < 256; j += 4 * LANES) { // 64 floats: a whole number of vectors of 4 lanes or more
+                    add(out, o + j, in, i + j);
+                }
             }
         }
+    }
+
+    /** {@link #addRowsFromArray} at dimension 64, a row's vectors written out as {@link #addRows64} says why. */
+    private static void addRowsFromArray64(MemorySegment out, int[] outRow, float[] in, int inBase, int[] inRow,
+            int from, int to) {
+        if (LANES == 16) {
+            for (int k = from; k < to; k++) {
+                long o = outRow[k] * 256L;
+                int i = inBase + inRow[k] * 64;
+                add(out, o, in, i);
+                add(out, o + 64, in, i + 16);
+                add(out, o + 128, in, i + 32);
+                add(out, o + 192, in, i + 48);
+            }
+        } else if (LANES == 8) {
+            for (int k = from; k < to; k++) {
+                long o = outRow[k] * 256L;
+                int i = inBase + inRow[k] * 64;
+                add(out, o, in, i);
+                add(out, o + 32, in, i + 8);
+                add(out, o + 64, in, i + 16);
+                add(out, o + 96, in, i + 24);
+                add(out, o + 128, in, i + 32);
+                add(out, o + 160, in, i + 40);
+                add(out, o + 192, in, i + 48);
+                add(out, o + 224, in, i + 56);
+            }
+        } else {
+            for (int k = from; k < to; k++) {
+                long o = outRow[k] * 256L;
+                int i = inBase + inRow[k] * 64;
+                for (int j = 0; j < 64; j += LANES) {
+                    add(out, o + 4L * j, in, i + j);
+                }
+            }
+        }
+    }
+
+    /** One vector: {@code out[o..] += in[i..]} (byte offsets). */
+    private static void add(MemorySegment out, long o, MemorySegment in, long i) {
+        FloatVector.fromMemorySegment(F, out, o, LE).add(FloatVector.fromMemorySegment(F, in, i, LE))
+                .intoMemorySegment(out, o, LE);
+    }
+
+    /** One vector: {@code out[o..] += in[i..]} (a byte offset, an array index). */
+    private static void add(MemorySegment out, long o, float[] in, int i) {
+        FloatVector.fromMemorySegment(F, out, o, LE).add(FloatVector.fromArray(F, in, i)).intoMemorySegment(out, o, LE);
     }
 
     static void add(MemorySegment out, long to, MemorySegment in, long from, int n) {

@@ -389,7 +389,8 @@ public final class SparseTable {
             MemorySegment chunk = chunkOf[pos];
             if (chunk != null) {
                 long base = chunk.address();
-                touched += touchLines(base + weightsAt[pos], weightLines) + touchLines(base + recordAt[pos], recordLines);
+                touched += touchLines(base + weightsAt[pos], weightLines)
+                        + touchLines(base + recordAt[pos], recordLines);
             }
         }
         return touched;

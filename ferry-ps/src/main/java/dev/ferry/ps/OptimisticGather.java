@@ -74,9 +74,9 @@ final class OptimisticGather {
         // to the interpreter is recompiled alone and soon, not the whole gather.
         int[] start = groupByShard(ids, offset, count, scratch);
         readHomes(start, scratch);
-        resolveRows(ids, offset, count, scratch);
-        scratch.touched = touchRows(count, scratch);
-        int lefts = copyRows(count, start, out, outAt, scratch);
+        int found = resolveRows(ids, offset, count, scratch);
+        scratch.touched = touchRows(found, scratch);
+        int lefts = copyRows(count, found, start, out, outAt, scratch);
         Arrays.fill(scratch.chunk, 0, count, null);
         long[] hash = scratch.hash;
         int[] left = scratch.order;
@@ -121,18 +121,22 @@ final class OptimisticGather {
     /**
      * Per shard: its version to {@code scratch.version} of each of its ids, then their home index
      * entries; the ids of a shard under a write (or whose index was freed meanwhile) are marked
-     * {@link #RETRY} in {@code scratch.row}.
+     * {@link #RETRY} in {@code scratch.row}. The first position of each shard that has ids goes
+     * to {@code scratch.shardCursor} (its copies are validated against that position's version),
+     * so that {@code scratch.order} is free for the positions of the found rows.
      */
     private void readHomes(int[] start, Scratch scratch) {
         int[] order = scratch.order;
         long[] version = scratch.version;
         int[] rowOf = scratch.row;
+        int[] first = scratch.shardCursor;
         for (int s = 0; s < shards.length; s++) {
             int from = start[s];
             int to = start[s + 1];
             if (from == to) {
                 continue;
             }
+            first[s] = order[from];
             Shard shard = shards[s];
             long v = shard.readVersion();
             boolean read = (v & 1) == 0;
@@ -156,15 +160,22 @@ final class OptimisticGather {
     /**
      * Each id's row to {@code scratch.row} (the home entry's, or {@link Shard#find} past it; or
      * {@link #ABSENT}), and a found row's chunk and weights offset to {@code scratch.chunk} and
-     * {@code scratch.at} (null chunk: nothing to copy).
+     * {@code scratch.at} (null chunk: nothing to copy); the positions whose chunk is not null to
+     * {@code scratch.order}, their number returned. The touches and the copies then loop over
+     * those positions without a branch on the chunk: a loop whose work sits behind a branch keeps
+     * the checks of {@code out} (class, bounds, liveness) inside it once a warm-up trap has
+     * recompiled it without profiled loop predication, and this one is sometimes never taken
+     * (a table's rows first created by gathers) and then always.
      */
-    private void resolveRows(long[] ids, int offset, int count, Scratch scratch) {
+    private int resolveRows(long[] ids, int offset, int count, Scratch scratch) {
         int[] rowOf = scratch.row;
         long[] entryId = scratch.entryId;
         long[] entryRef = scratch.entryRef;
         MemorySegment[] chunkOf = scratch.chunk;
         long[] weightsAt = scratch.at;
         long[] hash = scratch.hash;
+        int[] found = scratch.order;
+        int n = 0;
         for (int i = 0; i < count; i++) {
             int row = rowOf[i];
             chunkOf[i] = null;
@@ -181,24 +192,29 @@ final class OptimisticGather {
                 }
                 if (row >= 0) {
                     shard.weightsQuietly(row, i, chunkOf, weightsAt);
+                    found[n] = i;
+                    n += chunkOf[i] != null ? 1 : 0;
                 }
                 rowOf[i] = row;
             }
         }
+        return n;
     }
 
-    /** One load per cache line of each found row's weights, summed, so that the rows' misses overlap. */
-    private long touchRows(int count, Scratch scratch) {
+    /**
+     * One load per cache line of the weights of each row at {@code scratch.order[0, found)},
+     * summed, so that the rows' misses overlap.
+     */
+    private long touchRows(int found, Scratch scratch) {
         MemorySegment[] chunkOf = scratch.chunk;
         long[] weightsAt = scratch.at;
+        int[] position = scratch.order;
         int lines = shards[0].weightLines();
         long touched = 0;
         try {
-            for (int i = 0; i < count; i++) {
-                MemorySegment chunk = chunkOf[i];
-                if (chunk != null) {
-                    touched += Shard.preloadLines(chunk, weightsAt[i], lines);
-                }
+            for (int k = 0; k < found; k++) {
+                int i = position[k];
+                touched += Shard.preloadLines(chunkOf[i], weightsAt[i], lines);
             }
         } catch (IllegalStateException | IndexOutOfBoundsException closedMeanwhile) {
             // the copies find it out
@@ -207,27 +223,29 @@ final class OptimisticGather {
     }
 
     /**
-     * Copies each found row to {@code out}, then validates each shard's copies at once against
-     * its version (the copies all came after it was read); the positions left (not found, not
-     * copied, or of a shard written meanwhile) go to {@code scratch.order}, their number returned.
+     * Copies each row at {@code scratch.order[0, found)} to {@code out}, then validates each
+     * shard's copies at once against its version (the copies all came after it was read); the
+     * positions left (not found, not copied, or of a shard written meanwhile) go to
+     * {@code scratch.order}, their number returned.
      */
-    private int copyRows(int count, int[] start, MemorySegment out, long outAt, Scratch scratch) {
+    private int copyRows(int count, int found, int[] start, MemorySegment out, long outAt, Scratch scratch) {
         MemorySegment[] chunkOf = scratch.chunk;
         long[] weightsAt = scratch.at;
-        for (int i = 0; i < count; i++) {
-            MemorySegment chunk = chunkOf[i];
-            if (chunk != null && !copyQuietly(chunk, weightsAt[i], out, outAt + i * payloadBytes)) {
+        int[] position = scratch.order;
+        for (int k = 0; k < found; k++) {
+            int i = position[k];
+            if (!copyQuietly(chunkOf[i], weightsAt[i], out, outAt + i * payloadBytes)) {
                 chunkOf[i] = null;
             }
         }
-        int[] order = scratch.order;
         long[] version = scratch.version;
-        int[] valid = scratch.shardCursor; // free after the grouping: 1 for a shard whose copies are whole
+        // The first position of each shard (readHomes), then 1 for a shard whose copies are whole.
+        int[] valid = scratch.shardCursor;
         for (int s = 0; s < shards.length; s++) {
-            valid[s] = start[s] < start[s + 1] && shards[s].validate(version[order[start[s]]]) ? 1 : 0;
+            valid[s] = start[s] < start[s + 1] && shards[s].validate(version[valid[s]]) ? 1 : 0;
         }
         long[] hash = scratch.hash;
-        int[] left = order;
+        int[] left = position;
         int mask = shards.length - 1;
         int lefts = 0;
         for (int i = 0; i < count; i++) {

@@ -74,9 +74,9 @@ final class OptimisticGather {
         // to the interpreter is recompiled alone and soon, not the whole gather.
         int[] start = groupByShard(ids, offset, count, scratch);
         readHomes(start, scratch);
-        int found = resolveRows(ids, offset, count, scratch);
-        scratch.touched = touchRows(found, scratch);
-        int lefts = copyRows(count, found, start, out, outAt, scratch);
+        resolveRows(ids, offset, count, scratch);
+        scratch.touched = touchRows(count, scratch);
+        int lefts = copyRows(count, start, out, outAt, scratch);
         Arrays.fill(scratch.chunk, 0, count, null);
         long[] hash = scratch.hash;
         int[] left = scratch.order;
@@ -160,22 +160,15 @@ final class OptimisticGather {
     /**
      * Each id's row to {@code scratch.row} (the home entry's, or {@link Shard#find} past it; or
      * {@link #ABSENT}), and a found row's chunk and weights offset to {@code scratch.chunk} and
-     * {@code scratch.at} (null chunk: nothing to copy); the positions whose chunk is not null to
-     * {@code scratch.order}, their number returned. The touches and the copies then loop over
-     * those positions without a branch on the chunk: a loop whose work sits behind a branch keeps
-     * the checks of {@code out} (class, bounds, liveness) inside it once a warm-up trap has
-     * recompiled it without profiled loop predication, and this one is sometimes never taken
-     * (a table's rows first created by gathers) and then always.
+     * {@code scratch.at} (null chunk: nothing to copy).
      */
-    private int resolveRows(long[] ids, int offset, int count, Scratch scratch) {
+    private void resolveRows(long[] ids, int offset, int count, Scratch scratch) {
         int[] rowOf = scratch.row;
         long[] entryId = scratch.entryId;
         long[] entryRef = scratch.entryRef;
         MemorySegment[] chunkOf = scratch.chunk;
         long[] weightsAt = scratch.at;
         long[] hash = scratch.hash;
-        int[] found = scratch.order;
-        int n = 0;
         for (int i = 0; i < count; i++) {
             int row = rowOf[i];
             chunkOf[i] = null;
@@ -192,29 +185,24 @@ final class OptimisticGather {
                 }
                 if (row >= 0) {
                     shard.weightsQuietly(row, i, chunkOf, weightsAt);
-                    found[n] = i;
-                    n += chunkOf[i] != null ? 1 : 0;
                 }
                 rowOf[i] = row;
             }
         }
-        return n;
     }
 
-    /**
-     * One load per cache line of the weights of each row at {@code scratch.order[0, found)},
-     * summed, so that the rows' misses overlap.
-     */
-    private long touchRows(int found, Scratch scratch) {
+    /** One load per cache line of each found row's weights, summed, so that the rows' misses overlap. */
+    private long touchRows(int count, Scratch scratch) {
         MemorySegment[] chunkOf = scratch.chunk;
         long[] weightsAt = scratch.at;
-        int[] position = scratch.order;
         int lines = shards[0].weightLines();
         long touched = 0;
         try {
-            for (int k = 0; k < found; k++) {
-                int i = position[k];
-                touched += Shard.preloadLines(chunkOf[i], weightsAt[i], lines);
+            for (int i = 0; i < count; i++) {
+                MemorySegment chunk = chunkOf[i];
+                if (chunk != null) {
+                    touched += Shard.preloadLines(chunk, weightsAt[i], lines);
+                }
             }
         } catch (IllegalStateException | IndexOutOfBoundsException closedMeanwhile) {
             // the copies find it out
@@ -223,15 +211,24 @@ final class OptimisticGather {
     }
 
     /**
-     * Copies each row at {@code scratch.order[0, found)} to {@code out}, then validates each
-     * shard's copies at once against its version (the copies all came after it was read); the
-     * positions left (not found, not copied, or of a shard written meanwhile) go to
-     * {@code scratch.order}, their number returned.
+     * Copies each found row to {@code out}, then validates each shard's copies at once against
+     * its version (the copies all came after it was read); the positions left (not found, not
+     * copied, or of a shard written meanwhile) go to {@code scratch.order}, their number returned.
+     * The positions with a chunk are listed first ({@code scratch.order}, free after
+     * {@link #readHomes}) and the copies loop over them with no branch on the chunk: a loop whose
+     * copy sits behind a branch (never taken while a table's rows are created by gathers, always
+     * after) is recompiled after a warm-up trap without profiled loop predication, and then
+     * checks {@code out}'s class and access mode on every row.
      */
-    private int copyRows(int count, int found, int[] start, MemorySegment out, long outAt, Scratch scratch) {
+    private int copyRows(int count, int[] start, MemorySegment out, long outAt, Scratch scratch) {
         MemorySegment[] chunkOf = scratch.chunk;
         long[] weightsAt = scratch.at;
         int[] position = scratch.order;
+        int found = 0;
+        for (int i = 0; i < count; i++) {
+            position[found] = i;
+            found += chunkOf[i] != null ? 1 : 0;
+        }
         for (int k = 0; k < found; k++) {
             int i = position[k];
             if (!copyQuietly(chunkOf[i], weightsAt[i], out, outAt + i * payloadBytes)) {

@@ -121,22 +121,18 @@ final class OptimisticGather {
     /**
      * Per shard: its version to {@code scratch.version} of each of its ids, then their home index
      * entries; the ids of a shard under a write (or whose index was freed meanwhile) are marked
-     * {@link #RETRY} in {@code scratch.row}. The first position of each shard that has ids goes
-     * to {@code scratch.shardCursor} (its copies are validated against that position's version),
-     * so that {@code scratch.order} is free for the positions of the found rows.
+     * {@link #RETRY} in {@code scratch.row}.
      */
     private void readHomes(int[] start, Scratch scratch) {
         int[] order = scratch.order;
         long[] version = scratch.version;
         int[] rowOf = scratch.row;
-        int[] first = scratch.shardCursor;
         for (int s = 0; s < shards.length; s++) {
             int from = start[s];
             int to = start[s + 1];
             if (from == to) {
                 continue;
             }
-            first[s] = order[from];
             Shard shard = shards[s];
             long v = shard.readVersion();
             boolean read = (v & 1) == 0;
@@ -214,35 +210,24 @@ final class OptimisticGather {
      * Copies each found row to {@code out}, then validates each shard's copies at once against
      * its version (the copies all came after it was read); the positions left (not found, not
      * copied, or of a shard written meanwhile) go to {@code scratch.order}, their number returned.
-     * The positions with a chunk are listed first ({@code scratch.order}, free after
-     * {@link #readHomes}) and the copies loop over them with no branch on the chunk: a loop whose
-     * copy sits behind a branch (never taken while a table's rows are created by gathers, always
-     * after) is recompiled after a warm-up trap without profiled loop predication, and then
-     * checks {@code out}'s class and access mode on every row.
      */
     private int copyRows(int count, int[] start, MemorySegment out, long outAt, Scratch scratch) {
         MemorySegment[] chunkOf = scratch.chunk;
         long[] weightsAt = scratch.at;
-        int[] position = scratch.order;
-        int found = 0;
         for (int i = 0; i < count; i++) {
-            position[found] = i;
-            found += chunkOf[i] != null ? 1 : 0;
-        }
-        for (int k = 0; k < found; k++) {
-            int i = position[k];
-            if (!copyQuietly(chunkOf[i], weightsAt[i], out, outAt + i * payloadBytes)) {
+            MemorySegment chunk = chunkOf[i];
+            if (chunk != null && !copyQuietly(chunk, weightsAt[i], out, outAt + i * payloadBytes)) {
                 chunkOf[i] = null;
             }
         }
+        int[] order = scratch.order;
         long[] version = scratch.version;
-        // The first position of each shard (readHomes), then 1 for a shard whose copies are whole.
-        int[] valid = scratch.shardCursor;
+        int[] valid = scratch.shardCursor; // free after the grouping: 1 for a shard whose copies are whole
         for (int s = 0; s < shards.length; s++) {
-            valid[s] = start[s] < start[s + 1] && shards[s].validate(version[valid[s]]) ? 1 : 0;
+            valid[s] = start[s] < start[s + 1] && shards[s].validate(version[order[start[s]]]) ? 1 : 0;
         }
         long[] hash = scratch.hash;
-        int[] left = position;
+        int[] left = order;
         int mask = shards.length - 1;
         int lefts = 0;
         for (int i = 0; i < count; i++) {

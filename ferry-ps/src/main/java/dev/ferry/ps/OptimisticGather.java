@@ -166,6 +166,8 @@ final class OptimisticGather {
         long[] weightsAt = scratch.at;
         long[] hash = scratch.hash;
         for (int i = 0; i < count; i++) {
+            // Loaded for every position, not behind the branch on RETRY: their range checks can
+            // then leave the loop by plain loop predication, which a warm-up trap does not take away.
             int row = rowOf[i];
             long id = ids[offset + i];
             long ref = entryRef[i];

@@ -166,18 +166,22 @@ final class OptimisticGather {
         long[] weightsAt = scratch.at;
         long[] hash = scratch.hash;
         for (int i = 0; i < count; i++) {
+            // Loaded for every position, not behind the branch on RETRY: their range checks can
+            // then leave the loop by plain loop predication, which a warm-up trap does not take away.
             int row = rowOf[i];
+            long id = ids[offset + i];
+            long ref = entryRef[i];
+            long home = entryId[i];
+            long h = hash[i];
             chunkOf[i] = null;
             if (row != RETRY) {
                 Shard shard = shards[row]; // the shard, until the row is known
-                long id = ids[offset + i];
-                long ref = entryRef[i];
                 if (ref == 0) {
                     row = ABSENT;
-                } else if (entryId[i] == id) {
+                } else if (home == id) {
                     row = (int) (ref - 1);
                 } else {
-                    row = findQuietly(shard, id, hash[i]);
+                    row = findQuietly(shard, id, h);
                 }
                 if (row >= 0) {
                     shard.weightsQuietly(row, i, chunkOf, weightsAt);

@@ -214,11 +214,12 @@ final class Shard {
     /**
      * One long of each of the {@code lines} cache lines from {@code from}, summed (the value means
      * nothing; without the lock it may read a row being written). A gather touches its rows'
-     * weights this way, and a push its rows' weights and records, in a loop of their own before
-     * using them, so that many rows' cache misses are under way at once. Up to eight
-     * loads at constant offsets (a switch that falls through, always the same case for a shard),
-     * then a loop for lines past the eighth. Measured: a loop of one load per line, or loads
-     * clamped to the end, cost a third to a half more per row.
+     * weights this way, and a push its rows' weights and records (through a segment of all memory,
+     * {@code SparseTable.preload}), in a loop of their own before using them, so that many rows'
+     * cache misses are under way at once. Up to eight loads at constant offsets (a switch that
+     * falls through, always the same case for a shard), the lines past the eighth by a call (no
+     * loop, whose profiled predicates the JIT's warm-up may trip). Measured: a loop of one load
+     * per line, or loads clamped to the end, cost a third to a half more per row.
      */
     @SuppressWarnings("fallthrough")
     static long preloadLines(MemorySegment chunk, long from, int lines) {
@@ -233,10 +234,7 @@ final class Shard {
             case 2: folded += chunk.get(RowLayout.LONG, from + TOUCH_STEP);
             default: folded += chunk.get(RowLayout.LONG, from);
         }
-        for (int i = 8; i < lines; i++) {
-            folded += chunk.get(RowLayout.LONG, from + i * TOUCH_STEP);
-        }
-        return folded;
+        return lines > 8 ? folded + preloadLines(chunk, from + 8 * TOUCH_STEP, lines - 8) : folded;
     }
 
     /** A cache line: {@link #preloadLines} reads one long per line (strides and chunk starts are multiples of 8). */

@@ -389,33 +389,11 @@ public final class SparseTable {
             MemorySegment chunk = chunkOf[pos];
             if (chunk != null) {
                 long base = chunk.address();
-                touched += touchLines(base + weightsAt[pos], weightLines)
-                        + touchLines(base + recordAt[pos], recordLines);
+                touched += Shard.preloadLines(ALL_MEMORY, base + weightsAt[pos], weightLines)
+                        + Shard.preloadLines(ALL_MEMORY, base + recordAt[pos], recordLines);
             }
         }
         return touched;
-    }
-
-    /**
-     * One long of each of {@code lines} cache lines from the address {@code at}, summed: eight at
-     * most at constant offsets in a switch that falls through (always the same case for a table),
-     * as {@link Shard#preloadLines} does in a segment, the lines past them by a call (no loop: see
-     * {@link #ALL_MEMORY}).
-     */
-    @SuppressWarnings("fallthrough")
-    private static long touchLines(long at, int lines) {
-        long folded = 0;
-        switch (Math.min(lines, 8)) {
-            case 8: folded += ALL_MEMORY.get(RowLayout.LONG, at + 7 * 64);
-            case 7: folded += ALL_MEMORY.get(RowLayout.LONG, at + 6 * 64);
-            case 6: folded += ALL_MEMORY.get(RowLayout.LONG, at + 5 * 64);
-            case 5: folded += ALL_MEMORY.get(RowLayout.LONG, at + 4 * 64);
-            case 4: folded += ALL_MEMORY.get(RowLayout.LONG, at + 3 * 64);
-            case 3: folded += ALL_MEMORY.get(RowLayout.LONG, at + 2 * 64);
-            case 2: folded += ALL_MEMORY.get(RowLayout.LONG, at + 64);
-            default: folded += ALL_MEMORY.get(RowLayout.LONG, at);
-        }
-        return lines > 8 ? folded + touchLines(at + 8 * 64, lines - 8) : folded;
     }
 
     /** The whole row of {@code id} (header, weights, optimizer state) as bytes, or null; for tests. */

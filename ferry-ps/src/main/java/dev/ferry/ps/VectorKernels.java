@@ -105,7 +105,7 @@ final class VectorKernels {
      * at dimension 64 with a constant trip count, which the compiler unrolls whole.
      */
     static void addRows(MemorySegment out, int[] outRow, MemorySegment in, int[] inRow, int from, int to, int n) {
-        if (n == 64) {
+        if (n == 64 && LANES >= 8) {
             addRows64(out, outRow, in, inRow, from, to);
             return;
         }
@@ -130,7 +130,7 @@ final class VectorKernels {
      */
     static void addRowsFromArray(MemorySegment out, int[] outRow, float[] in, int inBase, int[] inRow, int from,
             int to, int n) {
-        if (n == 64) {
+        if (n == 64 && LANES >= 8) {
             addRowsFromArray64(out, outRow, in, inBase, inRow, from, to);
             return;
         }
@@ -151,8 +151,8 @@ final class VectorKernels {
     }
 
     /**
-     * {@link #addRows} at dimension 64: a row is written out as its four (16 lanes) or eight
-     * (8 lanes) vectors, with no loop inside the row. With the inner loop C2's first compiles
+     * {@link #addRows} at dimension 64 with 16- or 8-lane vectors: a row is written out as its
+     * four or eight vectors, with no loop inside the row. With the inner loop C2's first compiles
      * hoisted the segments' class and liveness checks out of the rows' loop on the strength of the
      * profile (profiled loop predication); the warm-up's on-stack replacement then tripped those
      * predicates, and the recompiled loop checked both segments on every row: the sums of a
@@ -168,7 +168,7 @@ final class VectorKernels {
                 add(out, o + 128, in, i + 128);
                 add(out, o + 192, in, i + 192);
             }
-        } else if (LANES == 8) {
+        } else { // 8 lanes (4-lane vectors take the general loop)
             for (int k = from; k < to; k++) {
                 long o = outRow[k] * 256L;
                 long i = inRow[k] * 256L;
@@ -180,14 +180,6 @@ final class VectorKernels {
                 add(out, o + 160, in, i + 160);
                 add(out, o + 192, in, i + 192);
                 add(out, o + 224, in, i + 224);
-            }
-        } else {
-            for (int k = from; k < to; k++) {
-                long o = outRow[k] * 256L;
-                long i = inRow[k] * 256L;
-                for (int j = 0; j < 256; j += 4 * LANES) { // 64 floats: a whole number of vectors of 4 lanes or more
-                    add(out, o + j, in, i + j);
-                }
             }
         }
     }
@@ -204,7 +196,7 @@ final class VectorKernels {
                 add(out, o + 128, in, i + 32);
                 add(out, o + 192, in, i + 48);
             }
-        } else if (LANES == 8) {
+        } else { // 8 lanes
             for (int k = from; k < to; k++) {
                 long o = outRow[k] * 256L;
                 int i = inBase + inRow[k] * 64;
@@ -216,14 +208,6 @@ final class VectorKernels {
                 add(out, o + 160, in, i + 40);
                 add(out, o + 192, in, i + 48);
                 add(out, o + 224, in, i + 56);
-            }
-        } else {
-            for (int k = from; k < to; k++) {
-                long o = outRow[k] * 256L;
-                int i = inBase + inRow[k] * 64;
-                for (int j = 0; j < 64; j += LANES) {
-                    add(out, o + 4L * j, in, i + j);
-                }
             }
         }
     }

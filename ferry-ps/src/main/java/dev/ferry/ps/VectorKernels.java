@@ -37,19 +37,51 @@ final class VectorKernels {
     }
 
     static void adagrad(MemorySegment s, long w, long a, MemorySegment g, long go, int n, float lr, float eps) {
+        if (n == 64 && LANES >= 8) {
+            adagrad64(s, w, a, g, go, lr, eps);
+            return;
+        }
         int j = 0;
         for (; j <= n - LANES; j += LANES) {
             long o = 4L * j;
-            FloatVector grad = FloatVector.fromMemorySegment(F, g, go + o, LE);
-            FloatVector acc = FloatVector.fromMemorySegment(F, s, a + o, LE).add(grad.mul(grad));
-            acc.intoMemorySegment(s, a + o, LE);
-            FloatVector weight = FloatVector.fromMemorySegment(F, s, w + o, LE);
-            weight.sub(grad.mul(lr).div(acc.sqrt().add(eps))).intoMemorySegment(s, w + o, LE);
+            adagrad(s, w + o, a + o, g, go + o, lr, eps);
         }
         if (j < n) {
             long o = 4L * j;
             ScalarKernels.adagrad(s, w + o, a + o, g, go + o, n - j, lr, eps);
         }
+    }
+
+    /**
+     * {@link #adagrad} at dimension 64 with 16- or 8-lane vectors, a row's vectors written out with
+     * no loop (as {@link #addRows64}): the loop of four trips per row cost its pre- and post-loop
+     * and range checks on every row.
+     */
+    private static void adagrad64(MemorySegment s, long w, long a, MemorySegment g, long go, float lr, float eps) {
+        if (LANES == 16) {
+            adagrad(s, w, a, g, go, lr, eps);
+            adagrad(s, w + 64, a + 64, g, go + 64, lr, eps);
+            adagrad(s, w + 128, a + 128, g, go + 128, lr, eps);
+            adagrad(s, w + 192, a + 192, g, go + 192, lr, eps);
+        } else { // 8 lanes
+            adagrad(s, w, a, g, go, lr, eps);
+            adagrad(s, w + 32, a + 32, g, go + 32, lr, eps);
+            adagrad(s, w + 64, a + 64, g, go + 64, lr, eps);
+            adagrad(s, w + 96, a + 96, g, go + 96, lr, eps);
+            adagrad(s, w + 128, a + 128, g, go + 128, lr, eps);
+            adagrad(s, w + 160, a + 160, g, go + 160, lr, eps);
+            adagrad(s, w + 192, a + 192, g, go + 192, lr, eps);
+            adagrad(s, w + 224, a + 224, g, go + 224, lr, eps);
+        }
+    }
+
+    /** One vector of an Adagrad step (byte offsets). */
+    private static void adagrad(MemorySegment s, long w, long a, MemorySegment g, long go, float lr, float eps) {
+        FloatVector grad = FloatVector.fromMemorySegment(F, g, go, LE);
+        FloatVector acc = FloatVector.fromMemorySegment(F, s, a, LE).add(grad.mul(grad));
+        acc.intoMemorySegment(s, a, LE);
+        FloatVector weight = FloatVector.fromMemorySegment(F, s, w, LE);
+        weight.sub(grad.mul(lr).div(acc.sqrt().add(eps))).intoMemorySegment(s, w, LE);
     }
 
     static void adam(MemorySegment s, long w, long mAt, long vAt, MemorySegment g, long go, int n, float b1,

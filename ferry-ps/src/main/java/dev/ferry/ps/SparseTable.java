@@ -326,7 +326,8 @@ public final class SparseTable {
                 checkOpen(shard);
                 for (int from = start[s], end = start[s + 1]; from < end; from += TOUCH_GROUP) {
                     int to = Math.min(end, from + TOUCH_GROUP);
-                    touched += preload(shard, order, chunkOf, weightsAt, recordAt, from, to);
+                    touched += preload(shard, order, chunkOf, weightsAt, recordAt, from, to)
+                            + preloadGradients(order, gradients, payloadBytes, from, to);
                     for (int k = from; k < to; k++) {
                         int pos = order[k];
                         int row = rowOf[pos];
@@ -392,6 +393,25 @@ public final class SparseTable {
                 touched += Shard.preloadLines(ALL_MEMORY, base + weightsAt[pos], weightLines)
                         + Shard.preloadLines(ALL_MEMORY, base + recordAt[pos], recordLines);
             }
+        }
+        return touched;
+    }
+
+    /**
+     * One load per whole cache line of the gradients of each row of {@code order[from, to)}: a
+     * push's gradient rows are read in shard order, at random positions of a request that the
+     * rows' own lines push out of the first levels. A partial last line (dimensions not a multiple
+     * of 16) is left to the step. Measured: Adagrad on rows in cache 1.03 / 1.03 against 1.08 /
+     * 1.10 ns per weight; the 1M-row push within its noise.
+     */
+    private static long preloadGradients(int[] order, MemorySegment gradients, long payloadBytes, int from, int to) {
+        int lines = (int) (payloadBytes / 64);
+        if (lines == 0) {
+            return 0;
+        }
+        long touched = 0;
+        for (int k = from; k < to; k++) {
+            touched += Shard.preloadLines(gradients, order[k] * payloadBytes, lines);
         }
         return touched;
     }

@@ -28,4 +28,11 @@ final class FabricCounters {
     final LongAdder creditFramesSent = new LongAdder();
     /** Frames dropped because their token was not their link's (see {@link FrameDescriptor}). */
     final LongAdder forgedFrames = new LongAdder();
+    /**
+     * Completions (or error completions) for no operation in flight: a provider that completed
+     * one twice. Logged, at a rate, and otherwise ignored.
+     */
+    final LongAdder strayCompletions = new LongAdder();
+    /** Receives that completed with fewer bytes than a frame header: never a frame a peer sent. */
+    final LongAdder emptyFrames = new LongAdder();
 }

@@ -46,7 +46,10 @@ final class ReceiveDispatcher {
     private final InboundFrame[] eagerFrames = new InboundFrame[EAGER_FRAMES];
     /** The progress thread's clock, read once per batch of completions. */
     private long batchNanos;
-    /** Frames dropped for a token that is not their link's: rate-limited lines with the reason. */
+    /**
+     * Frames dropped (for a token that is not their link's, for no link, receives that brought
+     * no frame at all): rate-limited lines with the reason.
+     */
     private final DropLog forged;
 
     ReceiveDispatcher(FabricTransport transport) {
@@ -59,7 +62,7 @@ final class ReceiveDispatcher {
         this.sharedQueue = transport.sharedQueue;
         this.type = transport.type;
         this.receiveBytes = transport.receiveBytes;
-        this.forged = new DropLog(LOG, config.provider() + " endpoint");
+        this.forged = new DropLog(LOG, config.provider() + " endpoint", "frames");
     }
 
     /** A new batch of completions: its receives are stamped with this time. */
@@ -111,6 +114,10 @@ final class ReceiveDispatcher {
     /** {@code received} bytes arrived in {@code buffer} (on {@code known}, or the shared queue, from {@code source}). */
     void onReceive(RegisteredBuffer buffer, Link known, long received, long source) {
         MemorySegment frame = buffer.segment();
+        boolean empty = received < FrameDescriptor.HEADER;
+        if (empty) {
+            counters.emptyFrames.increment();
+        }
         String problem = FrameDescriptor.validate(frame, received, config.eagerThreshold(), config.maxMessageSize());
         int id = received >= FrameDescriptor.HEADER ? FrameDescriptor.link(frame) : -1;
         LinkTable links = transport.links;
@@ -127,7 +134,13 @@ final class ReceiveDispatcher {
             problem = "frame names link " + id;
         }
         if (link == null) {
-            forged.drop("no link", "a frame for no link: " + problem);
+            // Also a receive with no frame in it on a shared queue, which names no sender: no
+            // peer sends one, a provider that lost track of its entries completes them (see
+            // LinkTeardown). The buffer is the queue's again; each such completion is one the
+            // provider made, and a turn handles a batch of completions at most before it pumps
+            // sends and pulls, so a flood of them delays the others by a batch, never starves them.
+            forged.drop(empty ? "empty" : "no link", empty ? "a receive of " + received + " bytes that holds no frame"
+                    : "a frame for no link: " + problem);
             postShared(buffer);
             return;
         }

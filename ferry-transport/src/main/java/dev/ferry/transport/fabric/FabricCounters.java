@@ -33,6 +33,9 @@ final class FabricCounters {
      * one twice. Logged, at a rate, and otherwise ignored.
      */
     final LongAdder strayCompletions = new LongAdder();
-    /** Receives that completed with fewer bytes than a frame header: never a frame a peer sent. */
-    final LongAdder emptyFrames = new LongAdder();
+    /**
+     * Receives that completed with fewer bytes than a frame header: a peer's garbage, or empty
+     * completions of a provider that lost track of its entries.
+     */
+    final LongAdder truncatedFrames = new LongAdder();
 }

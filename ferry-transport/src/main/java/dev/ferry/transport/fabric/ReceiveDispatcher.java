@@ -114,9 +114,9 @@ final class ReceiveDispatcher {
     /** {@code received} bytes arrived in {@code buffer} (on {@code known}, or the shared queue, from {@code source}). */
     void onReceive(RegisteredBuffer buffer, Link known, long received, long source) {
         MemorySegment frame = buffer.segment();
-        boolean empty = received < FrameDescriptor.HEADER;
-        if (empty) {
-            counters.emptyFrames.increment();
+        boolean truncated = received < FrameDescriptor.HEADER;
+        if (truncated) {
+            counters.truncatedFrames.increment();
         }
         String problem = FrameDescriptor.validate(frame, received, config.eagerThreshold(), config.maxMessageSize());
         int id = received >= FrameDescriptor.HEADER ? FrameDescriptor.link(frame) : -1;
@@ -134,13 +134,13 @@ final class ReceiveDispatcher {
             problem = "frame names link " + id;
         }
         if (link == null) {
-            // Also a receive with no frame in it on a shared queue, which names no sender: no
-            // peer sends one, a provider that lost track of its entries completes them (see
-            // LinkTeardown). The buffer is the queue's again; each such completion is one the
-            // provider made, and a turn handles a batch of completions at most before it pumps
-            // sends and pulls, so a flood of them delays the others by a batch, never starves them.
-            forged.drop(empty ? "empty" : "no link", empty ? "a receive of " + received + " bytes that holds no frame"
-                    : "a frame for no link: " + problem);
+            // A receive shorter than a header on a shared queue names no link: a peer's garbage,
+            // or an empty completion of a provider that lost track of its entries (LinkTeardown).
+            // The buffer is the queue's again. Each such completion is one the provider made, and
+            // a turn handles one batch of completions before it pumps sends and pulls: a flood of
+            // them delays the others' traffic by a batch at most, it does not starve it.
+            forged.drop(truncated ? "truncated" : "no link", truncated ? "a receive of " + received
+                    + " bytes, too short for a frame header" : "a frame for no link: " + problem);
             postShared(buffer);
             return;
         }

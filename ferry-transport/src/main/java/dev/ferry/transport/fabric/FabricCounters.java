@@ -30,7 +30,7 @@ final class FabricCounters {
     final LongAdder forgedFrames = new LongAdder();
     /**
      * Completions (or error completions) for no operation in flight: a provider that completed
-     * one twice. Logged, at a rate, and otherwise ignored.
+     * one twice (see {@link LinkTeardown}). Ignored, the errors among them logged.
      */
     final LongAdder strayCompletions = new LongAdder();
     /**

@@ -124,6 +124,7 @@ final class LinkTeardown {
 
     /** An orphaned read of {@code link} ended: its endpoint closes once it has no read left. */
     void readEnded(Link link) {
+        assert transport.holdsFabric();
         if (link.closeCause != null && !transport.ops.readsInFlight(link) && closing.remove(link)) {
             closeEndpoint(link, link.closeCause);
         }
@@ -141,7 +142,8 @@ final class LinkTeardown {
             closing.remove(i);
             if (!all) {
                 LOG.log(System.Logger.Level.WARNING, "closing " + link + " with reads of its peer still in flight after "
-                        + CLOSE_GRACE_NANOS / 1_000_000_000L + " s: the peer is alive but does not answer them");
+                        + CLOSE_GRACE_NANOS / 1_000_000_000L + " s: the peer is alive but does not answer them (libfabric's tcp"
+                        + " provider before 1.18 may complete a half-received read twice and corrupt its queue)");
             }
             closeEndpoint(link, link.closeCause);
         }

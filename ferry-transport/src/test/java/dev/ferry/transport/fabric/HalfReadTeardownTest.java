@@ -33,9 +33,9 @@ import dev.ferry.transport.TransportConfig;
  * other peers' traffic then stalls or completes as empty receives. The endpoint must stay open
  * until its reads have ended, so that the provider ends them itself, once.
  *
- * <p>To hold a read half received, the sender's fabric token is taken from it (its progress
- * stops, and with it the provider's answer to the read, which it serves from the sender's own
- * progress) while the receiver has taken part of a read far larger than the socket buffers.
+ * <p>To hold a read half received, the sender's progress thread is held in a task of its own
+ * (the provider serves a read from the sender's own progress, so the answer stops there) once
+ * the receiver has taken part of a read far larger than the socket buffers.
  */
 class HalfReadTeardownTest extends FabricTransportFixture {
 
@@ -72,27 +72,8 @@ class HalfReadTeardownTest extends FabricTransportFixture {
         Peer toServer = clients[0].connect(server.localAddress());
         FabricPeer doomed = (FabricPeer) server.connect(clients[0].localAddress());
 
-        OutboundMessage big = toServer.allocate(SIZE);
-        big.segment().fill(PATTERN);
-        CompletableFuture<Void> bigSent = toServer.send(0, big);
-        assertTrue(waitFor(() -> receiver.pulls.readsPosted() > 0, 30_000), "the read was never posted");
-
-        // Stop the sender's progress once part of the read, and not all of it, has arrived.
-        CountDownLatch resume = null;
-        boolean half = false;
-        for (int attempt = 0; attempt < 2_000 && !half; attempt++) {
-            resume = freeze(sender);
-            Thread.sleep(20); // the receiver drains what the sockets hold
-            int state = readState(receiver, doomed);
-            if (state == 0) {
-                half = true;
-            } else {
-                resume.countDown();
-                assertTrue(state < 0, "the read completed before the sender could be stopped");
-                Thread.sleep(1);
-            }
-        }
-        assertTrue(half, "the sender was never stopped with its read half received");
+        CompletableFuture<Void> bigSent = sendBig(toServer);
+        CountDownLatch resume = stopWithReadHalfReceived(receiver, sender, doomed);
         try {
             doomed.close(); // the receiver tears the peer down, its read half received
             assertTrue(waitFor(() -> doomed.failure() != null && !receiver.peers.containsValue(doomed), 30_000),
@@ -120,7 +101,6 @@ class HalfReadTeardownTest extends FabricTransportFixture {
         int messages = 16;
         for (int i = 0; i < messages; i++) {
             OutboundMessage m = survivor.allocate(i % 2 == 0 ? 1000 + i : (1 << 20) + 4099 + i);
-            m.segment().set(ValueLayout.JAVA_LONG_UNALIGNED, 0, i);
             fill(m.segment(), i % 2, i);
             sends.add(survivor.send(i % 2, m));
         }
@@ -133,6 +113,86 @@ class HalfReadTeardownTest extends FabricTransportFixture {
         assertTrue(waitFor(() -> server.allocatorStats().orElseThrow().pool(PoolKind.RENDEZVOUS).buffersInUse() == 0,
                 30_000), "rendezvous buffers left: " + server.allocatorStats().orElseThrow().pool(PoolKind.RENDEZVOUS));
         assertNull(((FabricPeer) survivor).failure(), "the survivor failed");
+    }
+
+    /**
+     * A torn-down link whose peer is alive but never answers its read: its endpoint closes after
+     * the grace, and the read's target goes back to its pool.
+     */
+    @Test
+    @Timeout(180)
+    void aTornDownLinkWhosePeerNeverAnswersClosesAfterTheGrace() throws Exception {
+        TransportConfig config = config();
+        FabricTransport receiver = (FabricTransport) open(config, (from, message) -> message.release());
+        FabricTransport sender = (FabricTransport) open(config, (from, message) -> message.release());
+        Peer toServer = sender.connect(receiver.localAddress());
+        FabricPeer doomed = (FabricPeer) receiver.connect(sender.localAddress());
+        sendBig(toServer);
+        CountDownLatch resume = stopWithReadHalfReceived(receiver, sender, doomed);
+        try {
+            long start = System.nanoTime();
+            doomed.close();
+            assertTrue(waitFor(() -> receiver.proxy.call(() -> receiver.links.closing()), 10_000),
+                    "the torn-down link's endpoint did not wait for its read");
+            assertTrue(waitFor(() -> !receiver.proxy.call(() -> receiver.links.closing()), 30_000),
+                    "the torn-down link's endpoint never closed");
+            assertTrue(System.nanoTime() - start >= LinkTeardown.CLOSE_GRACE_NANOS, "closed before the grace was over");
+            assertTrue(waitFor(() -> receiver.allocatorStats().orElseThrow().pool(PoolKind.RENDEZVOUS).buffersInUse() == 0,
+                    10_000), "the read's target was not released: "
+                            + receiver.allocatorStats().orElseThrow().pool(PoolKind.RENDEZVOUS));
+        } finally {
+            resume.countDown();
+        }
+    }
+
+    /** The receiver closed while a torn-down link waits for its read: the shutdown closes it, and ends. */
+    @Test
+    @Timeout(180)
+    void aReceiverClosedWhileATornDownLinkWaitsForItsReadStops() throws Exception {
+        TransportConfig config = config();
+        FabricTransport receiver = (FabricTransport) open(config, (from, message) -> message.release());
+        FabricTransport sender = (FabricTransport) open(config, (from, message) -> message.release());
+        Peer toServer = sender.connect(receiver.localAddress());
+        FabricPeer doomed = (FabricPeer) receiver.connect(sender.localAddress());
+        sendBig(toServer);
+        CountDownLatch resume = stopWithReadHalfReceived(receiver, sender, doomed);
+        try {
+            doomed.close();
+            assertTrue(waitFor(() -> receiver.proxy.call(() -> receiver.links.closing()), 10_000),
+                    "the torn-down link's endpoint did not wait for its read");
+            receiver.close();
+            assertTrue(receiver.loop.finished(), "the receiver's progress thread did not finish its shutdown");
+        } finally {
+            resume.countDown();
+        }
+    }
+
+    /** Sends the big message, filled with {@link #PATTERN}, on {@code to}. */
+    private static CompletableFuture<Void> sendBig(Peer to) {
+        OutboundMessage big = to.allocate(SIZE);
+        big.segment().fill(PATTERN);
+        return to.send(0, big);
+    }
+
+    /**
+     * Stops {@code sender}'s progress once the receiver has taken part of the read of the big
+     * message, and not all of it; the sender goes on once the latch returned is counted down.
+     */
+    private static CountDownLatch stopWithReadHalfReceived(FabricTransport receiver, FabricTransport sender,
+            FabricPeer doomed) throws Exception {
+        assertTrue(waitFor(() -> receiver.pulls.readsPosted() > 0, 30_000), "the read was never posted");
+        for (int attempt = 0; attempt < 2_000; attempt++) {
+            CountDownLatch resume = freeze(sender);
+            Thread.sleep(20); // the receiver drains what the sockets hold
+            int state = readState(receiver, doomed);
+            if (state == 0) {
+                return resume;
+            }
+            resume.countDown();
+            assertTrue(state < 0, "the read completed before the sender could be stopped");
+            Thread.sleep(1);
+        }
+        throw new AssertionError("the sender was never stopped with its read half received");
     }
 
     /**

@@ -21,6 +21,8 @@ public final class DropLog {
 
     private final System.Logger log;
     private final String what;
+    /** What is dropped, in the summary line: "connections", "frames". */
+    private final String things;
     private final Map<String, Long> suppressed = new TreeMap<>();
     private long windowStart = System.nanoTime();
     private int logged;
@@ -29,8 +31,14 @@ public final class DropLog {
 
     /** A log that says "{@code what} dropped ..." on {@code logger}. */
     public DropLog(System.Logger logger, String what) {
+        this(logger, what, "connections");
+    }
+
+    /** A log that says "{@code what} dropped ..." on {@code logger}, and sums up dropped {@code things}. */
+    public DropLog(System.Logger logger, String what, String things) {
         this.log = logger;
         this.what = what;
+        this.things = things;
     }
 
     /**
@@ -103,6 +111,6 @@ public final class DropLog {
             kinds.append(kinds.isEmpty() ? "" : ", ").append(e.getKey()).append(' ').append(e.getValue());
         }
         suppressed.clear();
-        return what + " dropped " + total + " more connections without a line each (" + kinds + ")";
+        return what + " dropped " + total + " more " + things + " without a line each (" + kinds + ")";
     }
 }

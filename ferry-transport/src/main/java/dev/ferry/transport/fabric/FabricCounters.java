@@ -28,4 +28,14 @@ final class FabricCounters {
     final LongAdder creditFramesSent = new LongAdder();
     /** Frames dropped because their token was not their link's (see {@link FrameDescriptor}). */
     final LongAdder forgedFrames = new LongAdder();
+    /**
+     * Completions (or error completions) for no operation in flight: a provider that completed
+     * one twice (see {@link LinkTeardown}). Ignored, the errors among them logged.
+     */
+    final LongAdder strayCompletions = new LongAdder();
+    /**
+     * Receives that completed with fewer bytes than a frame header: a peer's garbage, or empty
+     * completions of a provider that lost track of its entries.
+     */
+    final LongAdder truncatedFrames = new LongAdder();
 }

@@ -353,6 +353,7 @@ final class FabricTransport implements Transport {
         for (FabricPeer peer : all) {
             links.teardown(peer, cause, false);
         }
+        links.closeOverdue(System.nanoTime(), true); // the endpoints of peers torn down before, with reads in flight
         for (Object command; (command = proxy.poll()) != null; ) {
             if (command instanceof OutboundFrame frame) {
                 sends.failSend(frame, cause);

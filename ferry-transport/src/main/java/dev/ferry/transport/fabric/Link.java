@@ -68,6 +68,13 @@ final class Link {
     boolean active;
     /** The first of this link's operations in flight, chained by the {@link OperationTable}; -1 for none. */
     int firstOperation = -1;
+    /**
+     * Set when the link was torn down with reads in flight: its endpoint stays open until the
+     * provider ends them ({@link LinkTeardown}), then closes with this cause.
+     */
+    Throwable closeCause;
+    /** When the endpoint of a torn-down link closes even though its reads have not ended. */
+    long closeByNanos;
     /** Per stream, inbound messages held back behind an unfinished rendezvous of that stream. */
     final Map<Integer, ArrayDeque<InboundFrame>> heldBack = new HashMap<>();
 

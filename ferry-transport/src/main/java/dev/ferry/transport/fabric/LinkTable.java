@@ -490,6 +490,21 @@ final class LinkTable {
         teardowns.teardown(peer, cause, notify);
     }
 
+    /** Whether torn-down links keep their endpoints open until their reads end ({@link LinkTeardown}). */
+    boolean closing() {
+        return teardowns.closing();
+    }
+
+    /** An orphaned read of torn-down {@code link} ended. */
+    void readEnded(Link link) {
+        teardowns.readEnded(link);
+    }
+
+    /** Closes the torn-down links' endpoints whose reads did not end in time; all of them if {@code all}. */
+    void closeOverdue(long now, boolean all) {
+        teardowns.closeOverdue(now, all);
+    }
+
     /** A ready link went down. */
     void closed(Link link) {
         assert transport.holdsFabric();

@@ -1,5 +1,7 @@
 package dev.ferry.transport.fabric;
 
+import java.util.ArrayList;
+
 import dev.ferry.fabric.EndpointType;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportConfig;
@@ -12,15 +14,31 @@ import dev.ferry.transport.events.TransportEvents;
  * rendezvous sends the peer had not released, frees the messages held back, the reserved
  * receive buffers and, where nothing will complete any more, the operations in flight; removes
  * the peer's address and doorbell, and tells the application. Token holder only.
+ *
+ * <p>A connected endpoint with rendezvous reads in flight is not closed at once: the reads are
+ * orphaned (the puller stops counting them, their targets stay) and the endpoint closes once
+ * the provider has ended them all, which it does as soon as the peer's connection ends (or the
+ * peer answers them), or after {@link #CLOSE_GRACE_NANOS} at the latest. libfabric's tcp
+ * provider before 1.18 completes and frees a read twice when its endpoint is closed while the
+ * answer to the read is half received (ofiwg/libfabric#8660): an error completion with context
+ * 0 comes out, and the pool of transfer entries that every endpoint of the completion queue
+ * shares is corrupt from then on (other peers' sends stall, receives complete empty).
  */
 final class LinkTeardown {
 
     private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
+    /**
+     * How long a torn-down link's endpoint waits for its reads to end before it closes anyway: a
+     * dead peer's connection ends in far less; a peer alive but silent this long is hung.
+     */
+    static final long CLOSE_GRACE_NANOS = 5_000_000_000L;
 
     private final FabricTransport transport;
     private final LinkTable links;
     private final TransportConfig config;
     private final EndpointType type;
+    /** Torn-down links whose endpoints wait for their reads to end, oldest first. */
+    private final ArrayList<Link> closing = new ArrayList<>();
 
     LinkTeardown(FabricTransport transport, LinkTable links) {
         this.transport = transport;
@@ -60,9 +78,16 @@ final class LinkTeardown {
                 link.reserved = null;
             }
             if (type == EndpointType.MSG && link.endpoint != null && !link.endpoint.isClosed()) {
-                link.endpoint.close();
-                // Nothing completes on a closed endpoint: free what it still held.
-                transport.ops.dropAll(link, (kind, target, of, bytes) -> dropped(kind, target, of, bytes, cause));
+                if (link.closeCause == null) {
+                    int reads = transport.ops.orphanReads(link, (kind, target, of, bytes) -> transport.pulls.detach(bytes));
+                    if (reads > 0 && !transport.isClosed()) {
+                        link.closeCause = cause;
+                        link.closeByNanos = System.nanoTime() + CLOSE_GRACE_NANOS;
+                        closing.add(link);
+                    } else {
+                        closeEndpoint(link, cause);
+                    }
+                }
             } else if (type != EndpointType.MSG && transport.isClosed()) {
                 // The shutdown: the shared endpoint closes next and nobody reads its completions,
                 // so the sends still in flight on it fail now rather than never.
@@ -92,12 +117,51 @@ final class LinkTeardown {
         }
     }
 
+    /** Whether torn-down links wait for their reads to end before their endpoints close. */
+    boolean closing() {
+        return !closing.isEmpty();
+    }
+
+    /** An orphaned read of {@code link} ended: its endpoint closes once it has no read left. */
+    void readEnded(Link link) {
+        assert transport.holdsFabric();
+        if (link.closeCause != null && !transport.ops.readsInFlight(link) && closing.remove(link)) {
+            closeEndpoint(link, link.closeCause);
+        }
+    }
+
+    /** Closes the endpoints whose reads did not end in time; all of them if {@code all} (the shutdown). */
+    void closeOverdue(long now, boolean all) {
+        assert transport.holdsFabric();
+        for (int i = 0; i < closing.size(); ) {
+            Link link = closing.get(i);
+            if (!all && link.closeByNanos - now > 0) {
+                i++;
+                continue;
+            }
+            closing.remove(i);
+            if (!all) {
+                LOG.log(System.Logger.Level.WARNING, "closing " + link + " with reads of its peer still in flight after "
+                        + CLOSE_GRACE_NANOS / 1_000_000_000L + " s: the peer is alive but does not answer them (libfabric's tcp"
+                        + " provider before 1.18 may complete a half-received read twice and corrupt its queue)");
+            }
+            closeEndpoint(link, link.closeCause);
+        }
+    }
+
+    /** Closes {@code link}'s endpoint: nothing completes on it any more, so what it still held is freed. */
+    private void closeEndpoint(Link link, Throwable cause) {
+        link.endpoint.close();
+        transport.ops.dropAll(link, (kind, target, of, bytes) -> dropped(kind, target, of, bytes, cause));
+    }
+
     private void dropped(byte kind, Object target, Link link, long bytes, Throwable cause) {
         switch (kind) {
             case OperationTable.RECV -> ((RegisteredBuffer) target).release();
             case OperationTable.SEND_MESSAGE -> transport.sends.onMessageDropped((OutboundFrame) target, link, cause);
             case OperationTable.SEND_CONTROL -> transport.sends.onControlSent((RegisteredBuffer) target);
             case OperationTable.READ -> transport.pulls.abandon((InboundFrame) target, bytes);
+            case OperationTable.ORPHANED_READ -> transport.pulls.settle((InboundFrame) target, bytes);
             default -> { }
         }
     }

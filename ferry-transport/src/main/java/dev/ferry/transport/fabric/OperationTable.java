@@ -24,6 +24,11 @@ final class OperationTable implements AutoCloseable {
     static final byte READ = 4;
     /** The endpoint was closed under the operation: its completion, if any comes, is ignored. */
     static final byte DEAD = 5;
+    /**
+     * A read of a torn-down link whose endpoint stays open until the provider ends the read
+     * ({@link LinkTeardown}): no longer counted by the puller, its target freed once it ends.
+     */
+    static final byte ORPHANED_READ = 6;
     /** How long a dropped operation's slot stays out of use: far longer than a completion lags. */
     private static final long QUARANTINE_NANOS = 5_000_000_000L;
     private static final int NONE = -1;
@@ -151,6 +156,35 @@ final class OperationTable implements AutoCloseable {
             quarantine.add(new long[] {slot, until});
             dropped.drop(was, on, of, length);
         }
+    }
+
+    /**
+     * {@code of} was torn down while its endpoint stays open: each of its reads becomes
+     * {@link #ORPHANED_READ} and goes to {@code orphaned}. Returns the reads {@code of} has in
+     * flight, orphaned before or now.
+     */
+    int orphanReads(Link of, Dropped orphaned) {
+        int reads = 0;
+        for (int slot = of.firstOperation; slot != NONE; slot = next[slot]) {
+            if (kind[slot] == READ) {
+                kind[slot] = ORPHANED_READ;
+                orphaned.drop(READ, target[slot], of, bytes[slot]);
+            }
+            if (kind[slot] == ORPHANED_READ) {
+                reads++;
+            }
+        }
+        return reads;
+    }
+
+    /** Whether {@code of} has a read in flight, orphaned or not. */
+    boolean readsInFlight(Link of) {
+        for (int slot = of.firstOperation; slot != NONE; slot = next[slot]) {
+            if (kind[slot] == READ || kind[slot] == ORPHANED_READ) {
+                return true;
+            }
+        }
+        return false;
     }
 
     boolean hasQuarantined() {

@@ -171,6 +171,9 @@ final class ProgressLoop {
         if (timer && transport.ops.hasQuarantined()) {
             transport.ops.releaseQuarantined(System.nanoTime());
         }
+        if (timer && transport.links.closing()) {
+            transport.links.closeOverdue(System.nanoTime(), false);
+        }
         work += transport.sends.pump();
         work += transport.pulls.pull();
         if (work == 0) {
@@ -243,7 +246,7 @@ final class ProgressLoop {
         // rings, and the idler reads the waiters again once its wait object is armed.
         parked = true;
         boolean busy = awaitsCompletions() || transport.sends.blocked() || transport.pulls.busy()
-                || transport.links.connecting() || transport.receives.retrying();
+                || transport.links.connecting() || transport.receives.retrying() || transport.links.closing();
         long slice = busy || idleNanos < RECENT_NANOS ? PARK_NANOS
                 : Math.min(MAX_SLICE_NANOS, PARK_NANOS << Math.min(5, idle / 64));
         try {
@@ -352,6 +355,7 @@ final class ProgressLoop {
         for (int i = 0; i < n; i++) {
             int slot = ops.slot(batch.context(i));
             if (slot < 0) {
+                transport.counters.strayCompletions.increment();
                 continue;
             }
             byte kind = ops.kind(slot);
@@ -376,8 +380,18 @@ final class ProgressLoop {
                     ops.release(slot);
                     transport.pulls.onRead((InboundFrame) target, chunk);
                 }
+                case OperationTable.ORPHANED_READ -> {
+                    Link link = ops.link(slot);
+                    long chunk = ops.bytes(slot);
+                    ops.release(slot);
+                    transport.pulls.settle((InboundFrame) target, chunk);
+                    transport.links.readEnded(link);
+                }
                 case OperationTable.DEAD -> { }
-                default -> LOG.log(System.Logger.Level.WARNING, "completion for an idle context slot " + slot);
+                default -> {
+                    transport.counters.strayCompletions.increment();
+                    LOG.log(System.Logger.Level.WARNING, "completion for an idle context slot " + slot);
+                }
             }
         }
         return n;
@@ -387,6 +401,7 @@ final class ProgressLoop {
         OperationTable ops = transport.ops;
         int slot = ops.slot(error.context());
         if (slot < 0) {
+            transport.counters.strayCompletions.increment();
             LOG.log(System.Logger.Level.WARNING, "error completion with an unknown context: " + error);
             return;
         }
@@ -395,6 +410,7 @@ final class ProgressLoop {
             return;
         }
         if (kind == OperationTable.FREE) {
+            transport.counters.strayCompletions.increment();
             LOG.log(System.Logger.Level.WARNING, "error completion for an idle slot: " + error);
             return;
         }
@@ -418,6 +434,10 @@ final class ProgressLoop {
             case OperationTable.READ -> {
                 transport.pulls.abandon((InboundFrame) target, bytes);
                 links.linkFailure(link, "rendezvous read failed: " + what);
+            }
+            case OperationTable.ORPHANED_READ -> {
+                transport.pulls.settle((InboundFrame) target, bytes);
+                links.readEnded(link);
             }
             default -> LOG.log(System.Logger.Level.WARNING, "error completion for an idle slot: " + error);
         }

@@ -46,7 +46,10 @@ final class ReceiveDispatcher {
     private final InboundFrame[] eagerFrames = new InboundFrame[EAGER_FRAMES];
     /** The progress thread's clock, read once per batch of completions. */
     private long batchNanos;
-    /** Frames dropped for a token that is not their link's: rate-limited lines with the reason. */
+    /**
+     * Frames dropped (for a token that is not their link's, for no link, receives that brought
+     * no frame at all): rate-limited lines with the reason.
+     */
     private final DropLog forged;
 
     ReceiveDispatcher(FabricTransport transport) {
@@ -59,7 +62,7 @@ final class ReceiveDispatcher {
         this.sharedQueue = transport.sharedQueue;
         this.type = transport.type;
         this.receiveBytes = transport.receiveBytes;
-        this.forged = new DropLog(LOG, config.provider() + " endpoint");
+        this.forged = new DropLog(LOG, config.provider() + " endpoint", "frames");
     }
 
     /** A new batch of completions: its receives are stamped with this time. */
@@ -111,6 +114,10 @@ final class ReceiveDispatcher {
     /** {@code received} bytes arrived in {@code buffer} (on {@code known}, or the shared queue, from {@code source}). */
     void onReceive(RegisteredBuffer buffer, Link known, long received, long source) {
         MemorySegment frame = buffer.segment();
+        boolean truncated = received < FrameDescriptor.HEADER;
+        if (truncated) {
+            counters.truncatedFrames.increment();
+        }
         String problem = FrameDescriptor.validate(frame, received, config.eagerThreshold(), config.maxMessageSize());
         int id = received >= FrameDescriptor.HEADER ? FrameDescriptor.link(frame) : -1;
         LinkTable links = transport.links;
@@ -127,7 +134,13 @@ final class ReceiveDispatcher {
             problem = "frame names link " + id;
         }
         if (link == null) {
-            forged.drop("no link", "a frame for no link: " + problem);
+            // A receive shorter than a header on a shared queue names no link: a peer's garbage,
+            // or an empty completion of a provider that lost track of its entries (LinkTeardown).
+            // The buffer is the queue's again. Each such completion is one the provider made, and
+            // a turn handles one batch of completions before it pumps sends and pulls: a flood of
+            // them delays the others' traffic by a batch at most, it does not starve it.
+            forged.drop(truncated ? "truncated" : "no link", truncated ? "a receive of " + received
+                    + " bytes, too short for a frame header" : "a frame for no link: " + problem);
             postShared(buffer);
             return;
         }

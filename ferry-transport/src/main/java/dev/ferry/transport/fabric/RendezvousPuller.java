@@ -207,8 +207,22 @@ final class RendezvousPuller {
 
     /** A chunk of a pull that will not be delivered: the target goes once no read is left on it. */
     void abandon(InboundFrame message, long bytes) {
+        detach(bytes);
+        settle(message, bytes);
+    }
+
+    /**
+     * A read of a torn-down peer that the provider has yet to end ({@link OperationTable#ORPHANED_READ}):
+     * it no longer counts against the reads and the budget in flight, so that other peers' pulls
+     * go on; its target stays until it ends ({@link #settle}).
+     */
+    void detach(long bytes) {
         readsInFlight--;
         bytesInFlight -= bytes;
+    }
+
+    /** A detached read of {@code message} ended: the target goes once no read is left on it. */
+    void settle(InboundFrame message, long bytes) {
         message.pulled += bytes;
         if (message.pulled == message.requested && message.target != null) {
             message.target.release();

@@ -13,7 +13,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * move.
  *
  * <pre>
- *  index (power-of-two entries, linear probing, at most 5/8 full)     rows (append-only chunks)
+ *  index (power-of-two entries, linear probing, at most 3/8 or 5/8)   rows (append-only chunks)
  *  +-----------+-------------+                                        chunk 0: weights of rows 0..b-1, records of rows 0..b-1
  *  | id  i64   | row + 1 i64 |  row + 1 == 0: empty entry  ------->   chunk 1: weights of rows b.., records of rows b..
  *  +-----------+-------------+
@@ -98,7 +98,7 @@ final class Shard {
     private int[] free = new int[16];
     private int freeCount;
     /** The id index; its generations are freed by {@link #close}. */
-    private final ShardIndex index = new ShardIndex();
+    private final ShardIndex index;
     private boolean closed;
     /** Odd while a writer changes a row or the index; accessed through {@link #VERSION}. */
     @SuppressWarnings("unused")
@@ -110,6 +110,7 @@ final class Shard {
         this.weightStride = layout.weightStride;
         this.recordStride = layout.recordStride;
         this.rowBytes = layout.stride();
+        this.index = new ShardIndex(rowBytes);
         this.weightLines = (int) ((weightStride + TOUCH_STEP - 1) / TOUCH_STEP);
         this.recordLines = (int) ((recordStride + TOUCH_STEP - 1) / TOUCH_STEP);
         this.idAt = layout.id;
@@ -421,6 +422,11 @@ final class Shard {
     /** Slots in use or free: the row numbers are {@code [0, rows())}. */
     int rows() {
         return rows;
+    }
+
+    /** Entries of the id index, used or empty; for tests. */
+    long indexEntries() {
+        return index.entries();
     }
 
     long reservedBytes() {

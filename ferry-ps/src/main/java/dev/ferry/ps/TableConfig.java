@@ -131,7 +131,8 @@ public record TableConfig(String name, int dimension, Optimizer optimizer, Initi
 
     /**
      * Bytes of one row in memory and in checkpoints: id, step count, weights and optimizer
-     * state. The hash index adds 16 to 40 bytes per row (16-byte entries, at most 5/8 full).
+     * state. The hash index adds 26 to 51 bytes per row (16-byte entries, at most 5/8 full), or
+     * 43 to 85 for rows of 512 bytes or more (at most 3/8 full: fewer probes per lookup).
      */
     public int bytesPerRow() {
         return (int) RowLayout.rowBytes(dimension, optimizer.stateSlots());

@@ -216,7 +216,7 @@ final class Shard {
      * One long of each of the {@code lines} cache lines from {@code from}, summed (the value means
      * nothing; without the lock it may read a row being written). A gather touches its rows'
      * weights this way, and a push its rows' weights and records (through a segment of all memory,
-     * {@code SparseTable.preload}), in a loop of their own before using them, so that many rows'
+     * {@code PushSteps.preload}), in a loop of their own before using them, so that many rows'
      * cache misses are under way at once. Up to eight loads at constant offsets (a switch that
      * falls through, always the same case for a shard), the lines past the eighth by a call (no
      * loop, whose profiled predicates the JIT's warm-up may trip). Measured: a loop of one load

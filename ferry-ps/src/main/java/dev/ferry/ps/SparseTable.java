@@ -1,7 +1,6 @@
 package dev.ferry.ps;
 
 import java.lang.foreign.MemorySegment;
-import java.util.Arrays;
 import java.util.Objects;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.LongSupplier;
@@ -27,8 +26,9 @@ import java.util.function.LongSupplier;
  * to one row are serialised, so concurrent pushes give the state of some serial order of their
  * per-row steps (for SGD, the same sums in any order, to rounding).
  *
- * <p>Roles: this class keeps the shards, the pull ({@link #gather}) and push ({@link #apply})
- * paths; a pull's reads without the locks are {@link OptimisticGather}'s, which ids get a row is
+ * <p>Roles: this class keeps the shards and checks the pull ({@link #gather}) and push
+ * ({@link #apply}) requests; a pull's reads without the locks are {@link OptimisticGather}'s, a
+ * push's steps {@link PushSteps}', which ids get a row is
  * {@link RowAdmission}'s, whole rows in and out (checkpoints, moves, replication, export) are
  * {@link WholeRows}'.
  *
@@ -51,6 +51,8 @@ public final class SparseTable {
     private final WholeRows wholeRows;
     /** The reads of a pull. */
     private final OptimisticGather gathers;
+    /** The steps of a push. */
+    private final PushSteps steps;
     private final LongAdder evictedTtl = new LongAdder();
     private final LongAdder evictedCapacity = new LongAdder();
     /** Push steps dropped because the evictor deleted their row between the two phases of the push. */
@@ -82,6 +84,7 @@ public final class SparseTable {
         this.admission = new RowAdmission(config, kernel, shards);
         this.wholeRows = new WholeRows(this, shards, rowBytes, admission);
         this.gathers = new OptimisticGather(this, shards, kernel, admission, readOnly);
+        this.steps = new PushSteps(this, shards, kernel, admission, lostToEviction);
         Eviction eviction = config.eviction();
         this.evictor = eviction.enabled() && !readOnly ? new TableEvictor(this) : null;
     }
@@ -215,15 +218,6 @@ public final class SparseTable {
     }
 
     /**
-     * Rows of a push whose cache lines are touched together before their steps: enough for the
-     * misses of rows out of cache to overlap, few enough for rows in cache to stay in the first
-     * level (16 Adam rows are 13 KiB) until their steps. Measured: groups of 16 against a whole
-     * shard's rows at once, Adagrad on rows in cache 1.20-1.25 against 1.30-1.37 ns per element,
-     * the 4,096-id push within noise (452 against 470 us); groups of 64 no better.
-     */
-    static final int TOUCH_GROUP = 16;
-
-    /**
      * Applies one optimizer step per id of {@code ids[offset, offset + count)} with the gradient
      * row at byte {@code i * dimension * 4} of {@code gradients}, which must hold exactly
      * {@code count} rows. Ids not in the table are created first with their initial values, if the
@@ -265,155 +259,7 @@ public final class SparseTable {
                     + ids[offset + (int) pos] + " (element " + bad % dimension() + ") of table '" + name()
                     + "' is not finite");
         }
-        Scratch scratch = Scratch.of(count);
-        int[] start = group(ids, offset, count, scratch);
-        int[] order = scratch.order;
-        long[] hash = scratch.hash;
-        int[] rowOf = scratch.row;
-        long[] entryId = scratch.entryId;
-        long[] entryRef = scratch.entryRef;
-        MemorySegment[] chunkOf = scratch.chunk;
-        long[] weightsAt = scratch.at;
-        long[] recordAt = scratch.recordAt;
-        long now = clock.getAsLong();
-        // Phase 1: find or create every row, so that a full table fails before any step; the home
-        // index entries of a shard's ids are read first, in a loop of loads only, so that their
-        // cache misses overlap, and each row's chunk and offsets are kept for phase 2.
-        for (int s = 0; s < shards.length; s++) {
-            if (start[s] == start[s + 1]) {
-                continue;
-            }
-            Shard shard = shards[s];
-            shard.lock.lock();
-            try {
-                checkOpen(shard);
-                shard.readHomes(order, start[s], start[s + 1], hash, entryId, entryRef);
-                for (int k = start[s]; k < start[s + 1]; k++) {
-                    int pos = order[k];
-                    long id = ids[offset + pos];
-                    // A home entry holding the id names its row (creations in this loop do not
-                    // move rows); any other entry, read before them, is looked up again.
-                    int row = entryRef[pos] != 0 && entryId[pos] == id ? (int) (entryRef[pos] - 1)
-                            : shard.find(id, hash[pos]);
-                    if (row < 0) {
-                        row = admission.admitAndCreate(shard, id, hash[pos], now);
-                    }
-                    rowOf[pos] = row;
-                    if (row >= 0) {
-                        shard.locate(row, pos, chunkOf, weightsAt, recordAt);
-                    } else {
-                        chunkOf[pos] = null;
-                    }
-                }
-            } finally {
-                shard.lock.unlock();
-            }
-        }
-        // Phase 2: the steps, in batch order within each shard (so duplicates apply in order),
-        // each one write for the optimistic readers. Before the steps of each group of
-        // TOUCH_GROUP rows, one load per cache line of each, in a loop of loads only from the
-        // offsets phase 1 kept: a step's work depends on its row's loads and fills the
-        // processor's window, so without these the rows' misses come one after another.
-        int dimension = dimension();
-        long touched = 0;
-        for (int s = 0; s < shards.length; s++) {
-            if (start[s] == start[s + 1]) {
-                continue;
-            }
-            Shard shard = shards[s];
-            shard.lock.lock();
-            try {
-                checkOpen(shard);
-                for (int from = start[s], end = start[s + 1]; from < end; from += TOUCH_GROUP) {
-                    int to = Math.min(end, from + TOUCH_GROUP);
-                    touched += preload(shard, order, chunkOf, weightsAt, recordAt, from, to)
-                            + preloadGradients(order, gradients, payloadBytes, from, to);
-                    for (int k = from; k < to; k++) {
-                        int pos = order[k];
-                        int row = rowOf[pos];
-                        if (row < 0) {
-                            continue; // not admitted: counted, not stored
-                        }
-                        long id = ids[offset + pos];
-                        if (!shard.holdsAt(chunkOf[pos], recordAt[pos], id)) {
-                            // Evicted since phase 1 (its slot maybe reused): the step is lost with
-                            // the row, as if it had been applied just before the eviction.
-                            row = shard.find(id, hash[pos]);
-                            if (row < 0) {
-                                lostToEviction.increment();
-                                continue;
-                            }
-                            shard.locate(row, pos, chunkOf, weightsAt, recordAt);
-                        }
-                        shard.beginWrite();
-                        try {
-                            shard.stepAt(chunkOf[pos], weightsAt[pos], recordAt[pos], kernel, dimension, gradients,
-                                    pos * payloadBytes, now);
-                        } finally {
-                            shard.endWrite();
-                        }
-                        RowListener listener = changes;
-                        if (listener != null) {
-                            listener.changed(id);
-                        }
-                    }
-                }
-            } finally {
-                shard.lock.unlock();
-            }
-        }
-        scratch.touched = touched;
-        Arrays.fill(chunkOf, 0, count, null);
-    }
-
-    /**
-     * All of memory, for the push's touches: each row's lines read at their addresses, without a
-     * segment's class, liveness and bounds checks per load (nine loads a row, in chunks that differ
-     * row to row, so nothing could be hoisted; and once the JIT's profiled predicates trip in
-     * warm-up, the checks are each a branch again). Read only under the row's shard lock, after
-     * {@link #checkOpen}: a shard's rows are freed only by its close, under that lock.
-     */
-    private static final MemorySegment ALL_MEMORY = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
-
-    /**
-     * One load per cache line of the weights and the record of each row of {@code order[from, to)}
-     * (null chunk: no row), from the chunks and offsets phase 1 found, summed. Under the shard's lock.
-     */
-    private static long preload(Shard shard, int[] order, MemorySegment[] chunkOf, long[] weightsAt, long[] recordAt,
-            int from, int to) {
-        assert shard.lock.isHeldByCurrentThread() && !shard.closed();
-        int weightLines = shard.weightLines();
-        int recordLines = shard.recordLines();
-        long touched = 0;
-        for (int k = from; k < to; k++) {
-            int pos = order[k];
-            MemorySegment chunk = chunkOf[pos];
-            if (chunk != null) {
-                long base = chunk.address();
-                touched += Shard.preloadLines(ALL_MEMORY, base + weightsAt[pos], weightLines)
-                        + Shard.preloadLines(ALL_MEMORY, base + recordAt[pos], recordLines);
-            }
-        }
-        return touched;
-    }
-
-    /**
-     * One load per whole cache line of the gradients of each row of {@code order[from, to)}: a
-     * push's gradient rows are read in shard order, at random positions of a request that the
-     * rows' own lines push out of the first levels. A partial last line (dimensions not a multiple
-     * of 16) is left to the step. Measured: Adagrad on rows in cache 1.03 / 1.03 against 1.08 /
-     * 1.10 ns per weight; the 1M-row push within its noise.
-     */
-    private static long preloadGradients(int[] order, MemorySegment gradients, long payloadBytes, int from, int to) {
-        int lines = (int) (payloadBytes / 64);
-        if (lines == 0) {
-            return 0;
-        }
-        long touched = 0;
-        for (int k = from; k < to; k++) {
-            touched += Shard.preloadLines(gradients, order[k] * payloadBytes, lines);
-        }
-        return touched;
+        steps.apply(ids, offset, count, gradients);
     }
 
     /** The whole row of {@code id} (header, weights, optimizer state) as bytes, or null; for tests. */
@@ -491,33 +337,4 @@ public final class SparseTable {
         }
     }
 
-    /**
-     * Groups the positions of a batch by shard, in batch order within a shard, into
-     * {@code scratch.order}, with each position's hash in {@code scratch.hash}; returns where each
-     * shard's positions start ({@code shards + 1} entries).
-     */
-    private int[] group(long[] ids, int offset, int count, Scratch scratch) {
-        long[] hash = scratch.hash;
-        int[] shardOf = scratch.row;
-        int[] order = scratch.order;
-        int[] start = scratch.shardStart;
-        Arrays.fill(start, 0, shards.length + 1, 0);
-        int mask = shards.length - 1;
-        for (int i = 0; i < count; i++) {
-            long h = Slots.mix(ids[offset + i]);
-            hash[i] = h;
-            int s = (int) (h >>> 40) & mask;
-            shardOf[i] = s;
-            start[s + 1]++;
-        }
-        for (int s = 0; s < shards.length; s++) {
-            start[s + 1] += start[s];
-        }
-        int[] cursor = scratch.shardCursor;
-        System.arraycopy(start, 0, cursor, 0, shards.length);
-        for (int i = 0; i < count; i++) {
-            order[cursor[shardOf[i]]++] = i;
-        }
-        return start;
-    }
 }

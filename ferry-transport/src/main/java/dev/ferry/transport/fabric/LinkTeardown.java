@@ -19,8 +19,8 @@ import dev.ferry.transport.events.TransportEvents;
  * orphaned (the puller stops counting them, their targets stay) and the endpoint closes once
  * the provider has ended them all, which it does as soon as the peer's connection ends (or the
  * peer answers them), or after {@link #CLOSE_GRACE_NANOS} at the latest. libfabric's tcp
- * provider before 1.18 completes and frees a read twice when its endpoint is closed while the
- * answer to the read is half received (ofiwg/libfabric#8660): an error completion with context
+ * provider up to 1.17.0 completes and frees a read twice when its endpoint is disabled while the
+ * answer to the read is half received (ofiwg/libfabric#8656, #8660): an error completion with context
  * 0 comes out, and the pool of transfer entries that every endpoint of the completion queue
  * shares is corrupt from then on (other peers' sends stall, receives complete empty).
  */
@@ -143,7 +143,7 @@ final class LinkTeardown {
             if (!all) {
                 LOG.log(System.Logger.Level.WARNING, "closing " + link + " with reads of its peer still in flight after "
                         + CLOSE_GRACE_NANOS / 1_000_000_000L + " s: the peer is alive but does not answer them (libfabric's tcp"
-                        + " provider before 1.18 may complete a half-received read twice and corrupt its queue)");
+                        + " provider up to 1.17.0 may complete a half-received read twice and corrupt its queue)");
             }
             closeEndpoint(link, link.closeCause);
         }

@@ -105,7 +105,9 @@ final class SendPump {
             Link link = active.poll();
             link.active = false;
             work += pump(link);
-            if (!link.queue.isEmpty() || !link.control.isEmpty() || link.credits.shouldReturn()) {
+            // A failed peer's link posts nothing more: kept active, it would keep the loop awake.
+            if (link.peer.failure() == null
+                    && (!link.queue.isEmpty() || !link.control.isEmpty() || link.credits.shouldReturn())) {
                 activate(link);
             }
         }
@@ -295,9 +297,15 @@ final class SendPump {
         frame.finish(null);
     }
 
-    /** A message's send completed in error. */
+    /**
+     * A message's send completed in error. A rendezvous request no longer waiting for its release
+     * was settled already (released by its peer, or failed with it at a teardown that kept the
+     * endpoint open for reads, {@link LinkTeardown}): its window and buffer are not given back twice.
+     */
     void onMessageFailed(OutboundFrame frame, Link link, TransportException cause) {
-        rendezvousOut.remove(frame.cookie);
+        if (rendezvousOut.remove(frame.cookie) == null && frame.type == FrameDescriptor.RNDV_REQ) {
+            return;
+        }
         rendezvousKeys.revoke(frame.cookie);
         window.release(link, frame.length);
         frame.free();

@@ -113,6 +113,9 @@ class HalfReadTeardownTest extends FabricTransportFixture {
         assertTrue(waitFor(() -> server.allocatorStats().orElseThrow().pool(PoolKind.RENDEZVOUS).buffersInUse() == 0,
                 30_000), "rendezvous buffers left: " + server.allocatorStats().orElseThrow().pool(PoolKind.RENDEZVOUS));
         assertNull(((FabricPeer) survivor).failure(), "the survivor failed");
+        // The orphaned read and the survivor's pulls are all accounted for: nothing in flight or waiting.
+        assertTrue(waitFor(() -> !receiver.proxy.call(() -> receiver.pulls.busy()), 30_000),
+                "the receiver's puller still counts reads in flight or waiting");
     }
 
     /**

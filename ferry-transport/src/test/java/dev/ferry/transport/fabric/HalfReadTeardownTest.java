@@ -125,13 +125,9 @@ class HalfReadTeardownTest extends FabricTransportFixture {
     @Test
     @Timeout(180)
     void aTornDownLinkWhosePeerNeverAnswersClosesAfterTheGrace() throws Exception {
-        TransportConfig config = config();
-        FabricTransport receiver = (FabricTransport) open(config, (from, message) -> message.release());
-        FabricTransport sender = (FabricTransport) open(config, (from, message) -> message.release());
-        Peer toServer = sender.connect(receiver.localAddress());
-        FabricPeer doomed = (FabricPeer) receiver.connect(sender.localAddress());
-        sendBig(toServer);
-        CountDownLatch resume = stopWithReadHalfReceived(receiver, sender, doomed);
+        HalfRead half = halfRead();
+        FabricTransport receiver = half.receiver();
+        FabricPeer doomed = half.doomed();
         try {
             long start = System.nanoTime();
             doomed.close();
@@ -144,7 +140,7 @@ class HalfReadTeardownTest extends FabricTransportFixture {
                     10_000), "the read's target was not released: "
                             + receiver.allocatorStats().orElseThrow().pool(PoolKind.RENDEZVOUS));
         } finally {
-            resume.countDown();
+            half.resume().countDown();
         }
     }
 
@@ -152,13 +148,9 @@ class HalfReadTeardownTest extends FabricTransportFixture {
     @Test
     @Timeout(180)
     void aReceiverClosedWhileATornDownLinkWaitsForItsReadStops() throws Exception {
-        TransportConfig config = config();
-        FabricTransport receiver = (FabricTransport) open(config, (from, message) -> message.release());
-        FabricTransport sender = (FabricTransport) open(config, (from, message) -> message.release());
-        Peer toServer = sender.connect(receiver.localAddress());
-        FabricPeer doomed = (FabricPeer) receiver.connect(sender.localAddress());
-        sendBig(toServer);
-        CountDownLatch resume = stopWithReadHalfReceived(receiver, sender, doomed);
+        HalfRead half = halfRead();
+        FabricTransport receiver = half.receiver();
+        FabricPeer doomed = half.doomed();
         try {
             doomed.close();
             assertTrue(waitFor(() -> receiver.proxy.call(() -> receiver.links.closing()), 10_000),
@@ -166,8 +158,26 @@ class HalfReadTeardownTest extends FabricTransportFixture {
             receiver.close();
             assertTrue(receiver.loop.finished(), "the receiver's progress thread did not finish its shutdown");
         } finally {
-            resume.countDown();
+            half.resume().countDown();
         }
+    }
+
+    /** A receiver, a sender, the receiver's peer for the sender, and the latch that lets the stopped sender go on. */
+    private record HalfRead(FabricTransport receiver, FabricTransport sender, FabricPeer doomed, CountDownLatch resume) {
+    }
+
+    /**
+     * Two transports, the big message sent from one to the other, and the sender's progress held
+     * once the receiver has part of its read.
+     */
+    private HalfRead halfRead() throws Exception {
+        TransportConfig config = config();
+        FabricTransport receiver = (FabricTransport) open(config, (from, message) -> message.release());
+        FabricTransport sender = (FabricTransport) open(config, (from, message) -> message.release());
+        Peer toServer = sender.connect(receiver.localAddress());
+        FabricPeer doomed = (FabricPeer) receiver.connect(sender.localAddress());
+        sendBig(toServer);
+        return new HalfRead(receiver, sender, doomed, stopWithReadHalfReceived(receiver, sender, doomed));
     }
 
     /** Sends the big message, filled with {@link #PATTERN}, on {@code to}. */

@@ -1,8 +1,10 @@
 package dev.ferry.transport.fabric;
 
 import java.util.ArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import dev.ferry.fabric.EndpointType;
+import dev.ferry.fabric.Fabric;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportException;
@@ -40,11 +42,37 @@ final class LinkTeardown {
     /** Torn-down links whose endpoints wait for their reads to end, oldest first. */
     private final ArrayList<Link> closing = new ArrayList<>();
 
+    /** Whether the note on libfabric's half-read bug was logged in this process. */
+    private static final AtomicBoolean TOLD = new AtomicBoolean();
+
     LinkTeardown(FabricTransport transport, LinkTable links) {
         this.transport = transport;
         this.links = links;
         this.config = transport.config;
         this.type = transport.type;
+        if (type == EndpointType.MSG && "tcp".equals(config.provider()) && mayDoubleCompleteReads(Fabric.libraryVersion())
+                && TOLD.compareAndSet(false, true)) {
+            LOG.log(System.Logger.Level.INFO, "libfabric " + Fabric.libraryVersion() + ": its tcp provider up to"
+                    + " 1.17.0 completes a read twice when an endpoint is disabled with the read half answered"
+                    + " (ofiwg/libfabric#8660); torn-down links keep their endpoints open until their reads"
+                    + " end, up to " + CLOSE_GRACE_NANOS / 1_000_000_000L + " s. libfabric 1.18 or later has the fix");
+        }
+    }
+
+    /**
+     * Whether libfabric {@code version} ("major.minor", as {@link Fabric#libraryVersion()} gives
+     * it: the revision is not reported) may be one whose tcp provider completes a half-answered
+     * read twice: 1.17 and older (1.17.0 has the bug; a later 1.17 revision may have the fix).
+     */
+    static boolean mayDoubleCompleteReads(String version) {
+        String[] parts = version.split("\\.");
+        try {
+            int major = Integer.parseInt(parts[0]);
+            int minor = parts.length > 1 ? Integer.parseInt(parts[1]) : 0;
+            return major < 1 || (major == 1 && minor <= 17);
+        } catch (NumberFormatException e) {
+            return true; // unknown: assume the worst, the note costs one line
+        }
     }
 
     /** {@code link} broke (a bad frame, a failed operation): its peer goes with it. */

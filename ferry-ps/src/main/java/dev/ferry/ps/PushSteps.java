@@ -18,6 +18,8 @@ final class PushSteps {
     private final OptimizerKernel kernel;
     private final RowAdmission admission;
     private final long payloadBytes;
+    /** Whole cache lines of a gradient row ({@link #preloadGradients}). */
+    private final int gradientLines;
     /** Steps dropped because the evictor deleted their row between the two phases. */
     private final LongAdder lostToEviction;
 
@@ -28,6 +30,7 @@ final class PushSteps {
         this.kernel = kernel;
         this.admission = admission;
         this.payloadBytes = (long) table.dimension() * Float.BYTES;
+        this.gradientLines = (int) (payloadBytes / 64);
         this.lostToEviction = lostToEviction;
     }
 
@@ -107,7 +110,7 @@ final class PushSteps {
                 for (int from = start[s], end = start[s + 1]; from < end; from += TOUCH_GROUP) {
                     int to = Math.min(end, from + TOUCH_GROUP);
                     touched += preload(shard, order, chunkOf, weightsAt, recordAt, from, to)
-                            + preloadGradients(order, gradients, payloadBytes, from, to);
+                            + preloadGradients(order, gradients, payloadBytes, gradientLines, from, to);
                     for (int k = from; k < to; k++) {
                         int pos = order[k];
                         int row = rowOf[pos];
@@ -184,8 +187,8 @@ final class PushSteps {
      * of 16) is left to the step. Measured: Adagrad on rows in cache 1.03 / 1.03 against 1.08 /
      * 1.10 ns per weight; the 1M-row push within its noise.
      */
-    private static long preloadGradients(int[] order, MemorySegment gradients, long payloadBytes, int from, int to) {
-        int lines = (int) (payloadBytes / 64);
+    private static long preloadGradients(int[] order, MemorySegment gradients, long payloadBytes, int lines, int from,
+            int to) {
         if (lines == 0) {
             return 0;
         }

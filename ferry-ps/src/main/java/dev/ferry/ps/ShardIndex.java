@@ -102,7 +102,7 @@ final class ShardIndex {
      * the live rows of {@code shard}, if {@code slots} entries would fill it past its limit.
      */
     void growFor(long slots, Shard shard) {
-        long entries = index.byteSize() / INDEX_ENTRY_BYTES;
+        long entries = entries();
         if (slots * 8 > entries * maxLoad) {
             rehash(entries * 2, shard);
         }

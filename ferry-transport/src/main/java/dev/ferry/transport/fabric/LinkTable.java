@@ -495,9 +495,9 @@ final class LinkTable {
         return teardowns.closing();
     }
 
-    /** An orphaned read of torn-down {@code link} ended. */
-    void readEnded(Link link) {
-        teardowns.readEnded(link);
+    /** An orphaned read of torn-down {@code link} into {@code message} ended ({@link LinkTeardown#readEnded}). */
+    void readEnded(Link link, InboundFrame message, long bytes) {
+        teardowns.readEnded(link, message, bytes);
     }
 
     /** Closes the torn-down links' endpoints whose reads did not end in time; all of them if {@code all}. */

@@ -150,9 +150,13 @@ final class LinkTeardown {
         return !closing.isEmpty();
     }
 
-    /** An orphaned read of {@code link} ended: its endpoint closes once it has no read left. */
-    void readEnded(Link link) {
+    /**
+     * An orphaned read of {@code link} into {@code message} ended ({@code bytes}, in success or in
+     * error): its bytes settle, and the endpoint closes once the link has no read left.
+     */
+    void readEnded(Link link, InboundFrame message, long bytes) {
         assert transport.holdsFabric();
+        transport.pulls.settle(message, bytes);
         if (link.closeCause != null && !transport.ops.readsInFlight(link) && closing.remove(link)) {
             closeEndpoint(link, link.closeCause);
         }

@@ -384,8 +384,7 @@ final class ProgressLoop {
                     Link link = ops.link(slot);
                     long chunk = ops.bytes(slot);
                     ops.release(slot);
-                    transport.pulls.settle((InboundFrame) target, chunk);
-                    transport.links.readEnded(link);
+                    transport.links.readEnded(link, (InboundFrame) target, chunk);
                 }
                 case OperationTable.DEAD -> { }
                 default -> {
@@ -435,10 +434,7 @@ final class ProgressLoop {
                 transport.pulls.abandon((InboundFrame) target, bytes);
                 links.linkFailure(link, "rendezvous read failed: " + what);
             }
-            case OperationTable.ORPHANED_READ -> {
-                transport.pulls.settle((InboundFrame) target, bytes);
-                links.readEnded(link);
-            }
+            case OperationTable.ORPHANED_READ -> links.readEnded(link, (InboundFrame) target, bytes);
             default -> LOG.log(System.Logger.Level.WARNING, "error completion for an idle slot: " + error);
         }
     }

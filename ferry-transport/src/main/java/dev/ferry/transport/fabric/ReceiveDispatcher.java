@@ -119,7 +119,7 @@ final class ReceiveDispatcher {
             counters.truncatedFrames.increment();
         }
         String problem = FrameDescriptor.validate(frame, received, config.eagerThreshold(), config.maxMessageSize());
-        int id = received >= FrameDescriptor.HEADER ? FrameDescriptor.link(frame) : -1;
+        int id = truncated ? -1 : FrameDescriptor.link(frame);
         LinkTable links = transport.links;
         Link link = known != null ? known : links.byId(id);
         if (source != Fi.ADDR_UNSPEC && (link == null || link.address != source)) {

@@ -70,6 +70,10 @@ ferry_setup() {
   if ! command -v mvn >/dev/null 2>&1; then
     ferry_apt_install maven || return 1
   fi
+  # The parameter server's prefetch helper (ferry-ps/src/main/c) is compiled by the build.
+  if ! command -v cc >/dev/null 2>&1; then
+    ferry_apt_install gcc || return 1
+  fi
   local jdk
   if ! jdk=$(ferry_find_jdk); then
     ferry_log "no JDK >= 25 found (JAVA_HOME=${JAVA_HOME:-unset}, /usr/lib/jvm/*)."

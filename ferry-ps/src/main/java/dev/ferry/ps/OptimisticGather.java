@@ -57,11 +57,13 @@ final class OptimisticGather {
      * instructions per row, keeps only a few under way):
      * <ol>
      *   <li>the ids grouped by shard (their hashes, a counting sort);
+     *   <li>the home index entries of all the ids prefetched ({@link LinePrefetch}, where it is on);
      *   <li>per shard, its version, then the home index entry of each of its ids: loads only,
      *       from one index segment ({@link Shard#readHomes});
      *   <li>per id, its row (the home entry's, or {@link Shard#find} past it, the home line now in
      *       cache) and the row's chunk and offset;
-     *   <li>one load per cache line of every row's weights, so that the rows' misses overlap;
+     *   <li>every row's weights prefetched, or (without the prefetch) one load per cache line of
+     *       them, so that the rows' misses overlap;
      *   <li>each row's copy (from cache now), then one validation per shard of its copies
      *       against its version ({@link Shard});
      *   <li>the ids that pass left: a row written meanwhile is read again, and a row that is
@@ -73,9 +75,16 @@ final class OptimisticGather {
         // case (the first found rows after a table's rows were created by gathers) sends it back
         // to the interpreter is recompiled alone and soon, not the whole gather.
         int[] start = groupByShard(ids, offset, count, scratch);
+        if (LinePrefetch.ENABLED) {
+            Shard.prefetchHomes(shards, start, scratch.order, scratch.hash, scratch.spans(count));
+        }
         readHomes(start, scratch);
         resolveRows(ids, offset, count, scratch);
-        scratch.touched = touchRows(count, scratch);
+        if (LinePrefetch.ENABLED) {
+            prefetchRows(count, scratch);
+        } else {
+            scratch.touched = touchRows(count, scratch);
+        }
         int lefts = copyRows(count, start, out, outAt, scratch);
         Arrays.fill(scratch.chunk, 0, count, null);
         long[] hash = scratch.hash;
@@ -189,6 +198,28 @@ final class OptimisticGather {
                 rowOf[i] = row;
             }
         }
+    }
+
+    /**
+     * Prefetches ({@link LinePrefetch}) every found row's weights. All of a chunk's rows at once:
+     * at most {@link Scratch#GATHER_CHUNK} rows, whose lines the copies then find in the second
+     * level or on their way (measured, 1,024 rows of 256 bytes: 45 against 77 ns per row with the
+     * touches below).
+     */
+    private void prefetchRows(int count, Scratch scratch) {
+        MemorySegment[] chunkOf = scratch.chunk;
+        long[] weightsAt = scratch.at;
+        long[] spans = scratch.spans(count);
+        long lines = shards[0].weightLines();
+        int n = 0;
+        for (int i = 0; i < count; i++) {
+            MemorySegment chunk = chunkOf[i];
+            if (chunk != null) {
+                spans[n++] = chunk.address() + weightsAt[i];
+                spans[n++] = lines;
+            }
+        }
+        LinePrefetch.spans(spans, n >> 1);
     }
 
     /** One load per cache line of each found row's weights, summed, so that the rows' misses overlap. */

@@ -8,8 +8,8 @@ import java.util.concurrent.atomic.LongAdder;
  * The optimizer steps of a push ({@link SparseTable#apply}, which has checked the request and its
  * gradients), in two phases per shard under the shard's lock: every row found or created first,
  * so that a full table fails before any step; then the steps, in batch order within a shard, each
- * one write for the optimistic readers, with the rows' cache lines read in groups just before
- * their steps. Stateless between calls (its working arrays are the thread's {@link Scratch}).
+ * one write for the optimistic readers, with the rows' cache lines prefetched ahead of their
+ * steps ({@link LinePrefetch}; read in groups just before them where it is off). Stateless between calls (its working arrays are the thread's {@link Scratch}).
  */
 final class PushSteps {
 
@@ -59,6 +59,9 @@ final class PushSteps {
         long[] weightsAt = scratch.at;
         long[] recordAt = scratch.recordAt;
         long now = table.now();
+        if (LinePrefetch.ENABLED) {
+            Shard.prefetchHomes(shards, start, order, hash, scratch.spans(count));
+        }
         // Phase 1: find or create every row, so that a full table fails before any step; the home
         // index entries of a shard's ids are read first, in a loop of loads only, so that their
         // cache misses overlap, and each row's chunk and offsets are kept for phase 2.
@@ -93,12 +96,17 @@ final class PushSteps {
             }
         }
         // Phase 2: the steps, in batch order within each shard (so duplicates apply in order),
-        // each one write for the optimistic readers. Before the steps of each group of
-        // TOUCH_GROUP rows, one load per cache line of each, in a loop of loads only from the
-        // offsets phase 1 kept: a step's work depends on its row's loads and fills the
-        // processor's window, so without these the rows' misses come one after another.
+        // each one write for the optimistic readers. The rows' lines (from the offsets phase 1
+        // kept) are prefetched PREFETCH_AHEAD rows ahead of the steps; without the prefetch,
+        // one load per cache line of each group of TOUCH_GROUP rows before their steps, in a loop
+        // of loads only: a step's work depends on its row's loads and fills the processor's
+        // window, so without either the rows' misses come one after another.
         int dimension = table.dimension();
         long touched = 0;
+        boolean prefetch = LinePrefetch.ENABLED;
+        // Gradients in a heap array have no address to prefetch; their lines are touched per group.
+        boolean touchGradients = !prefetch || !gradients.isNative();
+        int prefetched = 0;
         for (int s = 0; s < shards.length; s++) {
             if (start[s] == start[s + 1]) {
                 continue;
@@ -109,9 +117,17 @@ final class PushSteps {
                 table.checkOpenLocked(shard);
                 for (int from = start[s], end = start[s + 1]; from < end; from += TOUCH_GROUP) {
                     int to = Math.min(end, from + TOUCH_GROUP);
-                    touched += preload(shard, order, chunkOf, weightsAt, recordAt, from, to)
-                            + preloadGradients(order, gradients, payloadBytes, gradientLines, from, to);
+                    if (!prefetch) {
+                        touched += preload(shard, order, chunkOf, weightsAt, recordAt, from, to);
+                    }
+                    if (touchGradients) {
+                        touched += preloadGradients(order, gradients, payloadBytes, gradientLines, from, to);
+                    }
                     for (int k = from; k < to; k++) {
+                        if (prefetch && prefetched - k < PREFETCH_AHEAD && prefetched < count) {
+                            prefetched = prefetchRows(shard, order, chunkOf, weightsAt, recordAt, gradients,
+                                    !touchGradients, prefetched, count, scratch.spans(PREFETCH_BATCH * 3));
+                        }
                         int pos = order[k];
                         int row = rowOf[pos];
                         if (row < 0) {
@@ -178,6 +194,48 @@ final class PushSteps {
             }
         }
         return touched;
+    }
+
+    /**
+     * Rows a push keeps prefetched ahead of its step ({@link LinePrefetch}), and how many it asks
+     * for in one call. Measured (4,096-id Adagrad push, us, best / median): 16 and 4: 282 / 296,
+     * 293 / 306; 8 and 4: 309 / 313; 24 and 4: 304 / 312; 32 and 8: 290 / 303; 16 and 2: 315 / 320;
+     * 16 and 8: 302 / 307; touches of groups of 16 instead: 341-350 / 342-357.
+     */
+    static final int PREFETCH_AHEAD = 16;
+    static final int PREFETCH_BATCH = 4;
+
+    /**
+     * Prefetches the weights, record and (if {@code withGradients}) gradient lines of the rows of
+     * {@code order[from, ...)}, {@link #PREFETCH_BATCH} positions of the batch (null chunk: only
+     * the gradients); returns the next position to prefetch. Rows of later shards are prefetched
+     * before their shard's lock is taken: their chunks and offsets are phase 1's, and a prefetch of
+     * a line freed meanwhile is ignored by the processor.
+     */
+    private int prefetchRows(Shard shard, int[] order, MemorySegment[] chunkOf, long[] weightsAt, long[] recordAt,
+            MemorySegment gradients, boolean withGradients, int from, int count, long[] spans) {
+        int to = Math.min(count, from + PREFETCH_BATCH);
+        int weightLines = shard.weightLines();
+        int recordLines = shard.recordLines();
+        long gradientsAt = gradients.address();
+        int n = 0;
+        for (int k = from; k < to; k++) {
+            int pos = order[k];
+            MemorySegment chunk = chunkOf[pos];
+            if (chunk != null) {
+                long base = chunk.address();
+                spans[n++] = base + weightsAt[pos];
+                spans[n++] = weightLines;
+                spans[n++] = base + recordAt[pos];
+                spans[n++] = recordLines;
+            }
+            if (withGradients) {
+                spans[n++] = gradientsAt + pos * payloadBytes;
+                spans[n++] = gradientLines;
+            }
+        }
+        LinePrefetch.spans(spans, n >> 1);
+        return to;
     }
 
     /**

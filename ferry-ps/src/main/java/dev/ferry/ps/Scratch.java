@@ -36,6 +36,17 @@ final class Scratch {
     /** Where the cache-line touches of the last gather or apply leave their folded value, so that the JIT keeps them. */
     long touched;
 
+    /** Spans of lines to prefetch ({@link LinePrefetch#spans}); grown on demand. */
+    private long[] spans = new long[0];
+
+    /** {@link #spans} with room for {@code pairs} (address, lines) pairs. */
+    long[] spans(int pairs) {
+        if (spans.length < 2 * pairs) {
+            spans = new long[2 * pairs];
+        }
+        return spans;
+    }
+
     /** This thread's scratch with room for {@code count} ids. */
     static Scratch of(int count) {
         if (count > RETAINED) {

@@ -134,6 +134,22 @@ final class Shard {
     }
 
     /**
+     * Prefetches ({@link LinePrefetch}) the home index entry of each position of a batch grouped
+     * by shard ({@code order}, with {@code start[s]} where shard {@code s}'s positions start and
+     * {@code hash} by position), into {@code spans} (two longs per position). Without the locks:
+     * an index freed meanwhile is only a prefetch of lines the processor ignores.
+     */
+    static void prefetchHomes(Shard[] shards, int[] start, int[] order, long[] hash, long[] spans) {
+        int n = 0;
+        for (int s = 0; s < shards.length; s++) {
+            if (start[s] < start[s + 1]) {
+                n = shards[s].index.homeLines(order, start[s], start[s + 1], hash, spans, n);
+            }
+        }
+        LinePrefetch.spans(spans, n >> 1);
+    }
+
+    /**
      * The home index entries of ids (with the lock, or without it between {@link #readVersion}
      * and {@link #validate}): {@link ShardIndex#readHomes}.
      */

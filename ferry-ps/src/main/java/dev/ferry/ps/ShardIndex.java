@@ -77,6 +77,22 @@ final class ShardIndex {
     }
 
     /**
+     * The home entry of each position of {@code order[from, to)} (by {@code hash}) as a span of one
+     * line into {@code spans} from long {@code n}; returns the longs written up to. Without the
+     * lock: an address, not a read.
+     */
+    int homeLines(int[] order, int from, int to, long[] hash, long[] spans, int n) {
+        MemorySegment entries = index;
+        long base = entries.address();
+        long mask = entries.byteSize() / INDEX_ENTRY_BYTES - 1;
+        for (int k = from; k < to; k++) {
+            spans[n++] = base + (hash[order[k]] & mask) * INDEX_ENTRY_BYTES;
+            spans[n++] = 1;
+        }
+        return n;
+    }
+
+    /**
      * The home entry of each id {@code i = order[k]}, {@code k} in {@code [from, to)}: its id to
      * {@code entryId[i]}, its row reference ({@code row + 1}, 0: empty) to {@code entryRef[i]}.
      * Loads only, from one generation of the index, with nothing branching on them, so that the

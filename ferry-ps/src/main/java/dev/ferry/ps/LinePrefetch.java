@@ -1,0 +1,98 @@
+package dev.ferry.ps;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SymbolLookup;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+
+/**
+ * Software prefetch of cache lines into the second-level cache, through a small native helper
+ * ({@code src/main/c/ferry_prefetch.c}, built with the module for the building machine). Java has
+ * no prefetch: a load that misses holds the processor's window until its line arrives, so touches
+ * keep only as many misses under way as the first level's miss buffers and stall the work behind
+ * them. A prefetch retires at once, so a gather's or a push's lines arrive while it works on
+ * earlier rows. Measured (JMH, this VM): the gather of 1,024 Zipf rows of a 1M-row table 77 against
+ * 45 ns per row; the 4,096-id Adagrad push 350 against 290 us.
+ *
+ * <p>A prefetch never faults (an unmapped or freed address is ignored), so addresses read without a
+ * lock may be passed. Where the helper cannot be loaded (another machine than the one that built
+ * the jar, or {@code -Dferry.ps.prefetch=false}), {@link #ENABLED} is false and the callers touch
+ * lines with loads as before. Stateless; any thread.
+ */
+final class LinePrefetch {
+
+    /** Whether {@link #spans} prefetches; if not, callers touch their lines with loads. */
+    static final boolean ENABLED;
+    private static final MethodHandle SPANS;
+    private static final System.Logger LOG = System.getLogger(LinePrefetch.class.getName());
+
+    static {
+        MethodHandle spans = null;
+        if (Boolean.parseBoolean(System.getProperty("ferry.ps.prefetch", "true"))) {
+            try {
+                spans = load();
+            } catch (IOException | RuntimeException | LinkageError e) {
+                LOG.log(System.Logger.Level.INFO, "no software prefetch (cache lines are touched instead): " + e);
+            }
+        }
+        SPANS = spans;
+        ENABLED = spans != null;
+    }
+
+    private LinePrefetch() {
+    }
+
+    /**
+     * Prefetches {@code pairs} spans of {@code spans}: {@code spans[2i]} an address,
+     * {@code spans[2i + 1]} a number of 64-byte lines from it. Only when {@link #ENABLED}.
+     */
+    static void spans(long[] spans, int pairs) {
+        assert ENABLED && pairs * 2L <= spans.length;
+        try {
+            SPANS.invokeExact(MemorySegment.ofArray(spans), pairs);
+        } catch (Throwable t) {
+            throw new AssertionError("ferry_prefetch_l2 cannot throw", t);
+        }
+    }
+
+    /**
+     * The helper for this machine, from the module's resources: copied to a temporary file for the
+     * loader, which is deleted once loaded (the mapping stays).
+     */
+    private static MethodHandle load() throws IOException {
+        String machine = switch (System.getProperty("os.arch")) {
+            case "amd64", "x86_64" -> "x86_64";
+            case "aarch64", "arm64" -> "aarch64";
+            default -> System.getProperty("os.arch");
+        };
+        String resource = "native/" + machine + "/libferryprefetch.so";
+        if (!System.getProperty("os.name").startsWith("Linux")) {
+            throw new UnsupportedOperationException("the prefetch helper is built for Linux only");
+        }
+        Path file = Files.createTempFile("ferry-prefetch-", ".so");
+        try {
+            try (InputStream in = LinePrefetch.class.getResourceAsStream(resource)) {
+                if (in == null) {
+                    throw new IOException("no " + resource + " for this machine in the jar");
+                }
+                Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
+            }
+            SymbolLookup library = SymbolLookup.libraryLookup(file, Arena.global());
+            MemorySegment function = library.find("ferry_prefetch_l2")
+                    .orElseThrow(() -> new IOException("no ferry_prefetch_l2 in " + resource));
+            return Linker.nativeLinker().downcallHandle(function,
+                    FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_INT),
+                    Linker.Option.critical(true));
+        } finally {
+            Files.deleteIfExists(file);
+        }
+    }
+}

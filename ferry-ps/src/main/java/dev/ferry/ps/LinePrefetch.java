@@ -47,6 +47,17 @@ final class LinePrefetch {
         ENABLED = spans != null;
     }
 
+    /**
+     * Lines one call prefetches at most; callers split longer runs into several calls. A critical
+     * downcall holds off every safepoint, and so every thread's garbage collection, until it
+     * returns, and its contract is a call about as short as an empty one: a gather's chunk of
+     * 4,096 rows of the largest dimension (65,536 weights, 4,096 lines a row) would be 16M
+     * prefetches, a gigabyte from memory, in one call. 16,384 lines (1 MiB, this machine's
+     * second level) keep the measured gathers and pushes (rows of up to 13 lines) to the calls
+     * they made before.
+     */
+    static final int CALL_LINES = 1 << 14;
+
     private LinePrefetch() {
     }
 

@@ -122,6 +122,41 @@ class SparseTableTest {
         }
     }
 
+    /**
+     * Rows of 32,768 weights (2,048 lines each): a gather prefetches them in calls of at most
+     * {@link LinePrefetch#CALL_LINES} lines (8 rows a call here), a push one row a call; the
+     * weights are still exactly the sums of their (integer) gradients, ids repeated in a batch.
+     */
+    @Test
+    void wideRowsArePushedAndGatheredExactly() {
+        int dimension = 1 << 15;
+        long[] ids = new long[24];
+        for (int i = 0; i < ids.length; i++) {
+            ids[i] = i % 19 * 1_000_003L; // ids 0 to 4 twice
+        }
+        try (ParameterServer server = ParameterServer.create(PsConfig.defaults()); Arena arena = Arena.ofConfined()) {
+            SparseTable table = server.createTable(TableConfig.of("wide", dimension, Optimizer.sgd(1)).withShards(4));
+            long rowBytes = (long) dimension * Float.BYTES;
+            MemorySegment gradients = arena.allocate(ids.length * rowBytes, 64);
+            float[] expected = new float[19 * dimension];
+            for (int i = 0; i < ids.length; i++) {
+                for (int j = 0; j < dimension; j++) {
+                    float g = (i + j) % 7 - 3;
+                    gradients.set(RowLayout.FLOAT, i * rowBytes + j * 4L, g);
+                    expected[i % 19 * dimension + j] -= g;
+                }
+            }
+            table.apply(ids, 0, ids.length, gradients);
+            MemorySegment out = arena.allocate(ids.length * rowBytes, 64);
+            table.gather(ids, 0, ids.length, out);
+            for (int i = 0; i < ids.length; i++) {
+                float[] row = out.asSlice(i * rowBytes, rowBytes).toArray(RowLayout.FLOAT);
+                assertArrayEquals(java.util.Arrays.copyOfRange(expected, i % 19 * dimension, (i % 19 + 1) * dimension),
+                        row, "id " + ids[i]);
+            }
+        }
+    }
+
     @Test
     void manyRowsSurviveIndexGrowthAcrossShards() {
         int n = TestScale.pick(200_000, 2_000_000);

@@ -9,7 +9,8 @@ import java.util.concurrent.atomic.LongAdder;
  * gradients), in two phases per shard under the shard's lock: every row found or created first,
  * so that a full table fails before any step; then the steps, in batch order within a shard, each
  * one write for the optimistic readers, with the rows' cache lines prefetched ahead of their
- * steps ({@link LinePrefetch}; read in groups just before them where it is off). Stateless between calls (its working arrays are the thread's {@link Scratch}).
+ * steps ({@link LinePrefetch}; read in groups just before them where it is off). Stateless
+ * between calls (its working arrays are the thread's {@link Scratch}).
  */
 final class PushSteps {
 
@@ -18,7 +19,7 @@ final class PushSteps {
     private final OptimizerKernel kernel;
     private final RowAdmission admission;
     private final long payloadBytes;
-    /** Whole cache lines of a gradient row ({@link #preloadGradients}). */
+    /** Whole cache lines of a gradient row ({@link #preloadGradients}, {@link #prefetchRows}). */
     private final int gradientLines;
     /** Steps dropped because the evictor deleted their row between the two phases. */
     private final LongAdder lostToEviction;
@@ -104,7 +105,8 @@ final class PushSteps {
         int dimension = table.dimension();
         long touched = 0;
         boolean prefetch = LinePrefetch.ENABLED;
-        // Gradients in a heap array have no address to prefetch; their lines are touched per group.
+        // A heap segment's address() is an offset into its array, not where its lines are: the
+        // gradients of a heap array are touched per group instead of prefetched.
         boolean touchGradients = !prefetch || !gradients.isNative();
         boolean callPerRow = callPerRow(!touchGradients);
         int prefetched = 0;

@@ -70,9 +70,11 @@ ferry_setup() {
   if ! command -v mvn >/dev/null 2>&1; then
     ferry_apt_install maven || return 1
   fi
-  # The parameter server's prefetch helper (ferry-ps/src/main/c) is compiled by the build.
-  if ! command -v cc >/dev/null 2>&1; then
-    ferry_apt_install gcc || return 1
+  # The parameter server's prefetch helper (ferry-ps/src/main/c) is compiled by the build: a C
+  # compiler, and the C library's headers and start files, which gcc only recommends (an image
+  # that installs no recommended packages gets gcc without them, and the build fails).
+  if ! command -v cc >/dev/null 2>&1 || [ ! -e /usr/include/stdint.h ]; then
+    ferry_apt_install gcc libc6-dev || return 1
   fi
   local jdk
   if ! jdk=$(ferry_find_jdk); then

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds the prefetch helper (ferry_prefetch.c) into OUT/dev/ferry/ps/native/<machine>/ for the
-# machine that builds it. Called by Maven (ferry-ps, process-resources); needs a C compiler
-# (bin/test and bin/ferry install gcc when it is missing).
+# processor architecture of the machine that builds it. Called by Maven (ferry-ps,
+# process-resources); needs a C compiler (bin/setup, bin/test and bin/ferry install gcc when it is
+# missing and they run as root; otherwise they say so and stop).
 set -eu
 src=$(dirname "$0")/ferry_prefetch.c
 out=$1/dev/ferry/ps/native/$(uname -m)

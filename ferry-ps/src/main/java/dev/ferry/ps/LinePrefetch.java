@@ -15,17 +15,18 @@ import java.nio.file.StandardCopyOption;
 
 /**
  * Software prefetch of cache lines into the second-level cache, through a small native helper
- * ({@code src/main/c/ferry_prefetch.c}, built with the module for the building machine). Java has
- * no prefetch: a load that misses holds the processor's window until its line arrives, so touches
- * keep only as many misses under way as the first level's miss buffers and stall the work behind
- * them. A prefetch retires at once, so a gather's or a push's lines arrive while it works on
- * earlier rows. Measured (JMH, this VM): the gather of 1,024 Zipf rows of a 1M-row table 77 against
- * 45 ns per row; the 4,096-id Adagrad push 350 against 290 us.
+ * ({@code src/main/c/ferry_prefetch.c}, built with the module for the building machine's processor
+ * architecture). Java has no prefetch: a load that misses holds the processor's window until its
+ * line arrives, so touches keep only as many misses under way as the first level's miss buffers
+ * and stall the work behind them. A prefetch retires at once, so a gather's or a push's lines
+ * arrive while it works on earlier rows. Measured (JMH, this VM): the gather of 1,024 Zipf rows of
+ * a 1M-row table 77 against 45 ns per row; the 4,096-id Adagrad push 350 against 290 us.
  *
  * <p>A prefetch never faults (an unmapped or freed address is ignored), so addresses read without a
- * lock may be passed. Where the helper cannot be loaded (another machine than the one that built
- * the jar, or {@code -Dferry.ps.prefetch=false}), {@link #ENABLED} is false and the callers touch
- * lines with loads as before. Stateless; any thread.
+ * lock may be passed. Where the helper cannot be loaded (a jar built on another architecture or
+ * operating system, a temporary directory mounted {@code noexec}) or is turned off
+ * ({@code -Dferry.ps.prefetch=false}), {@link #ENABLED} is false and the callers touch lines with
+ * loads as before. Stateless; any thread.
  */
 final class LinePrefetch {
 
@@ -46,6 +47,17 @@ final class LinePrefetch {
         SPANS = spans;
         ENABLED = spans != null;
     }
+
+    /**
+     * Lines one call prefetches at most; callers split longer runs into several calls. A critical
+     * downcall holds off every safepoint, and so every thread's garbage collection, until it
+     * returns, and its contract is a call about as short as an empty one: a gather's chunk of
+     * 4,096 rows of the largest dimension (65,536 weights, 4,096 lines a row) would be 16M
+     * prefetches, a gigabyte from memory, in one call. 16,384 lines (1 MiB, this machine's
+     * second level) keep the measured gathers and pushes (rows of up to 13 lines) to the calls
+     * they made before.
+     */
+    static final int CALL_LINES = 1 << 14;
 
     private LinePrefetch() {
     }

@@ -9,7 +9,8 @@ import java.util.concurrent.atomic.LongAdder;
  * gradients), in two phases per shard under the shard's lock: every row found or created first,
  * so that a full table fails before any step; then the steps, in batch order within a shard, each
  * one write for the optimistic readers, with the rows' cache lines prefetched ahead of their
- * steps ({@link LinePrefetch}; read in groups just before them where it is off). Stateless between calls (its working arrays are the thread's {@link Scratch}).
+ * steps ({@link LinePrefetch}; read in groups just before them where it is off). Stateless
+ * between calls (its working arrays are the thread's {@link Scratch}).
  */
 final class PushSteps {
 
@@ -18,7 +19,7 @@ final class PushSteps {
     private final OptimizerKernel kernel;
     private final RowAdmission admission;
     private final long payloadBytes;
-    /** Whole cache lines of a gradient row ({@link #preloadGradients}). */
+    /** Whole cache lines of a gradient row ({@link #preloadGradients}, {@link #prefetchRows}). */
     private final int gradientLines;
     /** Steps dropped because the evictor deleted their row between the two phases. */
     private final LongAdder lostToEviction;
@@ -104,8 +105,10 @@ final class PushSteps {
         int dimension = table.dimension();
         long touched = 0;
         boolean prefetch = LinePrefetch.ENABLED;
-        // Gradients in a heap array have no address to prefetch; their lines are touched per group.
+        // A heap segment's address() is an offset into its array, not where its lines are: the
+        // gradients of a heap array are touched per group instead of prefetched.
         boolean touchGradients = !prefetch || !gradients.isNative();
+        boolean callPerRow = callPerRow(!touchGradients);
         int prefetched = 0;
         for (int s = 0; s < shards.length; s++) {
             if (start[s] == start[s + 1]) {
@@ -126,7 +129,7 @@ final class PushSteps {
                     for (int k = from; k < to; k++) {
                         if (prefetch && prefetched - k < PREFETCH_AHEAD && prefetched < count) {
                             prefetched = prefetchRows(shard, order, chunkOf, weightsAt, recordAt, gradients,
-                                    !touchGradients, prefetched, count, scratch.spans(PREFETCH_BATCH * 3));
+                                    !touchGradients, callPerRow, prefetched, count, scratch.spans(PREFETCH_BATCH * 3));
                         }
                         int pos = order[k];
                         int row = rowOf[pos];
@@ -206,14 +209,26 @@ final class PushSteps {
     static final int PREFETCH_BATCH = 4;
 
     /**
+     * Whether {@link #prefetchRows} prefetches each row in a call of its own: when
+     * {@link #PREFETCH_BATCH} rows would pass {@link LinePrefetch#CALL_LINES} lines (rows of
+     * thousands of weights; not the measured Adagrad rows of 64 weights, 13 lines).
+     */
+    private boolean callPerRow(boolean withGradients) {
+        Shard any = shards[0];
+        long rowLines = any.weightLines() + any.recordLines() + (withGradients ? gradientLines : 0);
+        return rowLines * PREFETCH_BATCH > LinePrefetch.CALL_LINES;
+    }
+
+    /**
      * Prefetches the weights, record and (if {@code withGradients}) gradient lines of the rows of
      * {@code order[from, ...)}, {@link #PREFETCH_BATCH} positions of the batch (null chunk: only
-     * the gradients); returns the next position to prefetch. Rows of later shards are prefetched
-     * before their shard's lock is taken: their chunks and offsets are phase 1's, and a prefetch of
-     * a line freed meanwhile is ignored by the processor.
+     * the gradients), in one call or one per row ({@code callPerRow}); returns the next position
+     * to prefetch. Rows of later shards are prefetched before their shard's lock is taken: their
+     * chunks and offsets are phase 1's, and a prefetch of a line freed meanwhile is ignored by the
+     * processor.
      */
     private int prefetchRows(Shard shard, int[] order, MemorySegment[] chunkOf, long[] weightsAt, long[] recordAt,
-            MemorySegment gradients, boolean withGradients, int from, int count, long[] spans) {
+            MemorySegment gradients, boolean withGradients, boolean callPerRow, int from, int count, long[] spans) {
         int to = Math.min(count, from + PREFETCH_BATCH);
         int weightLines = shard.weightLines();
         int recordLines = shard.recordLines();
@@ -232,6 +247,10 @@ final class PushSteps {
             if (withGradients) {
                 spans[n++] = gradientsAt + pos * payloadBytes;
                 spans[n++] = gradientLines;
+            }
+            if (callPerRow) {
+                LinePrefetch.spans(spans, n >> 1);
+                n = 0;
             }
         }
         LinePrefetch.spans(spans, n >> 1);

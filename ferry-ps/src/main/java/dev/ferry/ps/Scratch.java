@@ -11,7 +11,10 @@ import java.lang.foreign.MemorySegment;
  */
 final class Scratch {
 
-    /** Ids whose arrays a thread keeps (60 bytes each with compressed references: 3.75 MiB at most). */
+    /**
+     * Ids whose arrays a thread keeps (60 bytes each with compressed references, and 16 more of
+     * {@link #spans(int)} where the prefetch is on: 4.75 MiB at most).
+     */
     static final int RETAINED = 1 << 16;
     /** Ids a gather looks up before it copies their rows (the lookups' cache misses overlap). */
     static final int GATHER_CHUNK = 1 << 12;
@@ -36,13 +39,16 @@ final class Scratch {
     /** Where the cache-line touches of the last gather or apply leave their folded value, so that the JIT keeps them. */
     long touched;
 
-    /** Spans of lines to prefetch ({@link LinePrefetch#spans}); grown on demand. */
+    /**
+     * Spans of lines to prefetch ({@link LinePrefetch#spans}); grown on demand (only where the
+     * prefetch is on), to as many pairs as the ids' arrays have room for ids.
+     */
     private long[] spans = new long[0];
 
     /** {@link #spans} with room for {@code pairs} (address, lines) pairs. */
     long[] spans(int pairs) {
         if (spans.length < 2 * pairs) {
-            spans = new long[2 * pairs];
+            spans = new long[2 * Math.max(pairs, hash.length)];
         }
         return spans;
     }

@@ -12,10 +12,12 @@ import java.lang.foreign.ValueLayout;
  * Each generation lives in a shared arena of its own; growing it rehashes only the entries,
  * reading the ids back from the shard's records, and closes the old generation's arena.
  *
- * <p>One per shard, owned by it, under the shard's contract: every method but {@link #find} is
- * called by a writer that holds the shard's {@link Shard#lock} (inside a write, for the changes);
- * {@link #find} is also called without the lock by the shard's optimistic readers, between
- * {@link Shard#readVersion} and {@link Shard#validate}.
+ * <p>One per shard, owned by it, under the shard's contract: every method but {@link #find},
+ * {@link #readHomes} and {@link #homeLines} is called by a writer that holds the shard's
+ * {@link Shard#lock} (inside a write, for the changes); {@link #find} and {@link #readHomes} are
+ * also called without the lock by the shard's optimistic readers, between
+ * {@link Shard#readVersion} and {@link Shard#validate}, and {@link #homeLines} (addresses for a
+ * prefetch, no read of the index) by gathers and pushes without the lock.
  */
 final class ShardIndex {
 

@@ -81,6 +81,82 @@ class SparseTableTest {
         }
     }
 
+    /**
+     * A push whose gradients are a heap array (a replayed push's, or an embedding caller's
+     * {@code MemorySegment.ofArray(float[])}) steps its rows to the same bits as the same gradients
+     * in native memory: a heap segment has no address to prefetch, so its lines are touched
+     * instead while the rows' own lines are prefetched. Rows of 20 weights (one whole gradient
+     * line and a part), four shards, batches much longer than the prefetch distance, at an
+     * offset into the array, ids repeated within a batch.
+     */
+    @Test
+    void aPushFromAHeapArrayStepsRowsAsFromNativeMemory() {
+        int n = 3_000;
+        int batch = 600;
+        SplittableRandom random = new SplittableRandom(47);
+        long[] ids = new long[n];
+        for (int i = 0; i < n; i++) {
+            ids[i] = random.nextInt(1_000) * 7_919L - 3;
+        }
+        float[] heap = new float[n * 20 + 1];
+        for (int i = 0; i < heap.length; i++) {
+            heap[i] = (float) random.nextDouble(-1, 1);
+        }
+        try (ParameterServer server = ParameterServer.create(PsConfig.defaults()); Arena arena = Arena.ofConfined()) {
+            SparseTable fromHeap = server.createTable(TableConfig.of("heap", 20, Optimizer.adagrad(0.5)).withShards(4));
+            SparseTable fromNative = server.createTable(TableConfig.of("native", 20, Optimizer.adagrad(0.5))
+                    .withShards(4));
+            MemorySegment heapGradients = MemorySegment.ofArray(heap).asSlice(Float.BYTES);
+            MemorySegment nativeGradients = arena.allocate(n * 80L, 64);
+            MemorySegment.copy(heapGradients, 0, nativeGradients, 0, n * 80L);
+            for (int round = 0; round < 2; round++) { // creates the rows, then steps rows that exist
+                for (int from = 0; from < n; from += batch) {
+                    fromHeap.apply(ids, from, batch, heapGradients.asSlice(from * 80L, batch * 80L));
+                    fromNative.apply(ids, from, batch, nativeGradients.asSlice(from * 80L, batch * 80L));
+                }
+            }
+            assertEquals(fromNative.rows(), fromHeap.rows());
+            for (long id : ids) {
+                assertArrayEquals(fromNative.rawRow(id), fromHeap.rawRow(id), "id " + id);
+            }
+        }
+    }
+
+    /**
+     * Rows of 32,768 weights (2,048 lines each): a gather prefetches them in calls of at most
+     * {@link LinePrefetch#CALL_LINES} lines (8 rows a call here), a push one row a call; the
+     * weights are still exactly the sums of their (integer) gradients, ids repeated in a batch.
+     */
+    @Test
+    void wideRowsArePushedAndGatheredExactly() {
+        int dimension = 1 << 15;
+        long[] ids = new long[24];
+        for (int i = 0; i < ids.length; i++) {
+            ids[i] = i % 19 * 1_000_003L; // ids 0 to 4 twice
+        }
+        try (ParameterServer server = ParameterServer.create(PsConfig.defaults()); Arena arena = Arena.ofConfined()) {
+            SparseTable table = server.createTable(TableConfig.of("wide", dimension, Optimizer.sgd(1)).withShards(4));
+            long rowBytes = (long) dimension * Float.BYTES;
+            MemorySegment gradients = arena.allocate(ids.length * rowBytes, 64);
+            float[] expected = new float[19 * dimension];
+            for (int i = 0; i < ids.length; i++) {
+                for (int j = 0; j < dimension; j++) {
+                    float g = (i + j) % 7 - 3;
+                    gradients.set(RowLayout.FLOAT, i * rowBytes + j * 4L, g);
+                    expected[i % 19 * dimension + j] -= g;
+                }
+            }
+            table.apply(ids, 0, ids.length, gradients);
+            MemorySegment out = arena.allocate(ids.length * rowBytes, 64);
+            table.gather(ids, 0, ids.length, out);
+            for (int i = 0; i < ids.length; i++) {
+                float[] row = out.asSlice(i * rowBytes, rowBytes).toArray(RowLayout.FLOAT);
+                assertArrayEquals(java.util.Arrays.copyOfRange(expected, i % 19 * dimension, (i % 19 + 1) * dimension),
+                        row, "id " + ids[i]);
+            }
+        }
+    }
+
     @Test
     void manyRowsSurviveIndexGrowthAcrossShards() {
         int n = TestScale.pick(200_000, 2_000_000);

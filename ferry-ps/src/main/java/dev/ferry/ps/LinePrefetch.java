@@ -63,13 +63,12 @@ final class LinePrefetch {
     }
 
     /**
-     * Prefetches {@code pairs} spans of {@code spans}: {@code spans[2i]} an address,
-     * {@code spans[2i + 1]} a number of 64-byte lines from it. Only when {@link #ENABLED}.
+     * Prefetches the first {@code pairs} spans of {@code spans}. Only when {@link #ENABLED}.
      */
-    static void spans(long[] spans, int pairs) {
-        assert ENABLED && pairs * 2L <= spans.length;
+    static void spans(LineSpans spans, int pairs) {
+        assert ENABLED && pairs * 2L <= spans.pairs.length;
         try {
-            SPANS.invokeExact(MemorySegment.ofArray(spans), pairs);
+            SPANS.invokeExact(spans.segment, pairs);
         } catch (Throwable t) {
             throw new AssertionError("ferry_prefetch_l2 cannot throw", t);
         }

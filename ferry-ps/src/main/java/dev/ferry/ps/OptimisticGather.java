@@ -210,7 +210,8 @@ final class OptimisticGather {
     private void prefetchRows(int count, Scratch scratch) {
         MemorySegment[] chunkOf = scratch.chunk;
         long[] weightsAt = scratch.at;
-        long[] spans = scratch.spans(count);
+        LineSpans spans = scratch.spans(count);
+        long[] pairs = spans.pairs;
         int lines = shards[0].weightLines();
         int rowsPerCall = Math.max(1, LinePrefetch.CALL_LINES / lines);
         for (int from = 0; from < count; from += rowsPerCall) {
@@ -218,8 +219,8 @@ final class OptimisticGather {
             for (int i = from, to = Math.min(count, from + rowsPerCall); i < to; i++) {
                 MemorySegment chunk = chunkOf[i];
                 if (chunk != null) {
-                    spans[n++] = chunk.address() + weightsAt[i];
-                    spans[n++] = lines;
+                    pairs[n++] = chunk.address() + weightsAt[i];
+                    pairs[n++] = lines;
                 }
             }
             LinePrefetch.spans(spans, n >> 1);

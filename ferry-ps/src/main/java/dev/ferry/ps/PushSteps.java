@@ -228,25 +228,26 @@ final class PushSteps {
      * processor.
      */
     private int prefetchRows(Shard shard, int[] order, MemorySegment[] chunkOf, long[] weightsAt, long[] recordAt,
-            MemorySegment gradients, boolean withGradients, boolean callPerRow, int from, int count, long[] spans) {
+            MemorySegment gradients, boolean withGradients, boolean callPerRow, int from, int count, LineSpans spans) {
         int to = Math.min(count, from + PREFETCH_BATCH);
         int weightLines = shard.weightLines();
         int recordLines = shard.recordLines();
         long gradientsAt = gradients.address();
+        long[] pairs = spans.pairs;
         int n = 0;
         for (int k = from; k < to; k++) {
             int pos = order[k];
             MemorySegment chunk = chunkOf[pos];
             if (chunk != null) {
                 long base = chunk.address();
-                spans[n++] = base + weightsAt[pos];
-                spans[n++] = weightLines;
-                spans[n++] = base + recordAt[pos];
-                spans[n++] = recordLines;
+                pairs[n++] = base + weightsAt[pos];
+                pairs[n++] = weightLines;
+                pairs[n++] = base + recordAt[pos];
+                pairs[n++] = recordLines;
             }
             if (withGradients) {
-                spans[n++] = gradientsAt + pos * payloadBytes;
-                spans[n++] = gradientLines;
+                pairs[n++] = gradientsAt + pos * payloadBytes;
+                pairs[n++] = gradientLines;
             }
             if (callPerRow) {
                 LinePrefetch.spans(spans, n >> 1);

@@ -43,12 +43,12 @@ final class Scratch {
      * Spans of lines to prefetch ({@link LinePrefetch#spans}); grown on demand (only where the
      * prefetch is on), to as many pairs as the ids' arrays have room for ids.
      */
-    private long[] spans = new long[0];
+    private LineSpans spans = new LineSpans(0);
 
     /** {@link #spans} with room for {@code pairs} (address, lines) pairs. */
-    long[] spans(int pairs) {
-        if (spans.length < 2 * pairs) {
-            spans = new long[2 * Math.max(pairs, hash.length)];
+    LineSpans spans(int pairs) {
+        if (spans.pairs.length < 2 * pairs) {
+            spans = new LineSpans(Math.max(pairs, hash.length));
         }
         return spans;
     }

@@ -139,11 +139,11 @@ final class Shard {
      * {@code hash} by position), into {@code spans} (two longs per position). Without the locks:
      * an index freed meanwhile is only a prefetch of lines the processor ignores.
      */
-    static void prefetchHomes(Shard[] shards, int[] start, int[] order, long[] hash, long[] spans) {
+    static void prefetchHomes(Shard[] shards, int[] start, int[] order, long[] hash, LineSpans spans) {
         int n = 0;
         for (int s = 0; s < shards.length; s++) {
             if (start[s] < start[s + 1]) {
-                n = shards[s].index.homeLines(order, start[s], start[s + 1], hash, spans, n);
+                n = shards[s].index.homeLines(order, start[s], start[s + 1], hash, spans.pairs, n);
             }
         }
         LinePrefetch.spans(spans, n >> 1);

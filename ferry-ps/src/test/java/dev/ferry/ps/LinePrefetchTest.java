@@ -35,7 +35,7 @@ class LinePrefetchTest {
             byte[] before = rows.toArray(ValueLayout.JAVA_BYTE);
             long[] spans = {rows.address(), 1, rows.address() + 4096, 16, rows.address() + 60, 2,
                     rows.address() + rows.byteSize() - 64, 1};
-            LinePrefetch.spans(spans, 4);
+            LinePrefetch.spans(of(spans), 4);
             assertArrayEquals(before, rows.toArray(ValueLayout.JAVA_BYTE));
         }
     }
@@ -49,8 +49,14 @@ class LinePrefetchTest {
             freed = arena.allocate(64L << 20, 4096).address();
         }
         long[] spans = {0, 4, 64, 1, freed, 1024, 1L << 47, 8, -4096, 2, 0x7fff_ffff_ffc0L, 1};
-        LinePrefetch.spans(spans, spans.length / 2);
-        LinePrefetch.spans(spans, 0);
+        LinePrefetch.spans(of(spans), spans.length / 2);
+        LinePrefetch.spans(of(spans), 0);
         assertTrue(LinePrefetch.ENABLED, "still here: no address faulted");
+    }
+
+    private static LineSpans of(long[] pairs) {
+        LineSpans spans = new LineSpans(pairs.length / 2);
+        System.arraycopy(pairs, 0, spans.pairs, 0, pairs.length);
+        return spans;
     }
 }

@@ -15,8 +15,9 @@ import org.openjdk.jmh.annotations.TearDown;
 
 /**
  * A server's gather: {@value #DISTINCT} distinct Zipf ids (a part of a client batch, already
- * deduplicated) from a table of {@code rows} rows (all created up front), dimension 64: time per
- * distinct row. {@code copyLimit} copies the same bytes from one contiguous
+ * deduplicated) from a table of {@code rows} rows (all created up front), dimension 64 unless
+ * {@code dimension} says otherwise: time per distinct row. The table is Adagrad's for any
+ * {@code optimizer} but {@code sgd}. {@code copyLimit} copies the same bytes from one contiguous
  * segment (the limit: no lookup, no cache miss per row).
  */
 public class GatherBenchmark extends KernelBenchmark {
@@ -36,6 +37,10 @@ public class GatherBenchmark extends KernelBenchmark {
     @Param({"adagrad"})
     public String optimizer;
 
+    /** Floats per row (64: the workload's; wider rows put more lines under way per gather). */
+    @Param({"64"})
+    public int dimension;
+
     private ParameterServer server;
     private SparseTable table;
     private long[][] batches;
@@ -49,7 +54,7 @@ public class GatherBenchmark extends KernelBenchmark {
     public void setUp() {
         server = ParameterServer.create(PsConfig.defaults());
         Optimizer rule = optimizer.equals("sgd") ? Optimizer.sgd(0.1) : Optimizer.adagrad(0.1);
-        table = server.createTable(TableConfig.of("t", Workload.DIMENSION, rule).withMaxRows(rows));
+        table = server.createTable(TableConfig.of("t", dimension, rule).withMaxRows(rows));
         long[] all = new long[rows];
         for (int i = 0; i < rows; i++) {
             all[i] = i;
@@ -61,7 +66,7 @@ public class GatherBenchmark extends KernelBenchmark {
             batches[b] = workload.distinct(DISTINCT);
         }
         arena = Arena.ofShared();
-        out = arena.allocate((long) DISTINCT * Workload.DIMENSION * Float.BYTES, 64);
+        out = arena.allocate((long) DISTINCT * dimension * Float.BYTES, 64);
         source = arena.allocate(out.byteSize(), 64);
     }
 

@@ -120,6 +120,11 @@ final class LinkTeardown {
                 // The shutdown: the shared endpoint closes next and nobody reads its completions,
                 // so the sends still in flight on it fail now rather than never.
                 transport.ops.dropAll(link, (kind, target, of, bytes) -> dropped(kind, target, of, bytes, cause));
+            } else if (type != EndpointType.MSG) {
+                // The shared endpoint stays: the link's sends fail now (the provider may never
+                // complete a send to a peer that is gone), their buffers once they complete.
+                transport.ops.orphanSends(link, (kind, target, of, bytes) ->
+                        transport.sends.onMessageOrphaned((OutboundFrame) target, of, cause));
             }
         }
         transport.sends.failRendezvous(peer, cause);
@@ -194,6 +199,7 @@ final class LinkTeardown {
             case OperationTable.SEND_CONTROL -> transport.sends.onControlSent((RegisteredBuffer) target);
             case OperationTable.READ -> transport.pulls.abandon((InboundFrame) target, bytes);
             case OperationTable.ORPHANED_READ -> transport.pulls.settle((InboundFrame) target, bytes);
+            case OperationTable.ORPHANED_SEND -> transport.sends.onOrphanEnded((OutboundFrame) target);
             default -> { }
         }
     }

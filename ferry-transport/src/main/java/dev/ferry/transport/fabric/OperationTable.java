@@ -29,6 +29,11 @@ final class OperationTable implements AutoCloseable {
      * ({@link LinkTeardown}): no longer counted by the puller, its target freed once it ends.
      */
     static final byte ORPHANED_READ = 6;
+    /**
+     * An eager send of a torn-down link on a shared endpoint, failed at the teardown: the provider
+     * may still read its buffer, which goes back when the send completes (or at the shutdown).
+     */
+    static final byte ORPHANED_SEND = 7;
     /** How long a dropped operation's slot stays out of use: far longer than a completion lags. */
     private static final long QUARANTINE_NANOS = 5_000_000_000L;
     private static final int NONE = -1;
@@ -175,6 +180,19 @@ final class OperationTable implements AutoCloseable {
             }
         }
         return reads;
+    }
+
+    /**
+     * {@code of} was torn down on an endpoint that stays open for other links: each of its
+     * message sends becomes {@link #ORPHANED_SEND} and goes to {@code orphaned}.
+     */
+    void orphanSends(Link of, Dropped orphaned) {
+        for (int slot = of.firstOperation; slot != NONE; slot = next[slot]) {
+            if (kind[slot] == SEND_MESSAGE) {
+                kind[slot] = ORPHANED_SEND;
+                orphaned.drop(SEND_MESSAGE, target[slot], of, bytes[slot]);
+            }
+        }
     }
 
     /** Whether {@code of} has a read in flight, orphaned or not. */

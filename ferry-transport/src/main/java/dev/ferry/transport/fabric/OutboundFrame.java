@@ -119,6 +119,24 @@ final class OutboundFrame {
         if (freeing != null) {
             freeing.release();
         }
+        settle(transport, settle, report, failure);
+    }
+
+    /**
+     * Settles the future and the outcome handler, if any, with {@code failure} now, and leaves
+     * the buffer and the frame to {@link #finish}: a send of a torn-down link whose buffer the
+     * provider may still read ({@link OperationTable#ORPHANED_SEND}).
+     */
+    void settleEarly(TransportException failure) {
+        CompletableFuture<Void> settle = future;
+        BiConsumer<? super Void, ? super Throwable> report = onDone;
+        future = null;
+        onDone = null;
+        settle(peer.transport, settle, report, failure);
+    }
+
+    private static void settle(FabricTransport transport, CompletableFuture<Void> settle,
+            BiConsumer<? super Void, ? super Throwable> report, TransportException failure) {
         if (settle != null) {
             transport.window().awaitedSendDone();
             if (failure == null) {

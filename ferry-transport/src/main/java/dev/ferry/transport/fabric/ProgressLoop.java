@@ -386,6 +386,10 @@ final class ProgressLoop {
                     ops.release(slot);
                     transport.links.readEnded(link, (InboundFrame) target, chunk);
                 }
+                case OperationTable.ORPHANED_SEND -> {
+                    ops.release(slot);
+                    transport.sends.onOrphanEnded((OutboundFrame) target);
+                }
                 case OperationTable.DEAD -> { }
                 default -> {
                     transport.counters.strayCompletions.increment();
@@ -435,6 +439,7 @@ final class ProgressLoop {
                 links.linkFailure(link, "rendezvous read failed: " + what);
             }
             case OperationTable.ORPHANED_READ -> links.readEnded(link, (InboundFrame) target, bytes);
+            case OperationTable.ORPHANED_SEND -> transport.sends.onOrphanEnded((OutboundFrame) target);
             default -> LOG.log(System.Logger.Level.WARNING, "error completion for an idle slot: " + error);
         }
     }

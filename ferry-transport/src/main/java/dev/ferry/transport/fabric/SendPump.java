@@ -321,6 +321,27 @@ final class SendPump {
         }
     }
 
+    /**
+     * Teardown on a shared endpoint: an eager send the provider still has fails now (its window
+     * back, its future settled); its buffer waits for the send's completion
+     * ({@link OperationTable#ORPHANED_SEND}, {@link #onOrphanEnded}). A provider need not ever
+     * complete a send to a peer that is gone (shm does not, once the peer's region is unmapped).
+     */
+    void onMessageOrphaned(OutboundFrame frame, Link link, Throwable cause) {
+        if (frame.type == FrameDescriptor.EAGER) {
+            window.release(link, frame.length);
+            frame.settleEarly(cause instanceof TransportException t ? t
+                    : new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), cause.getMessage(), cause));
+        }
+    }
+
+    /** An orphaned send completed, in success or error, or was dropped at the shutdown: its buffer goes back. */
+    void onOrphanEnded(OutboundFrame frame) {
+        if (frame.type == FrameDescriptor.EAGER) {
+            frame.finish(null);
+        }
+    }
+
     /** Teardown: fails what waits on {@code link} and takes back its control frames' buffers. */
     void failQueued(Link link, Throwable cause) {
         while (!link.queue.isEmpty()) {

@@ -182,8 +182,13 @@ class UnawaitedSendTest extends FabricTransportFixture {
                 "send buffers left behind: " + sendBuffers(sender) + ", " + buffersBefore + " before");
     }
 
+    /**
+     * shm eight times: a send that shm still held when the peer (in this process) closed was
+     * never completed by the provider, and its future never settled, in 1-5 runs of 40 until the
+     * teardown failed such sends itself ({@code OperationTable.ORPHANED_SEND}).
+     */
     @ParameterizedTest
-    @ValueSource(strings = {"shm", "tcp"})
+    @ValueSource(strings = {"shm", "shm", "shm", "shm", "shm", "shm", "shm", "shm", "tcp"})
     void awaitedSendsToAPeerThatFailsAllSettleAndNoneStaysCounted(String provider) throws Exception {
         TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 32L << 20, 32L << 20);
         Transport receiver = open(config, (from, m) -> m.release());
@@ -210,6 +215,9 @@ class UnawaitedSendTest extends FabricTransportFixture {
         for (java.util.concurrent.CompletableFuture<Void> future : futures) {
             try {
                 future.get(10, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (java.util.concurrent.TimeoutException e) {
+                throw new AssertionError("send " + futures.indexOf(future) + " of " + futures.size() + " never settled ("
+                        + futures.stream().filter(f -> !f.isDone()).count() + " not settled): " + sender.counters(), e);
             } catch (java.util.concurrent.ExecutionException e) {
                 assertTrue(e.getCause() instanceof TransportException te
                         && te.reason() != TransportException.Reason.UNSPECIFIED, "a send failed without a reason: " + e.getCause());

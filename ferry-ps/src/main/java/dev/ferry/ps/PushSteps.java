@@ -109,6 +109,7 @@ final class PushSteps {
         // gradients of a heap array are touched per group instead of prefetched.
         boolean touchGradients = !prefetch || !gradients.isNative();
         boolean callPerRow = callPerRow(!touchGradients);
+        LineSpans spans = prefetch ? scratch.spans(PREFETCH_BATCH * 3) : null;
         int prefetched = 0;
         for (int s = 0; s < shards.length; s++) {
             if (start[s] == start[s + 1]) {
@@ -129,7 +130,7 @@ final class PushSteps {
                     for (int k = from; k < to; k++) {
                         if (prefetch && prefetched - k < PREFETCH_AHEAD && prefetched < count) {
                             prefetched = prefetchRows(shard, order, chunkOf, weightsAt, recordAt, gradients,
-                                    !touchGradients, callPerRow, prefetched, count, scratch.spans(PREFETCH_BATCH * 3));
+                                    !touchGradients, callPerRow, prefetched, count, spans);
                         }
                         int pos = order[k];
                         int row = rowOf[pos];
@@ -254,7 +255,9 @@ final class PushSteps {
                 n = 0;
             }
         }
-        LinePrefetch.spans(spans, n >> 1);
+        if (n > 0) {
+            LinePrefetch.spans(spans, n >> 1);
+        }
         return to;
     }
 

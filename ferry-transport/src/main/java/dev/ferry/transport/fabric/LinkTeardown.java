@@ -116,15 +116,17 @@ final class LinkTeardown {
                         closeEndpoint(link, cause);
                     }
                 }
-            } else if (type != EndpointType.MSG && transport.isClosed()) {
-                // The shutdown: the shared endpoint closes next and nobody reads its completions,
-                // so the sends still in flight on it fail now rather than never.
-                transport.ops.dropAll(link, (kind, target, of, bytes) -> dropped(kind, target, of, bytes, cause));
             } else if (type != EndpointType.MSG) {
-                // The shared endpoint stays: the link's sends fail now (the provider may never
-                // complete a send to a peer that is gone), their buffers once they complete.
-                transport.ops.orphanSends(link, (kind, target, of, bytes) ->
-                        transport.sends.onMessageOrphaned((OutboundFrame) target, of, cause));
+                if (transport.isClosed()) {
+                    // The shutdown: the shared endpoint closes next and nobody reads its
+                    // completions, so the sends still in flight on it fail now rather than never.
+                    transport.ops.dropAll(link, (kind, target, of, bytes) -> dropped(kind, target, of, bytes, cause));
+                } else {
+                    // The shared endpoint stays: the link's sends fail now (the provider may never
+                    // complete a send to a peer that is gone), their buffers once they complete.
+                    transport.ops.orphanSends(link, (kind, target, of, bytes) ->
+                            transport.sends.onMessageOrphaned((OutboundFrame) target, of, cause));
+                }
             }
         }
         transport.sends.failRendezvous(peer, cause);

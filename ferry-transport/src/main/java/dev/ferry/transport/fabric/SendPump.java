@@ -330,8 +330,7 @@ final class SendPump {
     void onMessageOrphaned(OutboundFrame frame, Link link, Throwable cause) {
         if (frame.type == FrameDescriptor.EAGER) {
             window.release(link, frame.length);
-            frame.settleEarly(cause instanceof TransportException t ? t
-                    : new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), cause.getMessage(), cause));
+            frame.settleEarly(asFailure(cause));
         }
     }
 
@@ -378,6 +377,12 @@ final class SendPump {
     }
 
     static void failFuture(OutboundFrame frame, Throwable cause) {
-        frame.finish(cause instanceof TransportException t ? t : new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), cause.getMessage(), cause));
+        frame.finish(asFailure(cause));
+    }
+
+    /** {@code cause} as a send's failure: itself if a {@link TransportException}, else wrapped with its reason. */
+    private static TransportException asFailure(Throwable cause) {
+        return cause instanceof TransportException t ? t
+                : new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), cause.getMessage(), cause);
     }
 }

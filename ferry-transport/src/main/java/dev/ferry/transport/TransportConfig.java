@@ -50,10 +50,11 @@ import java.util.Objects;
  * @param pullBudgetBytes receiver-driven pacing of rendezvous transfers: the bytes this receiver's
  *     reads may have in flight at once across all its senders while more than one message has
  *     reads in flight (such a read is cut to half the budget, chunks go to the message with the
- *     fewest bytes left, one in eight to the oldest, one read always proceeds); a message alone on
- *     the wire is pulled in reads of {@code rendezvousChunkBytes}, since one sender's bytes arrive
- *     no faster than its link (where senders' links are faster than the receiver's, lower
- *     {@code rendezvousChunkBytes} too). Incoming bulk
+ *     fewest bytes left, one in eight to the oldest, one read always proceeds); a message is
+ *     pulled whole, in reads of {@code rendezvousChunkBytes} and a last one of half the budget,
+ *     once the other messages' reads in flight are down to half the budget, since one sender's
+ *     bytes arrive no faster than its link (where senders' links are faster than the receiver's,
+ *     lower {@code rendezvousChunkBytes} too). Incoming bulk
  *     data then never puts more than this on the path at once, so a shallow switch buffer in front
  *     of the receiver does not overflow when many senders push to it together (incast). Size it
  *     from the link with {@link #pullBudgetFor}: the bandwidth-delay product plus a margin the

@@ -21,12 +21,13 @@ import dev.ferry.transport.events.TransportEvents;
  * always may) and a read is at most half the budget; the chunks go to the message with the fewest
  * bytes left to pull (the oldest among equals), so messages finish one after another instead of
  * all at the end (Homa's SRPT grants); one chunk in {@link #OLDEST_EVERY} goes to the oldest
- * message waiting, so none starves behind a stream of shorter ones. A message alone on the wire
- * is pulled in reads of {@code rendezvousChunkBytes} and a last read of half the budget: one
- * sender's bytes arrive no faster than its own link, so they do not queue at a receiver's port of
- * the same rate, and its progress thread is woken once per read, not once per budget's worth;
- * the next message's reads start once the last read is all that is left in flight. Progress
- * thread only.
+ * message waiting, so none starves behind a stream of shorter ones. A message is pulled whole,
+ * in reads of {@code rendezvousChunkBytes} and a last read of half the budget, all requested at
+ * once, when the other messages' reads in flight are down to half the budget: one sender's bytes
+ * arrive no faster than its own link, so they do not queue at a receiver's port of the same
+ * rate, and what can meet them there is those other bytes only. Its sender's progress thread is
+ * woken once for the whole message (with software RMA every read is served by it), and that
+ * wake-up overlaps the end of the message before it. Progress thread only.
  */
 final class RendezvousPuller {
 
@@ -51,8 +52,10 @@ final class RendezvousPuller {
     private long bytesInFlight;
     /** The most bytes of reads in flight at once; written by the progress thread, read by tests. */
     private volatile long peakBytesInFlight;
-    /** The same, counted only while reads of more than one message were in flight. */
+    /** The same, counted only while reads of more than one message were in flight, none pulled whole. */
     private volatile long peakSharedBytesInFlight;
+    /** The most bytes of other messages' reads in flight when a message was pulled whole. */
+    private volatile long peakOverlapBytes;
 
     RendezvousPuller(FabricTransport transport) {
         this.transport = transport;
@@ -79,6 +82,11 @@ final class RendezvousPuller {
         return peakSharedBytesInFlight;
     }
 
+    /** With a budget: the most bytes of other messages' reads in flight when one was pulled whole. */
+    long peakOverlapBytes() {
+        return peakOverlapBytes;
+    }
+
     /** The reads this receiver has posted. */
     long readsPosted() {
         return chunksPosted;
@@ -93,12 +101,14 @@ final class RendezvousPuller {
     int pull() {
         assert transport.holdsFabric();
         int started = 0;
+        InboundFrame pinned = null; // a message pulled whole: its reads are all requested in one pass
         while (!pulls.isEmpty() && readsInFlight < MAX_READS) {
-            int index = budget > 0 ? nextIndex(pulls, chunksPosted) : 0;
+            int index = pinned != null ? pulls.indexOf(pinned) : budget > 0 ? nextIndex(pulls, chunksPosted) : 0;
             InboundFrame message = pulls.get(index);
             Link link = message.link;
             if (link.peer.failure() != null) {
                 pulls.remove(index);
+                pinned = null;
                 continue;
             }
             if (message.target == null) {
@@ -110,10 +120,11 @@ final class RendezvousPuller {
                 message.view = target.segment().asSlice(0, message.length);
             }
             long left = message.length - message.requested;
-            // Alone on the wire: every read in flight, if any, is this message's.
-            boolean alone = budget > 0 && bytesInFlight == message.requested - message.pulled;
+            // Pulled whole: the other messages' reads in flight are at most half the budget.
+            long others = bytesInFlight - (message.requested - message.pulled);
+            boolean whole = budget > 0 && others <= chunkBytes;
             long chunk;
-            if (alone) {
+            if (whole) {
                 chunk = left > chunkBytes ? Math.min(config.rendezvousChunkBytes(), left - chunkBytes) : left;
             } else {
                 chunk = Math.min(chunkBytes, left);
@@ -139,7 +150,9 @@ final class RendezvousPuller {
             if (bytesInFlight > peakBytesInFlight) {
                 peakBytesInFlight = bytesInFlight;
             }
-            if (!alone && budget > 0 && bytesInFlight > peakSharedBytesInFlight) {
+            if (whole && others > peakOverlapBytes) {
+                peakOverlapBytes = others;
+            } else if (!whole && budget > 0 && bytesInFlight > peakSharedBytesInFlight) {
                 peakSharedBytesInFlight = bytesInFlight;
             }
             started++;
@@ -148,6 +161,9 @@ final class RendezvousPuller {
             }
             if (message.requested == message.length) {
                 pulls.remove(index);
+                pinned = null;
+            } else {
+                pinned = whole ? message : null;
             }
         }
         return started;

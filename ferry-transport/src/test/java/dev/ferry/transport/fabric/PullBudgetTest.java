@@ -25,9 +25,9 @@ import dev.ferry.transport.TransportConfig;
 
 /**
  * Receiver-driven pacing: with a pull budget, a receiver that many senders push large messages to
- * at once never has more bytes of reads in flight than the budget while more than one message has
- * reads in flight, a message alone on the wire is pulled in few large reads, and every message
- * still arrives whole, in its stream's order, from every sender.
+ * at once pulls one message whole at a time, in two reads, starting the next once the reads of the
+ * one before are down to half the budget; and every message still arrives whole, in its stream's
+ * order, from every sender.
  */
 class PullBudgetTest extends FabricTransportFixture {
 
@@ -78,11 +78,16 @@ class PullBudgetTest extends FabricTransportFixture {
         assertTrue(errors.isEmpty(), String.join("\n", errors));
         assertEquals(SENDERS * 2, next.size());
         RendezvousPuller pulls = ((FabricTransport) server).pulls;
+        // Each message pulled whole, in two reads, once the others' reads were down to half the budget.
+        assertEquals(2L * SENDERS * PER_SENDER, pulls.readsPosted());
+        long overlap = pulls.peakOverlapBytes();
+        assertTrue(overlap > 0 && overlap <= budget / 2, "other messages' reads in flight when one was pulled whole peaked at "
+                + overlap + " bytes, budget " + budget);
         long shared = pulls.peakSharedBytesInFlight();
-        assertTrue(shared > 0 && shared <= budget, "reads of several messages in flight peaked at " + shared
-                + " bytes, budget " + budget);
+        assertTrue(shared <= budget, "reads of several messages in flight peaked at " + shared + " bytes, budget " + budget);
         long peak = pulls.peakBytesInFlight();
-        assertTrue(peak <= SIZE, "reads in flight peaked at " + peak + " bytes, more than one message");
+        assertTrue(peak > SIZE && peak <= SIZE + budget / 2, "reads in flight peaked at " + peak
+                + " bytes: more than one message and half the budget, or never two messages at once");
         assertEquals(SENDERS * PER_SENDER, server.counters().messagesReceived());
     }
 

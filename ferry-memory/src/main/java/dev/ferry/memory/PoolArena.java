@@ -44,6 +44,19 @@ final class PoolArena {
     private long largeBytes;
     private long largeBuffers;
 
+    /**
+     * Whether slabs and large buffers of 2 MiB or more are mapped for huge pages ({@link
+     * HugePageMemory}); {@code -Dferry.memory.hugePages=false} takes the arena's allocation.
+     */
+    static final boolean HUGE_PAGES =
+            Boolean.parseBoolean(System.getProperty("ferry.memory.hugePages", "true")) && HugePageMemory.available();
+
+    /** Zeroed memory for a slab or a large buffer, freed when {@code arena} closes. */
+    static MemorySegment memory(Arena arena, long size, long alignment) {
+        MemorySegment mapped = HUGE_PAGES && size >= HugePageMemory.HUGE_PAGE ? HugePageMemory.map(arena, size) : null;
+        return mapped != null ? mapped : arena.allocate(size, alignment);
+    }
+
     PoolArena(RegisteredAllocator allocator, PoolKind kind, long quota, int classCount, long slabBytes) {
         this.allocator = allocator;
         this.kind = kind;
@@ -187,7 +200,7 @@ final class PoolArena {
         Arena arena = Arena.ofShared();
         Slab slab;
         try {
-            MemorySegment segment = arena.allocate(size, SizeClasses.SLAB_ALIGNMENT);
+            MemorySegment segment = memory(arena, size, SizeClasses.SLAB_ALIGNMENT);
             slab = new Slab(allocator.nextSlabIndex(), arena, segment, allocator.registrar.register(segment));
         } catch (RuntimeException | Error e) {
             arena.close();

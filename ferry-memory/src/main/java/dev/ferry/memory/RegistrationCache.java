@@ -167,7 +167,7 @@ public final class RegistrationCache implements AutoCloseable {
                 Arena arena = Arena.ofShared();
                 try {
                     long alignment = size >= SizeClasses.SLAB_ALIGNMENT ? SizeClasses.SLAB_ALIGNMENT : 4096;
-                    MemorySegment segment = arena.allocate(size, alignment);
+                    MemorySegment segment = PoolArena.memory(arena, size, alignment);
                     entry = new CachedRegistration(this, segment, registrar.register(segment), arena);
                 } catch (RuntimeException | Error e) {
                     arena.close();

@@ -13,12 +13,13 @@ import dev.ferry.transport.events.TransportEvents;
 /**
  * Pulls the payloads of rendezvous messages with RDMA reads, in chunks of
  * {@code rendezvousChunkBytes}, at most {@link #MAX_READS} reads in flight, each into a buffer of
- * the rendezvous pool. A message pulled whole is released to its sender (RNDV_DONE) and delivered
- * in its stream's order, behind nothing and before what arrived after it. The rendezvous pool
- * paces this receiver's incast: where it has no room, pulls wait. With a pull budget
- * ({@link TransportConfig#pullBudgetBytes()}) the receiver also schedules the bytes on the wire:
- * while reads of more than one message are in flight they never exceed the budget (one read
- * always may) and a read is at most half the budget; the chunks go to the message with the fewest
+ * the rendezvous pool. A message whose reads have all arrived is released to its sender (RNDV_DONE)
+ * and delivered in its stream's order, behind nothing and before what arrived after it. The
+ * rendezvous pool paces this receiver's incast: where it has no room, pulls wait. With a pull
+ * budget ({@link TransportConfig#pullBudgetBytes()}) the receiver also schedules the bytes on the
+ * wire: while reads of more than one message are in flight, none of them pulled whole (below),
+ * they never exceed the budget (one read always may) and a read is at most half the budget; the
+ * chunks go to the message with the fewest
  * bytes left to pull (the oldest among equals), so messages finish one after another instead of
  * all at the end (Homa's SRPT grants); one chunk in {@link #OLDEST_EVERY} goes to the oldest
  * message waiting, so none starves behind a stream of shorter ones. A message is pulled whole,

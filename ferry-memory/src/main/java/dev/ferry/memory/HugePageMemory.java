@@ -66,6 +66,16 @@ public final class HugePageMemory {
     }
 
     /**
+     * {@code bytes} of zeroed memory freed when {@code arena} closes: {@linkplain #map mapped} for
+     * huge pages from {@link #HUGE_PAGE} bytes up where this system can, otherwise the arena's
+     * allocation at {@code alignment}.
+     */
+    public static MemorySegment allocate(Arena arena, long bytes, long alignment) {
+        MemorySegment mapped = bytes >= HUGE_PAGE ? map(arena, bytes) : null;
+        return mapped != null ? mapped : arena.allocate(bytes, alignment);
+    }
+
+    /**
      * {@code bytes} of zeroed memory at a 2 MiB boundary, advised for huge pages, unmapped when
      * {@code arena} closes.
      *

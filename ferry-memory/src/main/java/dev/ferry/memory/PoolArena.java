@@ -53,8 +53,7 @@ final class PoolArena {
 
     /** Zeroed memory for a slab or a large buffer, freed when {@code arena} closes. */
     static MemorySegment memory(Arena arena, long size, long alignment) {
-        MemorySegment mapped = HUGE_PAGES && size >= HugePageMemory.HUGE_PAGE ? HugePageMemory.map(arena, size) : null;
-        return mapped != null ? mapped : arena.allocate(size, alignment);
+        return HUGE_PAGES ? HugePageMemory.allocate(arena, size, alignment) : arena.allocate(size, alignment);
     }
 
     PoolArena(RegisteredAllocator allocator, PoolKind kind, long quota, int classCount, long slabBytes) {

@@ -47,6 +47,22 @@ class HugePageMemoryTest {
     }
 
     @Test
+    void smallRegionsTakeTheArenasAllocationAndLargeOnesAreMapped() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment small = HugePageMemory.allocate(arena, 4096 + 3, 64);
+            assertEquals(4096 + 3, small.byteSize());
+            assertEquals(0, small.address() % 64);
+            MemorySegment large = HugePageMemory.allocate(arena, 2 * MIB, 64);
+            assertEquals(2 * MIB, large.byteSize());
+            if (HugePageMemory.available()) {
+                assertEquals(0, large.address() % HugePageMemory.HUGE_PAGE, "a region of a huge page or more is mapped");
+            }
+            large.fill((byte) 3);
+            assertEquals(3, large.get(ValueLayout.JAVA_BYTE, 2 * MIB - 1));
+        }
+    }
+
+    @Test
     void aPoolsSlabsAreBackedByHugePages() throws IOException {
         Assumptions.assumeTrue(PoolArena.HUGE_PAGES, "huge pages off or not Linux");
         String thp = Files.readString(Path.of("/sys/kernel/mm/transparent_hugepage/enabled"));

@@ -32,12 +32,6 @@ final class RowMemory {
 
     /** {@code bytes} of zeroed memory, aligned to 64 bytes at least, freed when {@code arena} closes. */
     static MemorySegment allocate(Arena arena, long bytes) {
-        if (HUGE_PAGES && bytes >= HUGE_PAGE) {
-            MemorySegment mapped = HugePageMemory.map(arena, bytes);
-            if (mapped != null) {
-                return mapped;
-            }
-        }
-        return arena.allocate(bytes, 64);
+        return HUGE_PAGES ? HugePageMemory.allocate(arena, bytes, 64) : arena.allocate(bytes, 64);
     }
 }

@@ -12,8 +12,8 @@ import dev.ferry.fabric.CompletionBatch;
  * completion queue itself, so that a request and its reply cross no thread at all on this side.
  *
  * <p>Everything it touches belongs to the token's holder, exactly as on the progress thread:
- * the proxy's queue (drained first, so that this thread's own earlier hand-overs keep their
- * order on their link), the links' queues, credits and send window, the operation table, and one
+ * the proxy's queue (drained first, and a send is posted here only if nothing is left in it, so
+ * that this thread's own earlier hand-overs keep their order on their link), the links' queues, credits and send window, the operation table, and one
  * {@link CompletionBatch} shared by all holders but the progress thread. A thread that cannot
  * get the token hands over as before ({@link ProgressProxy}).
  *
@@ -57,7 +57,9 @@ final class CallerProgress {
                 return false;
             }
             boolean awaited = frame.future != null; // read before the frame may complete and go back
-            loop.drainCommands(); // what this thread handed over before goes first
+            if (!drainedAll()) {
+                return false; // handed over behind what this thread may have left in the queue
+            }
             transport.sends.enqueue(frame);
             transport.sends.pump();
             reapSoon = awaited || transport.sends.blocked();
@@ -72,6 +74,17 @@ final class CallerProgress {
             loop.wakeForCompletions();
         }
         return true;
+    }
+
+    /**
+     * Takes what other threads handed over; true if the queue is empty after it, so that nothing
+     * this thread handed over earlier is left behind a send it posts itself. The drain stops after
+     * a turn's worth of commands, and at a position another thread has claimed but not yet filled:
+     * then what follows in the queue may be this thread's. Token holder.
+     */
+    private boolean drainedAll() {
+        loop.drainCommands();
+        return transport.proxy.isEmpty();
     }
 
     /**
@@ -125,7 +138,9 @@ final class CallerProgress {
                             return done.isDone();
                         }
                         callerPolls.increment();
-                        loop.poll(batch);
+                        if (drainedAll()) { // a handler run here sends behind this thread's hand-overs
+                            loop.poll(batch);
+                        }
                         transport.sends.pump();
                         transport.pulls.pull();
                     } finally {

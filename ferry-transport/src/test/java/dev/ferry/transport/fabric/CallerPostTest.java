@@ -121,6 +121,99 @@ class CallerPostTest extends FabricTransportFixture {
                 + ((FabricTransport) receiver).describeLinks());
     }
 
+    /**
+     * A thread whose sends wait in the hand-over queue (another thread held the token) and that
+     * then gets the token posts its next sends behind them, never before: each round queues more
+     * hand-overs than the progress thread takes in a turn, then the same thread sends on at once.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void aSendPostedDirectlyGoesBehindTheSameThreadsHandOvers(String provider) throws Exception {
+        TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 32L << 20, 32L << 20);
+        int rounds = 20;
+        int queued = 600; // more than a turn's drain of hand-overs
+        int after = 200;
+        long total = (long) rounds * (queued + after);
+        AtomicLong next = new AtomicLong();
+        Queue<String> problems = new ConcurrentLinkedQueue<>();
+        Transport receiver = open(config, (from, m) -> {
+            long seq = m.segment().get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+            String bad = check(m.segment(), 0, seq);
+            long expected = next.getAndIncrement();
+            if (bad != null) {
+                problems.add(bad);
+            } else if (seq != expected) {
+                problems.add("message " + seq + " arrived as number " + expected);
+            }
+            m.release();
+        });
+        Transport sender = spinning(() -> open(config, (from, m) -> m.release()));
+        FabricTransport fabric = (FabricTransport) sender;
+        FabricToken token = fabric.loop.token();
+        Peer peer = sender.connect(receiver.localAddress());
+        long before = fabric.callerCounts()[0];
+        AtomicLong seq = new AtomicLong();
+        for (int round = 0; round < rounds; round++) {
+            CountDownLatch handedOver = new CountDownLatch(1);
+            CountDownLatch tokenFree = new CountDownLatch(1);
+            Queue<Throwable> errors = new ConcurrentLinkedQueue<>();
+            Thread caller = Thread.ofPlatform().name("caller").start(() -> {
+                try {
+                    for (int i = 0; i < queued; i++) {
+                        send(peer, seq.getAndIncrement()); // the token is taken: handed over
+                    }
+                    handedOver.countDown();
+                    tokenFree.await();
+                    for (int i = 0; i < after; i++) {
+                        send(peer, seq.getAndIncrement()); // the token may be free: posted here
+                    }
+                } catch (Throwable e) {
+                    errors.add(e);
+                    handedOver.countDown();
+                }
+            });
+            take(fabric, token);
+            try {
+                assertTrue(handedOver.await(30, TimeUnit.SECONDS), "the caller did not hand its sends over");
+            } finally {
+                token.release();
+                tokenFree.countDown();
+            }
+            caller.join();
+            if (!errors.isEmpty()) {
+                throw new AssertionError("the caller failed", errors.peek());
+            }
+        }
+        assertTrue(waitFor(() -> next.get() == total, 30_000), "received " + next.get() + " of " + total);
+        assertTrue(problems.isEmpty(), problems.size() + " out of order or damaged, first: " + problems.peek());
+        assertTrue(fabric.callerCounts()[0] > before, "the caller never posted a send itself");
+    }
+
+    /**
+     * Takes the token from the progress thread, which lends it while it spins after work: each
+     * attempt hands it an empty task to wake it from a sleep that holds the token.
+     */
+    private static void take(FabricTransport fabric, FabricToken token) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (System.nanoTime() < deadline) {
+            fabric.proxy.run(() -> { });
+            for (int spin = 0; spin < 10_000; spin++) {
+                if (token.tryAcquire()) {
+                    return;
+                }
+                Thread.onSpinWait();
+            }
+            Thread.sleep(1);
+        }
+        fail("the progress thread never lent the token");
+    }
+
+    private static void send(Peer peer, long seq) {
+        OutboundMessage message = peer.allocate(64);
+        fill(message.segment(), 0, seq);
+        peer.sendAndForget(0, message);
+    }
+
     @ParameterizedTest
     @ValueSource(strings = {"shm", "tcp"})
     void callersPostingWhileTheLinkFailsGetAReasonAndLeakNothing(String provider) throws Exception {

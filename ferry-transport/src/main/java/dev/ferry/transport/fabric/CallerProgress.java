@@ -1,5 +1,6 @@
 package dev.ferry.transport.fabric;
 
+import java.util.ArrayDeque;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
@@ -32,6 +33,8 @@ final class CallerProgress {
     /** Read by holders other than the progress thread; guarded by the token, closed at shutdown. */
     private final CompletionBatch batch = new CompletionBatch(BATCH);
     private final AtomicInteger polling = new AtomicInteger();
+    /** Sends to hand over once the token goes back ({@link #mustDefer}); guarded by the token, empty between holders. */
+    private final ArrayDeque<OutboundFrame> deferred = new ArrayDeque<>();
     /** Sends posted by the thread that made them; for tests and diagnostics. */
     final LongAdder directPosts = new LongAdder();
     /** Completion-queue polls made by waiting callers; for tests and diagnostics. */
@@ -51,22 +54,26 @@ final class CallerProgress {
         if (!enabled || !token.tryAcquire()) {
             return false;
         }
-        boolean reapSoon;
+        boolean reapSoon = false;
+        OutboundFrame[] later;
         try {
             if (transport.isClosed()) {
                 return false;
             }
             boolean awaited = frame.future != null; // read before the frame may complete and go back
-            if (!drainedAll()) {
-                return false; // handed over behind what this thread may have left in the queue
+            if (drainedAll() && deferred.isEmpty()) {
+                transport.sends.enqueue(frame);
+                transport.sends.pump();
+                reapSoon = awaited || transport.sends.blocked();
+                directPosts.increment();
+            } else {
+                deferred.add(frame); // behind what this thread may have left in the queue
             }
-            transport.sends.enqueue(frame);
-            transport.sends.pump();
-            reapSoon = awaited || transport.sends.blocked();
-            directPosts.increment();
         } finally {
+            later = takeDeferred();
             token.release();
         }
+        handOver(later);
         // The progress thread may sleep long, and its own completions do not wake it: woken if
         // a thread waits for this send or a link waits for room (else the completion is reaped
         // on its next turn of work, and this send costs it no wake-up).
@@ -74,6 +81,40 @@ final class CallerProgress {
             loop.wakeForCompletions();
         }
         return true;
+    }
+
+    /**
+     * Whether a send that the token's holder, not being the progress thread, makes now must wait
+     * behind the hand-over queue: application code it ran (a handler while it polled, a failed
+     * send's callback or a teardown's {@code onPeerClosed} in its drain) sends while what this
+     * thread handed over earlier may still be queued. Token holder.
+     */
+    boolean mustDefer() {
+        return !deferred.isEmpty() || !transport.proxy.isEmpty();
+    }
+
+    /** Keeps {@code frame} to be handed over once the token is given back ({@link #mustDefer}). Token holder. */
+    void defer(OutboundFrame frame) {
+        deferred.add(frame);
+    }
+
+    /** The deferred sends, taken out before the token goes back; null if none. Token holder. */
+    private OutboundFrame[] takeDeferred() {
+        if (deferred.isEmpty()) {
+            return null;
+        }
+        OutboundFrame[] frames = deferred.toArray(OutboundFrame[]::new);
+        deferred.clear();
+        return frames;
+    }
+
+    /** Hands deferred sends over as a thread without the token does, behind the queue; in order. */
+    private void handOver(OutboundFrame[] frames) {
+        if (frames != null) {
+            for (OutboundFrame frame : frames) {
+                transport.handOver(frame);
+            }
+        }
     }
 
     /**
@@ -97,6 +138,7 @@ final class CallerProgress {
             return false;
         }
         boolean blocked;
+        OutboundFrame[] later;
         try {
             if (transport.isClosed()) {
                 return false;
@@ -106,8 +148,10 @@ final class CallerProgress {
             transport.sends.pump(); // a credit return may be due: posted here, not on the next turn
             blocked = transport.sends.blocked() || transport.receives.retrying();
         } finally {
+            later = takeDeferred();
             token.release();
         }
+        handOver(later);
         if (blocked) {
             loop.wakeForCompletions(); // what could not be posted waits for the progress thread
         }
@@ -133,6 +177,7 @@ final class CallerProgress {
         try {
             do {
                 if (token.tryAcquire()) {
+                    OutboundFrame[] later;
                     try {
                         if (transport.isClosed()) {
                             return done.isDone();
@@ -144,8 +189,10 @@ final class CallerProgress {
                         transport.sends.pump();
                         transport.pulls.pull();
                     } finally {
+                        later = takeDeferred();
                         token.release();
                     }
+                    handOver(later);
                     if (done.isDone()) {
                         return true;
                     }

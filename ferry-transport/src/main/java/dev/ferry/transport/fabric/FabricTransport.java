@@ -257,17 +257,33 @@ final class FabricTransport implements Transport {
      * Posts a send, or hands it to the progress thread; fails it if nothing is left to post it.
      * A send made by the token's holder (a handler answering on the progress thread) is queued
      * on its link at once, and posted in the same turn. Another thread posts it itself if it
-     * gets the token ({@link CallerProgress#post}), else hands it over; a holder drains the
-     * hand-overs before it queues its own send, so each thread's sends stay in order either way.
+     * gets the token ({@link CallerProgress#post}), else hands it over. A thread that borrowed
+     * the token queues a send only once the hand-over queue is empty, and keeps any send made
+     * meanwhile by application code it ran for after it ({@link CallerProgress#mustDefer}): each
+     * thread's sends stay in order whichever way they go.
      */
     void submitSend(OutboundFrame frame) {
         if (holdsFabric()) {
-            sends.enqueue(frame);
+            if (loop.inProgressThread()) {
+                sends.enqueue(frame);
+            } else if (loop.finished()) {
+                frame.free(); // a callback run by the last drain of hand-overs: nothing posts any more
+                SendPump.failFuture(frame, new TransportException(Reason.CLOSED, "transport closed"));
+            } else if (callers.mustDefer()) {
+                callers.defer(frame);
+            } else {
+                sends.enqueue(frame);
+            }
             return;
         }
         if (callers.post(frame)) {
             return;
         }
+        handOver(frame);
+    }
+
+    /** Hands {@code frame} to the progress thread, as a thread without the token; fails it if nothing will post it. */
+    void handOver(OutboundFrame frame) {
         if (!proxy.send(frame)) {
             frame.free(); // never posted: no rendezvous key, no window taken by the progress thread
             SendPump.failFuture(frame, new TransportException(Reason.CLOSED, "transport closed"));

@@ -4,6 +4,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 
+import dev.ferry.fabric.FabricException;
 import dev.ferry.memory.PoolKind;
 import dev.ferry.memory.RegisteredAllocator;
 import dev.ferry.memory.RegisteredBuffer;
@@ -137,9 +138,19 @@ final class RendezvousPuller {
             if (slot < 0) {
                 break;
             }
-            if (!link.endpoint.read(message.target.segment().address() + message.requested, chunk,
-                    message.target.descriptor(), link.address, message.remoteAddress + message.requested,
-                    message.remoteKey, ops.context(slot))) {
+            boolean posted;
+            try {
+                posted = link.endpoint.read(message.target.segment().address() + message.requested, chunk,
+                        message.target.descriptor(), link.address, message.remoteAddress + message.requested,
+                        message.remoteKey, ops.context(slot));
+            } catch (FabricException e) {
+                // Refused outright (not a full queue): the link fails, and its pulls with it.
+                ops.release(slot);
+                transport.links.linkFailure(link, "rendezvous read refused by the provider: " + e.getMessage());
+                pinned = null;
+                continue;
+            }
+            if (!posted) {
                 ops.release(slot);
                 break;
             }

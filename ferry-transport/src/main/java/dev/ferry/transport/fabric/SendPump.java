@@ -187,8 +187,8 @@ final class SendPump {
         if (eager) {
             FrameDescriptor.header(whole, FrameDescriptor.EAGER_OFFSET, FrameDescriptor.EAGER, credits, link.remoteId,
                     link.remoteToken, frame.stream, frame.length, 0);
-            ok = link.endpoint.send(whole.address() + FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER + frame.length,
-                    frame.buffer.descriptor(), link.address, ops.context(slot));
+            ok = send(link, whole.address() + FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER + frame.length,
+                    frame.buffer.descriptor(), slot);
         } else {
             if (frame.cookie == 0) {
                 frame.cookie = nextCookie++; // once: a send retried after EAGAIN keeps its key
@@ -203,8 +203,7 @@ final class SendPump {
                 failSend(frame, new TransportException(Reason.LIMIT_REACHED, "cannot register a rendezvous payload: " + e.getMessage(), e));
                 return true; // consumed: this message failed, the ones behind it may go
             }
-            ok = link.endpoint.send(whole.address(), FrameDescriptor.RNDV_REQ_BYTES, frame.buffer.descriptor(),
-                    link.address, ops.context(slot));
+            ok = send(link, whole.address(), FrameDescriptor.RNDV_REQ_BYTES, frame.buffer.descriptor(), slot);
         }
         if (!ok) {
             ops.release(slot);
@@ -230,14 +229,28 @@ final class SendPump {
         int credits = link.credits.toReturn();
         MemorySegment header = buffer.segment();
         FrameDescriptor.header(header, frameType, credits, link.remoteId, link.remoteToken, 0, 0, cookie);
-        if (!link.endpoint.send(header.address(), FrameDescriptor.HEADER, buffer.descriptor(), link.address,
-                ops.context(slot))) {
+        if (!send(link, header.address(), FrameDescriptor.HEADER, buffer.descriptor(), slot)) {
             ops.release(slot);
             return false;
         }
         link.credits.spent(credits);
         ops.posted(slot, OperationTable.SEND_CONTROL, buffer, link, 0);
         return true;
+    }
+
+    /**
+     * Posts a send on {@code link} with operation {@code slot}: false if the provider's queue is
+     * full (the frame stays at the head of its queue, and goes on a later pump), or if the
+     * provider refused it outright, which fails the link with the provider's reason (its queued
+     * frames with it) instead of the transport or the calling thread.
+     */
+    private boolean send(Link link, long address, long length, long descriptor, int slot) {
+        try {
+            return link.endpoint.send(address, length, descriptor, link.address, ops.context(slot));
+        } catch (FabricException e) {
+            transport.links.linkFailure(link, "send refused by the provider: " + e.getMessage());
+            return false;
+        }
     }
 
     /**

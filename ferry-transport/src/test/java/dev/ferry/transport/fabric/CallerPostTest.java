@@ -190,6 +190,115 @@ class CallerPostTest extends FabricTransportFixture {
     }
 
     /**
+     * Application code that a caller runs while it drains the hand-over queue (here a failed
+     * send's callback, failed by a peer's teardown queued before the caller's sends) sends behind
+     * the caller's earlier hand-overs and before the send during which it ran, as in the caller's
+     * own order; run by the progress thread it may go anywhere.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void aSendFromACallbackTheCallerRunsKeepsTheCallersOrder(String provider) throws Exception {
+        TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 32L << 20, 32L << 20);
+        int rounds = 20;
+        int queued = 300;
+        int after = 200;
+        long marker = 1L << 40; // callbacks' messages: marker + round
+        AtomicLong next = new AtomicLong();
+        long[] lastBefore = new long[rounds];
+        java.util.Arrays.fill(lastBefore, Long.MIN_VALUE);
+        Queue<String> problems = new ConcurrentLinkedQueue<>();
+        Transport receiver = open(config, (from, m) -> {
+            long seq = m.segment().get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+            String bad = check(m.segment(), 0, seq);
+            if (bad != null) {
+                problems.add(bad);
+            } else if (seq >= marker) {
+                synchronized (lastBefore) {
+                    lastBefore[(int) (seq - marker)] = next.get() - 1;
+                    lastBefore.notifyAll();
+                }
+            } else if (seq != next.getAndIncrement()) {
+                problems.add("message " + seq + " arrived as number " + (next.get() - 1));
+            }
+            m.release();
+        });
+        Transport doomed = open(config, (from, m) -> m.release());
+        Transport sender = spinning(() -> open(config, (from, m) -> m.release()));
+        FabricTransport fabric = (FabricTransport) sender;
+        FabricToken token = fabric.loop.token();
+        Peer peer = sender.connect(receiver.localAddress());
+        long[] ranOnCaller = new long[rounds]; // the caller's next send when it ran the callback, or -1
+        java.util.Arrays.fill(ranOnCaller, -1);
+        AtomicLong seq = new AtomicLong();
+        AtomicLong current = new AtomicLong();
+        for (int round = 0; round < rounds; round++) {
+            int r = round;
+            Peer gone = sender.connect(doomed.localAddress());
+            CountDownLatch handedOver = new CountDownLatch(1);
+            CountDownLatch tokenFree = new CountDownLatch(1);
+            Queue<Throwable> errors = new ConcurrentLinkedQueue<>();
+            Thread caller = Thread.ofPlatform().name("caller").start(() -> {
+                Thread me = Thread.currentThread();
+                try {
+                    current.set(seq.get()); // the callback may run at once, on this thread
+                    OutboundMessage lost = gone.allocate(64);
+                    fill(lost.segment(), 0, 0);
+                    gone.send(0, lost).whenComplete((v, e) -> {
+                        if (Thread.currentThread() == me) {
+                            ranOnCaller[r] = current.get();
+                        }
+                        send(peer, marker + r);
+                    });
+                    gone.close(); // its teardown fails the send above, queued before what follows
+                    for (int i = 0; i < queued; i++) {
+                        current.set(seq.get());
+                        send(peer, seq.getAndIncrement());
+                    }
+                    handedOver.countDown();
+                    tokenFree.await();
+                    for (int i = 0; i < after; i++) {
+                        current.set(seq.get());
+                        send(peer, seq.getAndIncrement());
+                    }
+                } catch (Throwable e) {
+                    errors.add(e);
+                    handedOver.countDown();
+                }
+            });
+            take(fabric, token);
+            try {
+                assertTrue(handedOver.await(30, TimeUnit.SECONDS), "the caller did not hand its sends over");
+            } finally {
+                token.release();
+                tokenFree.countDown();
+            }
+            caller.join();
+            if (!errors.isEmpty()) {
+                throw new AssertionError("the caller failed", errors.peek());
+            }
+            synchronized (lastBefore) {
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (lastBefore[r] == Long.MIN_VALUE && System.nanoTime() < deadline) {
+                    lastBefore.wait(100);
+                }
+            }
+            assertTrue(lastBefore[r] != Long.MIN_VALUE, "round " + r + ": the callback's message never arrived");
+        }
+        long total = seq.get();
+        assertTrue(waitFor(() -> next.get() == total, 30_000), "received " + next.get() + " of " + total);
+        assertTrue(problems.isEmpty(), problems.size() + " out of order or damaged, first: " + problems.peek());
+        int onCaller = 0;
+        for (int r = 0; r < rounds; r++) {
+            if (ranOnCaller[r] >= 0) {
+                onCaller++;
+                assertEquals(ranOnCaller[r] - 1, lastBefore[r], "round " + r + ": the caller ran the callback before its send "
+                        + ranOnCaller[r] + ", its message arrived after " + lastBefore[r]);
+            }
+        }
+        System.out.println(provider + ": the caller ran the callback in " + onCaller + " rounds of " + rounds);
+    }
+
+    /**
      * Takes the token from the progress thread, which lends it while it spins after work: each
      * attempt hands it an empty task to wake it from a sleep that holds the token.
      */

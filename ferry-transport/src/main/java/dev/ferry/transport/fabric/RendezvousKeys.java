@@ -24,6 +24,8 @@ final class RendezvousKeys implements AutoCloseable {
     private final Map<Long, MemoryRegion> open = new HashMap<>();
     private long registered;
     private long revoked;
+    /** Test hook: registrations still to refuse as a provider would ({@link #refuseForTest}). */
+    private volatile int refusals;
 
     RendezvousKeys(Domain domain) {
         this.domain = domain;
@@ -38,6 +40,10 @@ final class RendezvousKeys implements AutoCloseable {
     void advertise(long cookie, MemorySegment frame, long length) {
         MemoryRegion region = open.get(cookie);
         if (region == null) {
+            if (refusals > 0) {
+                refusals--;
+                throw new dev.ferry.fabric.FabricException("fi_mr_reg refused (test)");
+            }
             region = domain.register(frame.asSlice(FrameDescriptor.PAYLOAD_OFFSET, length), Fi.REMOTE_READ);
             registered++;
             open.put(cookie, region);
@@ -52,6 +58,11 @@ final class RendezvousKeys implements AutoCloseable {
             revoked++;
             region.close();
         }
+    }
+
+    /** Test hook: the next {@code n} registrations fail as the provider's refusal would. */
+    void refuseForTest(int n) {
+        refusals = n;
     }
 
     /** Keys registered so far and keys closed so far, for tests and diagnostics. */

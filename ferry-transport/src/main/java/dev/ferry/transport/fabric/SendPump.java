@@ -36,6 +36,8 @@ final class SendPump {
     /** Rendezvous sends by cookie, until the peer releases (or fails). */
     private final Map<Long, OutboundFrame> rendezvousOut = new HashMap<>();
     private long nextCookie = 1;
+    /** Test hook: sends still to refuse as a provider would ({@link #refuseForTest}). */
+    private volatile int refusals;
 
     SendPump(FabricTransport transport, RegisteredAllocator allocator) {
         this.transport = transport;
@@ -46,6 +48,11 @@ final class SendPump {
         for (int i = 0; i < CONTROL_BUFFERS; i++) {
             controlBuffers.add(allocator.tryAllocate(PoolKind.SEND, FrameDescriptor.HEADER));
         }
+    }
+
+    /** Test hook: the next {@code n} posts of a send fail as the provider's outright refusal would. */
+    void refuseForTest(int n) {
+        refusals = n;
     }
 
     /** A send handed over by the application: queued on its link (or the link it retired to). */
@@ -199,6 +206,12 @@ final class SendPump {
                 rendezvousKeys.advertise(frame.cookie, whole, frame.length);
             } catch (FabricException e) {
                 ops.release(slot);
+                if (frame.future == null && frame.onDone == null) {
+                    // Sent and forgotten: its failure may show only as the peer's, as promised
+                    // (Peer.sendAndForget), not as a gap in its stream that nobody hears of.
+                    transport.links.linkFailure(link, "cannot register a rendezvous payload: " + e.getMessage());
+                    return false;
+                }
                 window.release(link, frame.length);
                 failSend(frame, new TransportException(Reason.LIMIT_REACHED, "cannot register a rendezvous payload: " + e.getMessage(), e));
                 return true; // consumed: this message failed, the ones behind it may go
@@ -246,6 +259,10 @@ final class SendPump {
      */
     private boolean send(Link link, long address, long length, long descriptor, int slot) {
         try {
+            if (refusals > 0) {
+                refusals--;
+                throw new FabricException("fi_send refused (test)");
+            }
             return link.endpoint.send(address, length, descriptor, link.address, ops.context(slot));
         } catch (FabricException e) {
             transport.links.linkFailure(link, "send refused by the provider: " + e.getMessage());

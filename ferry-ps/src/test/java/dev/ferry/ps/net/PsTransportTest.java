@@ -30,16 +30,18 @@ class PsTransportTest extends PsNetTestBase {
     }
 
     @Test
-    void tuneSetsTheEagerThresholdAndReceiveBuffersAndKeepsTheRest() {
+    void tuneSetsTheEagerThresholdReceiveBuffersAndIdlePollingAndKeepsTheRest() {
         TransportConfig base = TransportConfig.defaults("shm").withPools(8L << 20, 16L << 20, 32L << 20)
                 .withLinks(3, 100).withConnectTimeoutMillis(1234);
         TransportConfig tuned = PsTransport.tune(base);
         assertEquals(PsTransport.EAGER_BYTES, tuned.eagerThreshold());
         assertEquals(PsTransport.RECEIVE_BUFFERS_PER_LINK, tuned.receiveBuffersPerLink());
         assertEquals(PsTransport.MIN_RECEIVE_POOL_BYTES, tuned.receivePoolBytes());
+        assertEquals(0, tuned.idlePollMicros(), "no polling after the spin");
         assertEquals(base.withFlowControl(tuned.eagerThreshold(), tuned.receiveBuffersPerLink(),
                 base.sendWindowBytesPerLink(), base.sendWindowBytesPerPeer(), base.sendWindowBytesPerProcess())
-                .withPools(base.sendPoolBytes(), tuned.receivePoolBytes(), base.rendezvousPoolBytes()), tuned);
+                .withPools(base.sendPoolBytes(), tuned.receivePoolBytes(), base.rendezvousPoolBytes())
+                .withIdlePollMicros(PsTransport.IDLE_POLL_MICROS), tuned);
         TransportConfig big = base.withPools(8L << 20, 512L << 20, 32L << 20);
         assertEquals(512L << 20, PsTransport.tune(big).receivePoolBytes(), "a larger pool is kept");
         // A receive buffer of the tuned size is one 256 KiB class with room for a frame header.

@@ -77,7 +77,7 @@ enum BenchTransport {
                 d.eagerThreshold(), d.receiveBuffersPerLink(), d.sendWindowBytesPerLink(), d.sendWindowBytesPerPeer(),
                 d.sendWindowBytesPerProcess(), d.sendPoolBytes(), d.receivePoolBytes(), d.rendezvousPoolBytes(),
                 d.rendezvousChunkBytes(), d.maxMessageSize(), d.connectTimeoutMillis())
-                .withPools(128L << 20, 64L << 20, 256L << 20);
+                .withPools(128L << 20, 64L << 20, 256L << 20).withIdlePollMicros(d.idlePollMicros());
         if (!flowControl) {
             int credits = (int) Math.min(HUGE_CREDITS, (64L << 20) / (config.eagerThreshold() + 64L));
             config = config.withFlowControl(config.eagerThreshold(), credits, HUGE_WINDOW, 2 * HUGE_WINDOW,

@@ -69,6 +69,18 @@ class OptionsTest {
     }
 
     @Test
+    void aFerryTransportKeepsTheParameterServersSettings() {
+        for (boolean flowControl : new boolean[] {true, false}) {
+            dev.ferry.transport.TransportConfig tuned = BenchTransport.SHM.config(flowControl, "127.0.0.1", true);
+            assertEquals(dev.ferry.ps.net.PsTransport.EAGER_BYTES, tuned.eagerThreshold());
+            assertEquals(dev.ferry.ps.net.PsTransport.IDLE_POLL_MICROS, tuned.idlePollMicros(), "idle polling, tuned");
+            dev.ferry.transport.TransportConfig plain = BenchTransport.TCP.config(flowControl, "127.0.0.1", false);
+            assertEquals(dev.ferry.transport.TransportConfig.defaults("tcp").idlePollMicros(), plain.idlePollMicros(),
+                    "idle polling, defaults");
+        }
+    }
+
+    @Test
     void registersUnderBench() {
         CommandLine bench = new CommandLine(new Bench());
         assertTrue(bench.getSubcommands().containsKey("fetch"));

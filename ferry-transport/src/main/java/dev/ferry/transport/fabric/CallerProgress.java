@@ -55,7 +55,6 @@ final class CallerProgress {
             return false;
         }
         boolean reapSoon = false;
-        OutboundFrame[] later;
         try {
             if (transport.isClosed()) {
                 return false;
@@ -70,10 +69,10 @@ final class CallerProgress {
                 deferred.add(frame); // behind what this thread may have left in the queue
             }
         } finally {
-            later = takeDeferred();
+            OutboundFrame[] later = takeDeferred();
             token.release();
+            handOver(later); // also when the work above threw: nothing deferred is lost
         }
-        handOver(later);
         // The progress thread may sleep long, and its own completions do not wake it: woken if
         // a thread waits for this send or a link waits for room (else the completion is reaped
         // on its next turn of work, and this send costs it no wake-up).
@@ -138,7 +137,6 @@ final class CallerProgress {
             return false;
         }
         boolean blocked;
-        OutboundFrame[] later;
         try {
             if (transport.isClosed()) {
                 return false;
@@ -148,10 +146,10 @@ final class CallerProgress {
             transport.sends.pump(); // a credit return may be due: posted here, not on the next turn
             blocked = transport.sends.blocked() || transport.receives.retrying();
         } finally {
-            later = takeDeferred();
+            OutboundFrame[] later = takeDeferred();
             token.release();
+            handOver(later); // also when the work above threw: nothing deferred is lost
         }
-        handOver(later);
         if (blocked) {
             loop.wakeForCompletions(); // what could not be posted waits for the progress thread
         }
@@ -177,7 +175,6 @@ final class CallerProgress {
         try {
             do {
                 if (token.tryAcquire()) {
-                    OutboundFrame[] later;
                     try {
                         if (transport.isClosed()) {
                             return done.isDone();
@@ -189,10 +186,10 @@ final class CallerProgress {
                         transport.sends.pump();
                         transport.pulls.pull();
                     } finally {
-                        later = takeDeferred();
+                        OutboundFrame[] later = takeDeferred();
                         token.release();
+                        handOver(later);
                     }
-                    handOver(later);
                     if (done.isDone()) {
                         return true;
                     }

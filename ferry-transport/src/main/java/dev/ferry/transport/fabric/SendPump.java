@@ -50,7 +50,7 @@ final class SendPump {
         }
     }
 
-    /** Test hook: the next {@code n} posts of a send fail as the provider's outright refusal would. */
+    /** Test hook: the next {@code n} posts of a message fail as the provider's outright refusal would. */
     void refuseForTest(int n) {
         refusals = n;
     }
@@ -195,7 +195,7 @@ final class SendPump {
             FrameDescriptor.header(whole, FrameDescriptor.EAGER_OFFSET, FrameDescriptor.EAGER, credits, link.remoteId,
                     link.remoteToken, frame.stream, frame.length, 0);
             ok = send(link, whole.address() + FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER + frame.length,
-                    frame.buffer.descriptor(), slot);
+                    frame.buffer.descriptor(), slot, true);
         } else {
             if (frame.cookie == 0) {
                 frame.cookie = nextCookie++; // once: a send retried after EAGAIN keeps its key
@@ -216,7 +216,7 @@ final class SendPump {
                 failSend(frame, new TransportException(Reason.LIMIT_REACHED, "cannot register a rendezvous payload: " + e.getMessage(), e));
                 return true; // consumed: this message failed, the ones behind it may go
             }
-            ok = send(link, whole.address(), FrameDescriptor.RNDV_REQ_BYTES, frame.buffer.descriptor(), slot);
+            ok = send(link, whole.address(), FrameDescriptor.RNDV_REQ_BYTES, frame.buffer.descriptor(), slot, true);
         }
         if (!ok) {
             ops.release(slot);
@@ -242,7 +242,7 @@ final class SendPump {
         int credits = link.credits.toReturn();
         MemorySegment header = buffer.segment();
         FrameDescriptor.header(header, frameType, credits, link.remoteId, link.remoteToken, 0, 0, cookie);
-        if (!send(link, header.address(), FrameDescriptor.HEADER, buffer.descriptor(), slot)) {
+        if (!send(link, header.address(), FrameDescriptor.HEADER, buffer.descriptor(), slot, false)) {
             ops.release(slot);
             return false;
         }
@@ -252,14 +252,18 @@ final class SendPump {
     }
 
     /**
-     * Posts a send on {@code link} with operation {@code slot}: false if the provider's queue is
+     * Posts a send on {@code link} with operation {@code slot} ({@code message}: a message's, not a
+     * control frame's): false if the link has failed, or if the provider's queue is
      * full (the frame stays at the head of its queue, and goes on a later pump), or if the
      * provider refused it outright, which fails the link with the provider's reason (its queued
      * frames with it) instead of the transport or the calling thread.
      */
-    private boolean send(Link link, long address, long length, long descriptor, int slot) {
+    private boolean send(Link link, long address, long length, long descriptor, int slot, boolean message) {
+        if (link.peer.failure() != null) {
+            return false; // failed in this pump (a refusal below): its endpoint may be closed already
+        }
         try {
-            if (refusals > 0) {
+            if (message && refusals > 0) {
                 refusals--;
                 throw new FabricException("fi_send refused (test)");
             }

@@ -154,35 +154,15 @@ class CallerPostTest extends FabricTransportFixture {
         long before = fabric.callerCounts()[0];
         AtomicLong seq = new AtomicLong();
         for (int round = 0; round < rounds; round++) {
-            CountDownLatch handedOver = new CountDownLatch(1);
-            CountDownLatch tokenFree = new CountDownLatch(1);
-            Queue<Throwable> errors = new ConcurrentLinkedQueue<>();
-            Thread caller = Thread.ofPlatform().name("caller").start(() -> {
-                try {
-                    for (int i = 0; i < queued; i++) {
-                        send(peer, seq.getAndIncrement()); // the token is taken: handed over
-                    }
-                    handedOver.countDown();
-                    tokenFree.await();
-                    for (int i = 0; i < after; i++) {
-                        send(peer, seq.getAndIncrement()); // the token may be free: posted here
-                    }
-                } catch (Throwable e) {
-                    errors.add(e);
-                    handedOver.countDown();
+            callerRound(fabric, token, () -> {
+                for (int i = 0; i < queued; i++) {
+                    send(peer, seq.getAndIncrement()); // the token is taken: handed over
+                }
+            }, () -> {
+                for (int i = 0; i < after; i++) {
+                    send(peer, seq.getAndIncrement()); // the token may be free: posted here
                 }
             });
-            take(fabric, token);
-            try {
-                assertTrue(handedOver.await(30, TimeUnit.SECONDS), "the caller did not hand its sends over");
-            } finally {
-                token.release();
-                tokenFree.countDown();
-            }
-            caller.join();
-            if (!errors.isEmpty()) {
-                throw new AssertionError("the caller failed", errors.peek());
-            }
         }
         assertTrue(waitFor(() -> next.get() == total, 30_000), "received " + next.get() + " of " + total);
         assertTrue(problems.isEmpty(), problems.size() + " out of order or damaged, first: " + problems.peek());
@@ -199,7 +179,7 @@ class CallerPostTest extends FabricTransportFixture {
     @ValueSource(strings = {"shm", "tcp"})
     void aSendFromACallbackTheCallerRunsKeepsTheCallersOrder(String provider) throws Exception {
         TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 32L << 20, 32L << 20);
-        int rounds = 20;
+        int rounds = 150; // at most: it stops once the caller ran the callback in five
         int queued = 300;
         int after = 200;
         long marker = 1L << 40; // callbacks' messages: marker + round
@@ -231,51 +211,32 @@ class CallerPostTest extends FabricTransportFixture {
         java.util.Arrays.fill(ranOnCaller, -1);
         AtomicLong seq = new AtomicLong();
         AtomicLong current = new AtomicLong();
-        for (int round = 0; round < rounds; round++) {
-            int r = round;
+        int played = 0;
+        for (int onCallerSoFar = 0; played < rounds && onCallerSoFar < 5; played++) {
+            int r = played;
             Peer gone = sender.connect(doomed.localAddress());
-            CountDownLatch handedOver = new CountDownLatch(1);
-            CountDownLatch tokenFree = new CountDownLatch(1);
-            Queue<Throwable> errors = new ConcurrentLinkedQueue<>();
-            Thread caller = Thread.ofPlatform().name("caller").start(() -> {
+            callerRound(fabric, token, () -> {
                 Thread me = Thread.currentThread();
-                try {
-                    current.set(seq.get()); // the callback may run at once, on this thread
-                    OutboundMessage lost = gone.allocate(64);
-                    fill(lost.segment(), 0, 0);
-                    gone.send(0, lost).whenComplete((v, e) -> {
-                        if (Thread.currentThread() == me) {
-                            ranOnCaller[r] = current.get();
-                        }
-                        send(peer, marker + r);
-                    });
-                    gone.close(); // its teardown fails the send above, queued before what follows
-                    for (int i = 0; i < queued; i++) {
-                        current.set(seq.get());
-                        send(peer, seq.getAndIncrement());
+                current.set(seq.get()); // the callback may run at once, on this thread
+                OutboundMessage lost = gone.allocate(64);
+                fill(lost.segment(), 0, 0);
+                gone.send(0, lost).whenComplete((v, e) -> {
+                    if (Thread.currentThread() == me) {
+                        ranOnCaller[r] = current.get();
                     }
-                    handedOver.countDown();
-                    tokenFree.await();
-                    for (int i = 0; i < after; i++) {
-                        current.set(seq.get());
-                        send(peer, seq.getAndIncrement());
-                    }
-                } catch (Throwable e) {
-                    errors.add(e);
-                    handedOver.countDown();
+                    send(peer, marker + r);
+                });
+                gone.close(); // its teardown fails the send above, queued before what follows
+                for (int i = 0; i < queued; i++) {
+                    current.set(seq.get());
+                    send(peer, seq.getAndIncrement());
+                }
+            }, () -> {
+                for (int i = 0; i < after; i++) {
+                    current.set(seq.get());
+                    send(peer, seq.getAndIncrement());
                 }
             });
-            take(fabric, token);
-            try {
-                assertTrue(handedOver.await(30, TimeUnit.SECONDS), "the caller did not hand its sends over");
-            } finally {
-                token.release();
-                tokenFree.countDown();
-            }
-            caller.join();
-            if (!errors.isEmpty()) {
-                throw new AssertionError("the caller failed", errors.peek());
-            }
             synchronized (lastBefore) {
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
                 while (lastBefore[r] == Long.MIN_VALUE && System.nanoTime() < deadline) {
@@ -283,19 +244,64 @@ class CallerPostTest extends FabricTransportFixture {
                 }
             }
             assertTrue(lastBefore[r] != Long.MIN_VALUE, "round " + r + ": the callback's message never arrived");
+            if (ranOnCaller[r] >= 0) {
+                onCallerSoFar++;
+            }
         }
         long total = seq.get();
         assertTrue(waitFor(() -> next.get() == total, 30_000), "received " + next.get() + " of " + total);
         assertTrue(problems.isEmpty(), problems.size() + " out of order or damaged, first: " + problems.peek());
         int onCaller = 0;
-        for (int r = 0; r < rounds; r++) {
+        for (int r = 0; r < played; r++) {
             if (ranOnCaller[r] >= 0) {
                 onCaller++;
                 assertEquals(ranOnCaller[r] - 1, lastBefore[r], "round " + r + ": the caller ran the callback before its send "
                         + ranOnCaller[r] + ", its message arrived after " + lastBefore[r]);
             }
         }
-        System.out.println(provider + ": the caller ran the callback in " + onCaller + " rounds of " + rounds);
+        System.out.println(provider + ": the caller ran the callback in " + onCaller + " rounds of " + played);
+        assertTrue(onCaller > 0, "in " + played + " rounds the caller never ran the callback: the case was not tested");
+    }
+
+    /** A caller's part of a round, which may throw. */
+    private interface CallerPart {
+        void run() throws Exception;
+    }
+
+    /**
+     * One round on a thread of its own: {@code handOver} once this thread holds the token (its
+     * sends are handed over), then {@code sendOn} at once after this thread gives it back.
+     */
+    private static void callerRound(FabricTransport fabric, FabricToken token, CallerPart handOver, CallerPart sendOn)
+            throws Exception {
+        CountDownLatch tokenTaken = new CountDownLatch(1);
+        CountDownLatch handedOver = new CountDownLatch(1);
+        CountDownLatch tokenFree = new CountDownLatch(1);
+        Queue<Throwable> errors = new ConcurrentLinkedQueue<>();
+        Thread caller = Thread.ofPlatform().name("caller").start(() -> {
+            try {
+                tokenTaken.await();
+                handOver.run();
+                handedOver.countDown();
+                tokenFree.await();
+                sendOn.run();
+            } catch (Throwable e) {
+                errors.add(e);
+                handedOver.countDown();
+            }
+        });
+        take(fabric, token);
+        tokenTaken.countDown();
+        try {
+            assertTrue(handedOver.await(30, TimeUnit.SECONDS), "the caller did not hand its sends over");
+        } finally {
+            token.release();
+            tokenFree.countDown();
+        }
+        caller.join();
+        if (!errors.isEmpty()) {
+            throw new AssertionError("the caller failed", errors.peek());
+        }
     }
 
     /**

@@ -91,17 +91,7 @@ class ProviderRefusalTest extends FabricTransportFixture {
             m.release();
         });
         AtomicReference<Throwable> closed = new AtomicReference<>();
-        Transport sender = open(config, new MessageHandler() {
-            @Override
-            public void onMessage(Peer from, dev.ferry.transport.InboundMessage message) {
-                message.release();
-            }
-
-            @Override
-            public void onPeerClosed(Peer peer, Throwable cause) {
-                closed.set(cause);
-            }
-        });
+        Transport sender = open(config, releasing(closed));
         FabricTransport fabric = (FabricTransport) sender;
         Peer peer = sender.connect(receiver.localAddress());
         long buffersBefore = sendBuffers(sender);
@@ -136,17 +126,7 @@ class ProviderRefusalTest extends FabricTransportFixture {
             m.release();
         });
         AtomicReference<Throwable> closed = new AtomicReference<>();
-        Transport sender = open(config, new MessageHandler() {
-            @Override
-            public void onMessage(Peer from, dev.ferry.transport.InboundMessage message) {
-                message.release();
-            }
-
-            @Override
-            public void onPeerClosed(Peer peer, Throwable cause) {
-                closed.set(cause);
-            }
-        });
+        Transport sender = open(config, releasing(closed));
         FabricTransport fabric = (FabricTransport) sender;
         Peer refused = sender.connect(one.localAddress());
         send(refused, 0, 64).get(10, TimeUnit.SECONDS);
@@ -174,6 +154,21 @@ class ProviderRefusalTest extends FabricTransportFixture {
         assertTrue(waitFor(() -> sendBuffers(sender) == buffersBefore && sender.counters().bytesInFlight() == 0, 10_000),
                 "send buffers or window left behind: " + sendBuffers(sender) + " buffers, " + buffersBefore
                 + " before; in flight " + sender.counters().bytesInFlight());
+    }
+
+    /** A handler that releases what arrives and keeps the cause of a peer's failure. */
+    private static MessageHandler releasing(AtomicReference<Throwable> closed) {
+        return new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, dev.ferry.transport.InboundMessage message) {
+                message.release();
+            }
+
+            @Override
+            public void onPeerClosed(Peer peer, Throwable cause) {
+                closed.set(cause);
+            }
+        };
     }
 
     private static CompletableFuture<Void> send(Peer peer, long seq, int size) {

@@ -75,9 +75,7 @@ class ProviderRefusalTest extends FabricTransportFixture {
         assertEquals(List.of(0L, 2L, 3L), arrived, "what arrived, in order");
         assertTrue(damaged.isEmpty(), "damaged: " + damaged.peek());
         assertTrue(peer.isOpen(), "a refused registration of a watched send fails that send alone");
-        assertTrue(waitFor(() -> sendBuffers(sender) == buffersBefore && sender.counters().bytesInFlight() == 0, 10_000),
-                "send buffers or window left behind: " + sendBuffers(sender) + " buffers, " + buffersBefore
-                + " before; in flight " + sender.counters().bytesInFlight());
+        assertNothingLeft(sender, buffersBefore);
     }
 
     @ParameterizedTest
@@ -106,9 +104,7 @@ class ProviderRefusalTest extends FabricTransportFixture {
         assertTrue(closed.get().getMessage().contains("cannot register a rendezvous payload"), closed.get().getMessage());
         assertFalse(peer.isOpen());
         assertEquals(List.of(0L), arrived, "nothing after the refused send arrived");
-        assertTrue(waitFor(() -> sendBuffers(sender) == buffersBefore && sender.counters().bytesInFlight() == 0, 10_000),
-                "send buffers or window left behind: " + sendBuffers(sender) + " buffers, " + buffersBefore
-                + " before; in flight " + sender.counters().bytesInFlight());
+        assertNothingLeft(sender, buffersBefore);
     }
 
     @ParameterizedTest
@@ -151,6 +147,11 @@ class ProviderRefusalTest extends FabricTransportFixture {
         for (int i = 0; i < 100; i++) {
             assertEquals(i, second.get(i), "order at the other peer");
         }
+        assertNothingLeft(sender, buffersBefore);
+    }
+
+    /** The sender's send buffers are back to {@code buffersBefore} and nothing is in flight. */
+    private static void assertNothingLeft(Transport sender, long buffersBefore) throws InterruptedException {
         assertTrue(waitFor(() -> sendBuffers(sender) == buffersBefore && sender.counters().bytesInFlight() == 0, 10_000),
                 "send buffers or window left behind: " + sendBuffers(sender) + " buffers, " + buffersBefore
                 + " before; in flight " + sender.counters().bytesInFlight());

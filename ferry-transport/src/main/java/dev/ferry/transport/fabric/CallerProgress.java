@@ -60,7 +60,7 @@ final class CallerProgress {
                 return false;
             }
             boolean awaited = frame.future != null; // read before the frame may complete and go back
-            if (drainedAll() && deferred.isEmpty()) {
+            if (drainedAll()) {
                 transport.sends.enqueue(frame);
                 transport.sends.pump();
                 reapSoon = awaited || transport.sends.blocked();
@@ -69,9 +69,7 @@ final class CallerProgress {
                 deferred.add(frame); // behind what this thread may have left in the queue
             }
         } finally {
-            OutboundFrame[] later = takeDeferred();
-            token.release();
-            handOver(later); // also when the work above threw: nothing deferred is lost
+            giveBack(); // also when the work above threw: nothing deferred is lost
         }
         // The progress thread may sleep long, and its own completions do not wake it: woken if
         // a thread waits for this send or a link waits for room (else the completion is reaped
@@ -117,14 +115,21 @@ final class CallerProgress {
     }
 
     /**
-     * Takes what other threads handed over; true if the queue is empty after it, so that nothing
-     * this thread handed over earlier is left behind a send it posts itself. The drain stops after
+     * Takes what other threads handed over; true if the queue is empty after it and nothing was
+     * deferred, so that nothing this thread handed over earlier is left behind a send it posts itself. The drain stops after
      * a turn's worth of commands, and at a position another thread has claimed but not yet filled:
      * then what follows in the queue may be this thread's. Token holder.
      */
     private boolean drainedAll() {
         loop.drainCommands();
-        return transport.proxy.isEmpty();
+        return !mustDefer();
+    }
+
+    /** Gives the token back, then hands over what was deferred meanwhile, in order. Token holder. */
+    private void giveBack() {
+        OutboundFrame[] later = takeDeferred();
+        token.release();
+        handOver(later);
     }
 
     /**
@@ -146,9 +151,7 @@ final class CallerProgress {
             transport.sends.pump(); // a credit return may be due: posted here, not on the next turn
             blocked = transport.sends.blocked() || transport.receives.retrying();
         } finally {
-            OutboundFrame[] later = takeDeferred();
-            token.release();
-            handOver(later); // also when the work above threw: nothing deferred is lost
+            giveBack(); // also when the work above threw: nothing deferred is lost
         }
         if (blocked) {
             loop.wakeForCompletions(); // what could not be posted waits for the progress thread
@@ -186,9 +189,7 @@ final class CallerProgress {
                         transport.sends.pump();
                         transport.pulls.pull();
                     } finally {
-                        OutboundFrame[] later = takeDeferred();
-                        token.release();
-                        handOver(later);
+                        giveBack();
                     }
                     if (done.isDone()) {
                         return true;

@@ -95,6 +95,7 @@ class ProviderRefusalTest extends FabricTransportFixture {
         long buffersBefore = sendBuffers(sender);
 
         send(peer, 0, 64).get(10, TimeUnit.SECONDS);
+        assertTrue(waitFor(() -> arrived.size() == 1, 10_000), "the first send did not arrive"); // before the refusal
         fabric.rendezvousKeys.refuseForTest(1);
         OutboundMessage forgotten = peer.allocate(large);
         fill(forgotten.segment(), 0, 1);
@@ -126,6 +127,7 @@ class ProviderRefusalTest extends FabricTransportFixture {
         FabricTransport fabric = (FabricTransport) sender;
         Peer refused = sender.connect(one.localAddress());
         send(refused, 0, 64).get(10, TimeUnit.SECONDS);
+        assertTrue(waitFor(() -> first.size() == 1, 10_000), "the first send did not arrive"); // before the refusal
         long buffersBefore = sendBuffers(sender);
 
         fabric.sends.refuseForTest(1);

@@ -35,6 +35,9 @@ import java.util.function.Consumer;
  *                                 allocation on average
  * @param leakListener             receives leak reports. Default: a warning on the
  *                                 {@code dev.ferry.memory} system logger
+ * @param shareSendPool            whether the send pool's slabs are {@link SharedMemory} that
+ *                                 peers on this host may map ({@link RegisteredAllocator#sharedName}).
+ *                                 Default false
  */
 public record AllocatorConfig(
         long slabBytes,
@@ -48,7 +51,8 @@ public record AllocatorConfig(
         int registrationCacheEntries,
         LeakDetection leakDetection,
         int leakSampleInterval,
-        Consumer<LeakReport> leakListener) {
+        Consumer<LeakReport> leakListener,
+        boolean shareSendPool) {
 
     private static final long MIB = 1L << 20;
 
@@ -84,7 +88,7 @@ public record AllocatorConfig(
     /** The defaults described on each component. */
     public static AllocatorConfig defaults() {
         return new AllocatorConfig(16 * MIB, (int) MIB, 128 * MIB, 128 * MIB, 512 * MIB,
-                256 * 1024, 256, 256 * MIB, 64, LeakDetection.SAMPLED, 4096, LOG_LEAKS);
+                256 * 1024, 256, 256 * MIB, 64, LeakDetection.SAMPLED, 4096, LOG_LEAKS, false);
     }
 
     /** The quota of {@code pool} in bytes. */
@@ -100,14 +104,14 @@ public record AllocatorConfig(
     public AllocatorConfig withSlabBytes(long bytes) {
         return new AllocatorConfig(bytes, maxClassBytes, sendQuota, receiveQuota, rendezvousQuota,
                 threadCacheBytesPerClass, threadCacheMaxBuffers, registrationCacheBytes,
-                registrationCacheEntries, leakDetection, leakSampleInterval, leakListener);
+                registrationCacheEntries, leakDetection, leakSampleInterval, leakListener, shareSendPool);
     }
 
     /** This configuration with another largest size class. */
     public AllocatorConfig withMaxClassBytes(int bytes) {
         return new AllocatorConfig(slabBytes, bytes, sendQuota, receiveQuota, rendezvousQuota,
                 threadCacheBytesPerClass, threadCacheMaxBuffers, registrationCacheBytes,
-                registrationCacheEntries, leakDetection, leakSampleInterval, leakListener);
+                registrationCacheEntries, leakDetection, leakSampleInterval, leakListener, shareSendPool);
     }
 
     /** This configuration with another quota for {@code pool}. */
@@ -117,27 +121,34 @@ public record AllocatorConfig(
                 pool == PoolKind.RECEIVE ? bytes : receiveQuota,
                 pool == PoolKind.RENDEZVOUS ? bytes : rendezvousQuota,
                 threadCacheBytesPerClass, threadCacheMaxBuffers, registrationCacheBytes,
-                registrationCacheEntries, leakDetection, leakSampleInterval, leakListener);
+                registrationCacheEntries, leakDetection, leakSampleInterval, leakListener, shareSendPool);
     }
 
     /** This configuration with other thread cache bounds. */
     public AllocatorConfig withThreadCache(int bytesPerClass, int maxBuffers) {
         return new AllocatorConfig(slabBytes, maxClassBytes, sendQuota, receiveQuota, rendezvousQuota,
                 bytesPerClass, maxBuffers, registrationCacheBytes,
-                registrationCacheEntries, leakDetection, leakSampleInterval, leakListener);
+                registrationCacheEntries, leakDetection, leakSampleInterval, leakListener, shareSendPool);
     }
 
     /** This configuration with other registration cache caps. */
     public AllocatorConfig withRegistrationCache(long bytes, int entries) {
         return new AllocatorConfig(slabBytes, maxClassBytes, sendQuota, receiveQuota, rendezvousQuota,
                 threadCacheBytesPerClass, threadCacheMaxBuffers, bytes,
-                entries, leakDetection, leakSampleInterval, leakListener);
+                entries, leakDetection, leakSampleInterval, leakListener, shareSendPool);
     }
 
     /** This configuration with another leak detection level and listener. */
     public AllocatorConfig withLeakDetection(LeakDetection level, Consumer<LeakReport> listener) {
         return new AllocatorConfig(slabBytes, maxClassBytes, sendQuota, receiveQuota, rendezvousQuota,
                 threadCacheBytesPerClass, threadCacheMaxBuffers, registrationCacheBytes,
-                registrationCacheEntries, level, leakSampleInterval, listener);
+                registrationCacheEntries, level, leakSampleInterval, listener, shareSendPool);
+    }
+
+    /** This configuration with the send pool's slabs shared with peers on this host, or not. */
+    public AllocatorConfig withSharedSendPool(boolean shared) {
+        return new AllocatorConfig(slabBytes, maxClassBytes, sendQuota, receiveQuota, rendezvousQuota,
+                threadCacheBytesPerClass, threadCacheMaxBuffers, registrationCacheBytes,
+                registrationCacheEntries, leakDetection, leakSampleInterval, leakListener, shared);
     }
 }

@@ -56,6 +56,17 @@ final class PoolArena {
         return HUGE_PAGES ? HugePageMemory.allocate(arena, size, alignment) : arena.allocate(size, alignment);
     }
 
+    /** A shared slab, or null (logged) where the system refuses one: the slab is private then. */
+    private static SharedMemory.Region sharedMemory(Arena arena, String name, long size) {
+        try {
+            return SharedMemory.create(arena, name, size, SizeClasses.SLAB_ALIGNMENT);
+        } catch (java.io.IOException e) {
+            System.getLogger("dev.ferry.memory").log(System.Logger.Level.WARNING,
+                    "slab " + name + " not shared (its messages go through the provider): " + e.getMessage());
+            return null;
+        }
+    }
+
     PoolArena(RegisteredAllocator allocator, PoolKind kind, long quota, int classCount, long slabBytes) {
         this.allocator = allocator;
         this.kind = kind;
@@ -199,8 +210,11 @@ final class PoolArena {
         Arena arena = Arena.ofShared();
         Slab slab;
         try {
-            MemorySegment segment = memory(arena, size, SizeClasses.SLAB_ALIGNMENT);
-            slab = new Slab(allocator.nextSlabIndex(), arena, segment, allocator.registrar.register(segment));
+            int index = allocator.nextSlabIndex();
+            SharedMemory.Region shared = kind == PoolKind.SEND && allocator.sharesSendPool()
+                    ? sharedMemory(arena, allocator.sharedName(index), size) : null;
+            MemorySegment segment = shared != null ? shared.segment() : memory(arena, size, SizeClasses.SLAB_ALIGNMENT);
+            slab = new Slab(index, arena, segment, allocator.registrar.register(segment), shared);
         } catch (RuntimeException | Error e) {
             arena.close();
             throw e;

@@ -1,5 +1,6 @@
 package dev.ferry.memory;
 
+import java.lang.foreign.Arena;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -55,6 +56,11 @@ public final class RegisteredAllocator implements AutoCloseable {
     private final ThreadCaches allCaches;
     private final AtomicInteger slabIndex = new AtomicInteger();
     private volatile boolean closed;
+    /** Names this allocator's shared slabs ({@code ferry-<random>-<slab index>}); null when none are shared. */
+    private final String sharedPrefix;
+    /** An empty shared file a peer opens once to learn that it can open this process's slabs. */
+    private final SharedMemory.Region probe;
+    private final Arena probeArena;
 
     /** An allocator with {@link AllocatorConfig#defaults()}. */
     public RegisteredAllocator(MemoryRegistrar registrar) {
@@ -75,6 +81,23 @@ public final class RegisteredAllocator implements AutoCloseable {
             pools[kind.ordinal()] = new PoolArena(this, kind, config.quota(kind), classCount, config.slabBytes());
         }
         this.allCaches = new ThreadCaches(pools, classCount);
+        SharedMemory.Region sharedProbe = null;
+        Arena sharedArena = null;
+        if (config.shareSendPool() && SharedMemory.available()) {
+            String prefix = "ferry-" + Long.toHexString(new java.security.SecureRandom().nextLong() | 1L << 63);
+            sharedArena = Arena.ofShared();
+            try {
+                sharedProbe = SharedMemory.create(sharedArena, prefix + "-probe", 4096, 4096);
+            } catch (java.io.IOException e) {
+                sharedArena.close();
+                sharedArena = null;
+                System.getLogger("dev.ferry.memory").log(System.Logger.Level.INFO,
+                        "send pool not shared with peers on this host: " + e.getMessage());
+            }
+        }
+        this.probe = sharedProbe;
+        this.probeArena = sharedArena;
+        this.sharedPrefix = sharedProbe == null ? null : sharedProbe.name().substring(0, sharedProbe.name().length() - "-probe".length());
         this.registrationCache = new RegistrationCache(registrar, config.registrationCacheBytes(),
                 config.registrationCacheEntries());
         registrationCache.onEvict(entry -> {
@@ -87,6 +110,38 @@ public final class RegisteredAllocator implements AutoCloseable {
     /** This allocator's configuration. */
     public AllocatorConfig config() {
         return config;
+    }
+
+    /**
+     * Whether the send pool's slabs are {@link SharedMemory} a peer on this host may map
+     * ({@link AllocatorConfig#shareSendPool()}, where the system can): see {@link RegisteredBuffer#sharedFd()}.
+     */
+    public boolean sharesSendPool() {
+        return sharedPrefix != null;
+    }
+
+    /** The name of shared slab {@code slabIndex}: what a peer checks before it maps the slab. */
+    public String sharedName(int slabIndex) {
+        return sharedName(sharedPrefix, slabIndex);
+    }
+
+    /** The name of shared slab {@code slabIndex} of the allocator whose names start with {@code prefix}. */
+    public static String sharedName(String prefix, int slabIndex) {
+        return prefix + "-" + slabIndex;
+    }
+
+    /** What names this allocator's shared slabs start with, or null when they are not shared. */
+    public String sharedPrefix() {
+        return sharedPrefix;
+    }
+
+    /**
+     * The descriptor of an empty shared file named {@code sharedPrefix() + "-probe"}, which a peer
+     * opens once ({@link SharedMemory#probe}) to learn that it may open this process's slabs; -1
+     * when they are not shared.
+     */
+    public int sharedProbeFd() {
+        return probe == null ? -1 : probe.fd();
     }
 
     /**
@@ -387,6 +442,9 @@ public final class RegisteredAllocator implements AutoCloseable {
             }
         }
         registrationCache.close();
+        if (probeArena != null) {
+            probeArena.close();
+        }
         detector.clear();
         allCaches.clear();
         threadCaches.remove();

@@ -171,6 +171,28 @@ public final class RegisteredBuffer {
         return registration.remoteAddress(registeredOffset + offset);
     }
 
+    /**
+     * The descriptor of the {@link SharedMemory} file that holds this buffer, which a peer on this
+     * host may map, or -1 where the buffer's memory is private (not a shared pool's slab).
+     */
+    public int sharedFd() {
+        checkHeld("sharedFd");
+        Run r = root.run;
+        return r == null || r.slab.shared == null ? -1 : r.slab.shared.fd();
+    }
+
+    /** The index of the slab that holds this buffer ({@link RegisteredAllocator#sharedName}), or -1 if none does. */
+    public int slabIndex() {
+        Run r = root.run;
+        return r == null ? -1 : r.slab.index;
+    }
+
+    /** Where this buffer's first byte lies in its slab, or -1 if no slab holds it. */
+    public long slabOffset() {
+        Run r = root.run;
+        return r == null ? -1 : segment.address() - r.slab.segment.address();
+    }
+
     /** The pool this buffer belongs to. */
     public PoolKind pool() {
         checkHeld("pool");

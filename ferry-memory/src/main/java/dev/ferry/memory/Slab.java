@@ -22,11 +22,19 @@ final class Slab {
     final MemoryRegistrar.Registration registration;
     final long descriptor;
     final long key;
+    /** The shared file behind this slab's memory, or null: {@link RegisteredBuffer#sharedFd()}. */
+    final SharedMemory.Region shared;
     private final int maxOrder;
     private final BitSet[] free;
     private int freePages;
 
     Slab(int index, Arena arena, MemorySegment segment, MemoryRegistrar.Registration registration) {
+        this(index, arena, segment, registration, null);
+    }
+
+    Slab(int index, Arena arena, MemorySegment segment, MemoryRegistrar.Registration registration,
+            SharedMemory.Region shared) {
+        this.shared = shared;
         this.index = index;
         this.arena = arena;
         this.segment = segment;

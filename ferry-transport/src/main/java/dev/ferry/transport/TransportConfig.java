@@ -65,6 +65,14 @@ import java.util.Objects;
  *     Netty port) has to prove the shared secret, for the whole handshake and not per read: a
  *     silent or trickling peer is closed when it passes. A good client needs a few round trips;
  *     2 s covers a GC pause on either side while a flood of slow connections stays cheap
+ * @param sharedSendBytes messages of at least this many bytes to a peer process on the same host
+ *     go by reference, where both sides can: the send pool is shared memory ({@code memfd}) that
+ *     the peer maps read-only once it proved, at the handshake, that it may open this process's
+ *     files (the kernel's check for that is the one it makes before a cross-process copy, which
+ *     shm's provider does anyway). The peer reads the message where the sender built it, and
+ *     releases it as it releases a rendezvous: no copy between the processes, and the sender's
+ *     buffer is held until the receiver has done with the message. 0 (the default) never;
+ *     messages from application memory (not the send pool) always go through the provider
  */
 public record TransportConfig(
         String provider,
@@ -88,7 +96,8 @@ public record TransportConfig(
         SharedSecret secret,
         long idlePollMicros,
         long pullBudgetBytes,
-        long handshakeTimeoutMillis) {
+        long handshakeTimeoutMillis,
+        long sharedSendBytes) {
 
     /** Checks the settings against each other. */
     public TransportConfig {
@@ -120,6 +129,9 @@ public record TransportConfig(
             throw new IllegalArgumentException("idlePollMicros must not be negative: " + idlePollMicros);
         }
         positive("handshakeTimeoutMillis", handshakeTimeoutMillis);
+        if (sharedSendBytes < 0) {
+            throw new IllegalArgumentException("sharedSendBytes must not be negative: " + sharedSendBytes);
+        }
         if (bindPort < 0 || bindPort > 65535) {
             throw new IllegalArgumentException("bindPort out of range: " + bindPort);
         }
@@ -137,7 +149,7 @@ public record TransportConfig(
         this(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold, receiveBuffersPerLink,
                 sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess, sendPoolBytes,
                 receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
-                1_000, 5_000, null, 200, 0, 2_000);
+                1_000, 5_000, null, 200, 0, 2_000, 0);
     }
 
     private static void positive(String name, long value) {
@@ -152,7 +164,7 @@ public record TransportConfig(
                 2, 4096, 16 * 1024, 64,
                 4L << 20, 8L << 20, 64L << 20,
                 64L << 20, 32L << 20, 256L << 20,
-                1 << 20, 256 << 20, 10_000, 1_000, 5_000, null, 200, 0, 2_000);
+                1 << 20, 256 << 20, 10_000, 1_000, 5_000, null, 200, 0, 2_000, 0);
     }
 
     /** This configuration with another provider. */
@@ -161,7 +173,7 @@ public record TransportConfig(
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
                 connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
-                handshakeTimeoutMillis);
+                handshakeTimeoutMillis, sharedSendBytes);
     }
 
     /** This configuration listening on another port. */
@@ -170,7 +182,7 @@ public record TransportConfig(
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
                 connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
-                handshakeTimeoutMillis);
+                handshakeTimeoutMillis, sharedSendBytes);
     }
 
     /** This configuration with other link counts. */
@@ -179,7 +191,7 @@ public record TransportConfig(
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
                 connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
-                handshakeTimeoutMillis);
+                handshakeTimeoutMillis, sharedSendBytes);
     }
 
     /** This configuration with other flow-control settings. */
@@ -189,7 +201,7 @@ public record TransportConfig(
                 buffersPerLink, windowPerLink, windowPerPeer, windowPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
                 connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
-                handshakeTimeoutMillis);
+                handshakeTimeoutMillis, sharedSendBytes);
     }
 
     /** This configuration with other pool sizes. */
@@ -198,7 +210,7 @@ public record TransportConfig(
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 send, receive, rendezvous, rendezvousChunkBytes, maxMessageSize, connectTimeoutMillis,
                 heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
-                handshakeTimeoutMillis);
+                handshakeTimeoutMillis, sharedSendBytes);
     }
 
     /** This configuration with another connect and allocate timeout. */
@@ -207,7 +219,7 @@ public record TransportConfig(
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize, value,
                 heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
-                handshakeTimeoutMillis);
+                handshakeTimeoutMillis, sharedSendBytes);
     }
 
     /** This configuration with another heartbeat on the control channel. */
@@ -216,7 +228,7 @@ public record TransportConfig(
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
                 connectTimeoutMillis, intervalMillis, timeoutMillis, secret, idlePollMicros, pullBudgetBytes,
-                handshakeTimeoutMillis);
+                handshakeTimeoutMillis, sharedSendBytes);
     }
 
     /** This configuration with peers authenticated by {@code value} (null: no authentication). */
@@ -225,7 +237,7 @@ public record TransportConfig(
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
                 connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, value, idlePollMicros, pullBudgetBytes,
-                handshakeTimeoutMillis);
+                handshakeTimeoutMillis, sharedSendBytes);
     }
 
     /** This configuration listening on another host. */
@@ -234,7 +246,7 @@ public record TransportConfig(
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
                 connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, pullBudgetBytes,
-                handshakeTimeoutMillis);
+                handshakeTimeoutMillis, sharedSendBytes);
     }
 
     /**
@@ -254,7 +266,7 @@ public record TransportConfig(
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
                 connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros, bytes,
-                handshakeTimeoutMillis);
+                handshakeTimeoutMillis, sharedSendBytes);
     }
 
     /** This configuration with another idle polling time of the progress thread. */
@@ -263,7 +275,7 @@ public record TransportConfig(
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
                 connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, value, pullBudgetBytes,
-                handshakeTimeoutMillis);
+                handshakeTimeoutMillis, sharedSendBytes);
     }
 
     /** This configuration with another deadline for the handshake of an incoming connection. */
@@ -272,6 +284,15 @@ public record TransportConfig(
                 receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
                 sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
                 connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
-                pullBudgetBytes, value);
+                pullBudgetBytes, value, sharedSendBytes);
+    }
+
+    /** This configuration sending messages of at least {@code bytes} by reference to peers on this host (0: never). */
+    public TransportConfig withSharedSendBytes(long bytes) {
+        return new TransportConfig(provider, bindHost, bindPort, linksPerPeer, maxLinks, eagerThreshold,
+                receiveBuffersPerLink, sendWindowBytesPerLink, sendWindowBytesPerPeer, sendWindowBytesPerProcess,
+                sendPoolBytes, receivePoolBytes, rendezvousPoolBytes, rendezvousChunkBytes, maxMessageSize,
+                connectTimeoutMillis, heartbeatIntervalMillis, heartbeatTimeoutMillis, secret, idlePollMicros,
+                pullBudgetBytes, handshakeTimeoutMillis, bytes);
     }
 }

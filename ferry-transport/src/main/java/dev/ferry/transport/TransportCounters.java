@@ -10,7 +10,9 @@ package dev.ferry.transport;
  * @param bytesSent payload bytes of the messages sent
  * @param bytesReceived payload bytes of the messages delivered
  * @param eagerSent messages sent eagerly (one send each)
- * @param rendezvousSent messages sent by rendezvous (pulled by the receiver)
+ * @param rendezvousSent messages sent by rendezvous: pulled by the receiver, or read in place by a
+ *     receiver on the same host that maps the sender's send memory
+ *     ({@link TransportConfig#sharedSendBytes()})
  * @param creditsAvailable send credits held now, summed over links
  * @param creditStalls times a send waited for a receive credit
  * @param windowStalls times a send waited for room in a send window

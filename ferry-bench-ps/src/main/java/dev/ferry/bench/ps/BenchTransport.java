@@ -77,7 +77,8 @@ enum BenchTransport {
                 d.eagerThreshold(), d.receiveBuffersPerLink(), d.sendWindowBytesPerLink(), d.sendWindowBytesPerPeer(),
                 d.sendWindowBytesPerProcess(), d.sendPoolBytes(), d.receivePoolBytes(), d.rendezvousPoolBytes(),
                 d.rendezvousChunkBytes(), d.maxMessageSize(), d.connectTimeoutMillis())
-                .withPools(128L << 20, 64L << 20, 256L << 20).withIdlePollMicros(d.idlePollMicros());
+                .withPools(128L << 20, 64L << 20, 256L << 20).withIdlePollMicros(d.idlePollMicros())
+                .withSharedSendBytes(sameHost() ? d.sharedSendBytes() : 0);
         if (!flowControl) {
             int credits = (int) Math.min(HUGE_CREDITS, (64L << 20) / (config.eagerThreshold() + 64L));
             config = config.withFlowControl(config.eagerThreshold(), credits, HUGE_WINDOW, 2 * HUGE_WINDOW,
@@ -85,6 +86,19 @@ enum BenchTransport {
         }
         return config;
     }
+
+    /**
+     * Whether this transport's processes are on one host by nature (shm), so that messages may go
+     * by reference ({@link TransportConfig#sharedSendBytes}). The other rows stand for a network
+     * between hosts (and netlab's hosts share this machine): they go through their provider.
+     * {@code -Dferry.bench.sharedSends=false} (in every process) sends through the provider on shm too.
+     */
+    boolean sameHost() {
+        return "shm".equals(label()) && SHARED_SENDS;
+    }
+
+    /** {@code -Dferry.bench.sharedSends=false} sends through the provider on shm too, for comparison. */
+    private static final boolean SHARED_SENDS = Boolean.parseBoolean(System.getProperty("ferry.bench.sharedSends", "true"));
 
     /**
      * The loopback address process {@code n} of a run binds to. libfabric's shm provider names its

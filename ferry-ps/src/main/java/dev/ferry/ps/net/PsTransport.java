@@ -57,14 +57,22 @@ public final class PsTransport {
     public static final long IDLE_POLL_MICROS = 0;
 
     /**
-     * {@code base} with the eager threshold, receive buffers per link, receive pool and idle
-     * polling of this class; every other setting (send windows, other pools, provider, addresses)
-     * is kept.
+     * Messages of at least this many bytes go by reference to a peer process on the same host
+     * ({@link TransportConfig#sharedSendBytes}): a pull's response is read by the client where the
+     * server gathered it, instead of being copied across the processes by the provider. Below it
+     * the copy costs less than the release message a reference needs.
+     */
+    public static final long SHARED_SEND_BYTES = 16 << 10;
+
+    /**
+     * {@code base} with the eager threshold, receive buffers per link, receive pool, idle polling
+     * and sends by reference of this class; every other setting (send windows, other pools,
+     * provider, addresses) is kept.
      */
     public static TransportConfig tune(TransportConfig base) {
         TransportConfig c = base.withFlowControl(EAGER_BYTES, RECEIVE_BUFFERS_PER_LINK, base.sendWindowBytesPerLink(),
                 base.sendWindowBytesPerPeer(), base.sendWindowBytesPerProcess());
         return c.withPools(c.sendPoolBytes(), Math.max(c.receivePoolBytes(), MIN_RECEIVE_POOL_BYTES),
-                c.rendezvousPoolBytes()).withIdlePollMicros(IDLE_POLL_MICROS);
+                c.rendezvousPoolBytes()).withIdlePollMicros(IDLE_POLL_MICROS).withSharedSendBytes(SHARED_SEND_BYTES);
     }
 }

@@ -137,9 +137,12 @@ final class ControlPlane implements AutoCloseable {
             FabricPeer p = peer;
             // The first link only: the others open when a stream needs them.
             Link[] created = proxy.call(() -> transport.links.create(p, 1));
-            HandshakeDescriptor.writeHello(out, hello(localAddress, created));
+            HandshakeDescriptor.writeHello(out, hello(localAddress, created, false));
             Hello answer = HandshakeDescriptor.readAnswer(address, in, created.length);
             applyAbilities(answer, p);
+            out.writeBoolean(p.memory != null); // whether this side maps the acceptor's send slabs
+            out.flush();
+            p.mapsOurs = answer.mapsYou(); // published to the progress thread with the call below
             peers.put(address, peer);
             proxy.call(() -> {
                 transport.links.completeConnector(p, answer.fabricAddress(), answer.linkIds(), answer.tokens(), answer.grants());
@@ -245,7 +248,10 @@ final class ControlPlane implements AutoCloseable {
             peer = fresh;
             applyAbilities(hello, fresh);
             Link[] created = proxy.call(() -> transport.links.accept(fresh, hello));
-            HandshakeDescriptor.writeAnswer(out, hello(null, created));
+            HandshakeDescriptor.writeAnswer(out, hello(null, created, fresh.memory != null));
+            if (in.readBoolean()) { // the dialer maps this side's send slabs
+                proxy.run(() -> fresh.mapsOurs = true);
+            }
             socket.setSoTimeout(0);
             channels.holdShmRegion(peer);
             peer.established = true;
@@ -262,7 +268,7 @@ final class ControlPlane implements AutoCloseable {
     }
 
     /** This side's half of a hello: its fabric address, the links just made and its abilities. */
-    private Hello hello(String address, Link[] created) {
+    private Hello hello(String address, Link[] created, boolean mapsYou) {
         int[] ids = new int[created.length];
         int[] tokens = new int[created.length];
         int[] grants = new int[created.length];
@@ -271,16 +277,20 @@ final class ControlPlane implements AutoCloseable {
             tokens[i] = created[i].token;
             grants[i] = created[i].firstGrant;
         }
-        return new Hello(address, fabricAddress, ids, tokens, grants, config.eagerThreshold(), doorbellPath);
+        String prefix = transport.allocator.sharesSendPool() ? transport.allocator.sharedPrefix() : "";
+        return new Hello(address, fabricAddress, ids, tokens, grants, config.eagerThreshold(), doorbellPath,
+                ProcessHandle.current().pid(), transport.allocator.sharedProbeFd(), prefix, mapsYou);
     }
 
     /**
      * The peer's abilities: messages to it go eagerly up to the smaller threshold (its receive
-     * buffers hold no more), and its doorbell is rung after posting to it where both sides have one.
+     * buffers hold no more), its doorbell is rung after posting to it where both sides have one,
+     * and its send slabs are mapped where it shares them and this process may open them.
      */
     private void applyAbilities(Hello hello, FabricPeer peer) {
         peer.eagerLimit = Math.min(config.eagerThreshold(), hello.eagerThreshold());
         peer.doorbell = doorbellPath.isEmpty() ? null : Doorbell.open(hello.doorbellPath());
+        peer.memory = PeerMemory.probe(peer.address(), hello.pid(), hello.probeFd(), hello.sharedPrefix());
     }
 
     private static boolean controlEndsWithin(FabricPeer peer, long millis) {

@@ -16,6 +16,8 @@ final class FabricCounters {
     final LongAdder bytesReceived = new LongAdder();
     final LongAdder eagerSent = new LongAdder();
     final LongAdder rendezvousSent = new LongAdder();
+    /** Of {@link #rendezvousSent}, those sent by reference to a peer that maps this side's send slabs. */
+    final LongAdder sharedSent = new LongAdder();
     final LongAdder creditStalls = new LongAdder();
     final LongAdder windowStalls = new LongAdder();
     final LongAdder reposts = new LongAdder();

@@ -51,6 +51,10 @@ final class FabricPeer implements Peer {
     FabricSession.Connection fabricConnection;
     /** The peer's doorbell where both sides poll without a wait object, on one host; else null. */
     Doorbell.Remote doorbell;
+    /** The peer's send slabs, mapped to read its messages by reference; null where they cannot be. Set by the handshake. */
+    PeerMemory memory;
+    /** Whether the peer maps this side's send slabs, so messages to it may go by reference; token holder. */
+    boolean mapsOurs;
     /** Messages up to this size go eagerly: the smaller of both sides' thresholds, set by the handshake. */
     int eagerLimit;
     final CompletableFuture<Void> ready = new CompletableFuture<>();

@@ -124,7 +124,8 @@ final class FabricTransport implements Transport {
                     .withSlabBytes(slab)
                     .withQuota(PoolKind.SEND, config.sendPoolBytes() + slab)
                     .withQuota(PoolKind.RECEIVE, config.receivePoolBytes())
-                    .withQuota(PoolKind.RENDEZVOUS, config.rendezvousPoolBytes()));
+                    .withQuota(PoolKind.RENDEZVOUS, config.rendezvousPoolBytes())
+                    .withSharedSendPool(config.sharedSendBytes() > 0));
             this.allocator = alloc;
             this.sends = new SendPump(this, alloc);
             plane = new ControlPlane(this, proxy, peers, session.address(), doorbell == null ? "" : doorbell.path(),
@@ -368,8 +369,12 @@ final class FabricTransport implements Transport {
         awaitPeersGone(all);
         for (FabricPeer peer : all) {
             links.teardown(peer, cause, false);
+            if (peer.memory != null) {
+                peer.memory.closeAll(); // also the slabs of messages the application still holds
+            }
         }
         links.closeOverdue(System.nanoTime(), true); // the endpoints of peers torn down before, with reads in flight
+        sends.releaseLent(0, true);
         for (Object command; (command = proxy.poll()) != null; ) {
             if (command instanceof OutboundFrame frame) {
                 sends.failSend(frame, cause);

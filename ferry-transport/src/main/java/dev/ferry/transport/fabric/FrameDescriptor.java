@@ -14,6 +14,7 @@ import java.nio.ByteOrder;
  *  | type | ver  | credits u16 | token      | link id    | stream     | length (i64)            | cookie (i64)            |
  *  +------+------+-------------+------------+------------+------------+-------------------------+-------------------------+
  *  RNDV_REQ only:                                          32 remote address (i64)   40 remote key (i64)     (48 bytes)
+ *  RNDV_SHARED only:                                       32 offset in slab (i64)   40 slab index (i32) | fd (i32)
  * </pre>
  *
  * <ul>
@@ -43,6 +44,12 @@ final class FrameDescriptor {
     static final byte RECLAIM = 5;
     /** The sender gives {@code cookie} credits back, after a {@link #RECLAIM}. */
     static final byte YIELD = 6;
+    /**
+     * A message by reference: its payload lies in the sender's shared slab (slab index and the
+     * sender's descriptor of it, offset), which the receiver maps ({@link PeerMemory}) and
+     * delivers in place; released with RNDV_DONE like a rendezvous.
+     */
+    static final byte RNDV_SHARED = 7;
     static final byte VERSION = 1;
 
     static final int HEADER = 32;
@@ -90,6 +97,20 @@ final class FrameDescriptor {
     static void rendezvous(MemorySegment frame, long address, long key) {
         frame.set(I64, REMOTE_ADDRESS, address);
         frame.set(I64, REMOTE_KEY, key);
+    }
+
+    /** A RNDV_SHARED frame's payload: {@code offset} into slab {@code slabIndex}, the sender's descriptor {@code fd}. */
+    static void shared(MemorySegment frame, long offset, int slabIndex, int fd) {
+        frame.set(I64, REMOTE_ADDRESS, offset);
+        frame.set(I64, REMOTE_KEY, (long) slabIndex << 32 | (fd & 0xffff_ffffL));
+    }
+
+    static int sharedSlab(MemorySegment frame) {
+        return (int) (remoteKey(frame) >>> 32);
+    }
+
+    static int sharedFd(MemorySegment frame) {
+        return (int) remoteKey(frame);
     }
 
     static byte type(MemorySegment frame) {
@@ -145,7 +166,7 @@ final class FrameDescriptor {
             case EAGER -> length < 0 || length > eagerThreshold || received != HEADER + length
                     ? "eager length " + length + " in a frame of " + received + " bytes (limit " + eagerThreshold + ")"
                     : null;
-            case RNDV_REQ -> received != RNDV_REQ_BYTES || length <= 0 || length > maxMessage
+            case RNDV_REQ, RNDV_SHARED -> received != RNDV_REQ_BYTES || length <= 0 || length > maxMessage
                     ? "rendezvous of " + length + " bytes in a frame of " + received + " (limit " + maxMessage + ")"
                     : null;
             case RNDV_DONE, CREDIT -> received != HEADER ? "control frame of " + received + " bytes" : null;

@@ -27,18 +27,27 @@ import dev.ferry.transport.TransportException.Reason;
  *    |        int n | n x (int link id | int token |       |
  *    |                     int grant)                      |
  *    |        int eager threshold | UTF doorbell path      |
+ *    |        long pid | int probe fd | UTF shared prefix  |
  *    |---------------------------------------------------->|
  *    |  MAGIC int | status 0 | fabric address bytes        |
  *    |  int n | n x (int link id | int token | int grant)  |   or MAGIC | status 1 | UTF reason
  *    |  int eager threshold | UTF doorbell path            |   ("already connected")
+ *    |  long pid | int probe fd | UTF shared prefix        |
+ *    |  bool maps you                                      |
  *    |<----------------------------------------------------|
+ *    | bool maps you                                       |
+ *    |---------------------------------------------------->|
  *    |          control channel: see ControlChannel        |
  * </pre>
  *
  * A proof is {@link SharedSecret#proof} over both nonces, labelled {@code ferry-server} for the
  * acceptor's and {@code ferry-client} for the dialer's, so neither can be replayed as the other.
  * The dialer says nothing about its fabric before the acceptor has proved the secret; the
- * acceptor says nothing before the dialer has. An empty doorbell path means none. A link's token
+ * acceptor says nothing before the dialer has. An empty doorbell path means none. The shared
+ * prefix names the sender's shared send slabs ("" for none) and the probe fd an empty file of that
+ * prefix ({@link dev.ferry.memory.RegisteredAllocator#sharedProbeFd}); each side opens the other's
+ * probe through {@code /proc/<pid>/fd} and says whether it could ("maps you"), and a side sends
+ * messages by reference ({@link FrameDescriptor#RNDV_SHARED}) only to a peer that could. A link's token
  * is the secret its receiver wants in every frame (see {@link FrameDescriptor}); it travels only
  * here and in the control channel's link messages, after both proofs.
  */
@@ -57,10 +66,12 @@ final class HandshakeDescriptor {
     /**
      * The hello (dialer, with {@code address}) or its answer (acceptor, {@code address} null):
      * the sender's fabric address, its links (its id and token of each and the credits it grants
-     * on it), its eager threshold and its doorbell path ("" for none).
+     * on it), its eager threshold, its doorbell path ("" for none), and where its shared send
+     * slabs are: its process id, its probe's descriptor and the slabs' name prefix ("" for none).
+     * {@code mapsYou}: in an answer, whether the acceptor could open the dialer's probe.
      */
     record Hello(String address, byte[] fabricAddress, int[] linkIds, int[] tokens, int[] grants, int eagerThreshold,
-            String doorbellPath) {
+            String doorbellPath, long pid, int probeFd, String sharedPrefix, boolean mapsYou) {
 
         int links() {
             return linkIds.length;
@@ -104,6 +115,8 @@ final class HandshakeDescriptor {
         out.writeInt(MAGIC);
         out.writeByte(ACCEPTED);
         writeBody(out, hello);
+        out.writeBoolean(hello.mapsYou());
+        out.flush();
     }
 
     private static void writeBody(DataOutputStream out, Hello hello) throws IOException {
@@ -116,6 +129,9 @@ final class HandshakeDescriptor {
         }
         out.writeInt(hello.eagerThreshold());
         out.writeUTF(hello.doorbellPath());
+        out.writeLong(hello.pid());
+        out.writeInt(hello.probeFd());
+        out.writeUTF(hello.sharedPrefix());
         out.flush();
     }
 
@@ -152,7 +168,9 @@ final class HandshakeDescriptor {
     static Hello readAnswer(String from, DataInputStream in, int links) throws IOException {
         readStatus(from, in, false);
         // At most the links asked for: a count beyond them is refused before anything is allocated.
-        Hello answer = readBody(in, null, links);
+        Hello body = readBody(in, null, links);
+        Hello answer = new Hello(null, body.fabricAddress(), body.linkIds(), body.tokens(), body.grants(),
+                body.eagerThreshold(), body.doorbellPath(), body.pid(), body.probeFd(), body.sharedPrefix(), in.readBoolean());
         if (answer.links() != links) {
             throw new TransportException(Reason.UNREACHABLE, from + " answered with " + answer.links() + " links for " + links);
         }
@@ -177,7 +195,10 @@ final class HandshakeDescriptor {
         if (eager < 0) {
             throw new IOException("bad eager threshold " + eager);
         }
-        return new Hello(address, fabricAddress, ids, tokens, grants, eager, in.readUTF());
+        String doorbell = in.readUTF();
+        long pid = in.readLong();
+        int probeFd = in.readInt();
+        return new Hello(address, fabricAddress, ids, tokens, grants, eager, doorbell, pid, probeFd, in.readUTF(), false);
     }
 
     /**

@@ -5,8 +5,10 @@ import java.lang.foreign.MemorySegment;
 import dev.ferry.memory.RegisteredBuffer;
 
 /**
- * A received message: a view of the receive buffer (eager) or of the rendezvous buffer it was
- * pulled into. Releasing an eager message reposts its buffer, which returns a credit.
+ * A received message: a view of the receive buffer (eager), of the rendezvous buffer it was
+ * pulled into, or of the sender's own buffer in its shared slab (by reference, {@link PeerMemory}).
+ * Releasing an eager message reposts its buffer, which returns a credit; releasing one by
+ * reference gives the sender its buffer back.
  *
  * <p>An eager frame belongs to its receive buffer and serves each message the buffer brings;
  * the application sees it only through a {@link ReceivedMessage}, one per delivery.
@@ -28,6 +30,8 @@ final class InboundFrame {
     /** Rendezvous: when it was announced, for the flight recorder (0 while its event is off). */
     long announcedNanos;
     RegisteredBuffer target;
+    /** By reference: the peer's slab the view lies in, until the message is released (RNDV_DONE). */
+    PeerMemory.Slab shared;
     boolean complete;
 
     InboundFrame(Link link, int stream, RegisteredBuffer buffer, boolean eager, long length, MemorySegment view) {

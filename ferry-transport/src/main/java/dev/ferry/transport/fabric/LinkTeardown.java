@@ -140,6 +140,9 @@ final class LinkTeardown {
             peer.doorbell.close();
             peer.doorbell = null;
         }
+        if (peer.memory != null) {
+            peer.memory.close(); // slabs that delivered messages still use go with the last release
+        }
         transport.peers.remove(peer.address(), peer);
         peer.control.close();
         ControlPlane.closeQuietly(peer.shmRegion);

@@ -66,8 +66,20 @@ final class OutboundFrame {
         this.onDone = null;
         this.admitted = false;
         this.freed = false;
+        this.delivered = false;
+        this.returned = false;
+        this.abandoned = false;
         view(length);
     }
+
+    /** A by-reference send failed with its peer: when its buffer may be reused ({@link SendPump#releaseLent}). */
+    long lentUntil;
+    /** By reference: the send completed (the future settled, the window is back); the buffer waits for the release. */
+    boolean delivered;
+    /** By reference: the peer released the message before this side saw its send complete. */
+    boolean returned;
+    /** By reference: settled by a teardown; nothing more is done with it but freeing its buffer. */
+    boolean abandoned;
 
     MemorySegment payload() {
         return payload;

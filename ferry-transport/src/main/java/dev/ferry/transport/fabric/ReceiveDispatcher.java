@@ -172,7 +172,7 @@ final class ReceiveDispatcher {
         link.credits.returned(FrameDescriptor.credits(frame));
         transport.sends.activate(link);
         int stream = FrameDescriptor.stream(frame);
-        if (kind == FrameDescriptor.EAGER || kind == FrameDescriptor.RNDV_REQ) {
+        if (kind == FrameDescriptor.EAGER || kind == FrameDescriptor.RNDV_REQ || kind == FrameDescriptor.RNDV_SHARED) {
             link.lastArrivalNanos = batchNanos; // messages, not control frames, make a link busy
             link.heard = true;
         }
@@ -196,6 +196,7 @@ final class ReceiveDispatcher {
                 transport.pulls.add(message);
                 recycle(buffer, link);
             }
+            case FrameDescriptor.RNDV_SHARED -> shared(buffer, link, stream, frame);
             case FrameDescriptor.RNDV_DONE -> {
                 long cookie = FrameDescriptor.cookie(frame);
                 recycle(buffer, link);
@@ -218,6 +219,37 @@ final class ReceiveDispatcher {
                 }
             }
             default -> recycle(buffer, link); // CREDIT: the header did the work
+        }
+    }
+
+    /**
+     * A message by reference: delivered as a view of the sender's slab, in its stream's order
+     * (behind rendezvous messages still being pulled). It keeps the receive buffer its frame came
+     * in until it is released, so that it holds a credit as an eager message does: a receiver
+     * that holds messages slows their sender down instead of filling the sender's send pool. A
+     * peer that names memory it does not have, or that this side cannot map, fails the link.
+     */
+    private void shared(RegisteredBuffer buffer, Link link, int stream, MemorySegment frame) {
+        PeerMemory memory = link.peer.memory;
+        long length = FrameDescriptor.length(frame);
+        int slab = FrameDescriptor.sharedSlab(frame);
+        MemorySegment view = memory == null ? null
+                : memory.view(slab, FrameDescriptor.sharedFd(frame), FrameDescriptor.remoteAddress(frame), length);
+        if (view == null) {
+            recycle(buffer, link);
+            transport.links.linkFailure(link, memory == null ? "a message by reference from a peer whose memory is not mapped"
+                    : "a message by reference: " + memory.refusal());
+            return;
+        }
+        InboundFrame message = new InboundFrame(link, stream, buffer, false, length, view);
+        message.cookie = FrameDescriptor.cookie(frame);
+        message.shared = memory.slab(slab);
+        message.complete = true;
+        ArrayDeque<InboundFrame> queue = link.heldBack.isEmpty() ? null : link.heldBack.get(stream);
+        if (queue != null) {
+            queue.add(message);
+        } else {
+            deliver(message);
         }
     }
 
@@ -298,7 +330,7 @@ final class ReceiveDispatcher {
         if (transport.isClosed()) {
             return; // the memory went with the transport
         }
-        if (message.eager) {
+        if (message.eager || message.shared != null) {
             counters.reposts.increment();
             if (transport.holdsFabric()) {
                 repost(message); // released inside the handler: the credit goes back at once
@@ -310,8 +342,19 @@ final class ReceiveDispatcher {
         }
     }
 
-    /** The application released an eager message: its buffer goes back, and with it a credit. */
+    /**
+     * The application released an eager message: its buffer goes back, and with it a credit. A
+     * message by reference goes back to its sender instead (RNDV_DONE, unless the link failed).
+     */
     void repost(InboundFrame message) {
+        if (message.shared != null) {
+            Link link = message.link;
+            link.peer.memory.release(message.shared);
+            message.shared = null;
+            if (link.peer.failure() == null && !transport.sends.queueControl(link, FrameDescriptor.RNDV_DONE, message.cookie)) {
+                transport.links.linkFailure(link, "out of control buffers");
+            }
+        }
         recycle(message.buffer, message.link);
         transport.sends.activate(message.link);
     }
@@ -320,7 +363,11 @@ final class ReceiveDispatcher {
     void dropHeld(Link link) {
         for (var queue : link.heldBack.values()) {
             for (InboundFrame message : queue) {
-                if (message.eager) {
+                if (message.shared != null) {
+                    link.peer.memory.release(message.shared);
+                    message.shared = null;
+                }
+                if (message.eager || message.buffer != null) {
                     if (sharedQueue) {
                         postShared(message.buffer); // the shared queue counts it as posted
                     } else {

@@ -33,6 +33,10 @@ final class SendPump {
     /** Links with something to post, each at most once. */
     private final ArrayDeque<Link> active = new ArrayDeque<>();
     private final ArrayDeque<RegisteredBuffer> controlBuffers = new ArrayDeque<>();
+    /** How long the buffer of a send by reference is kept after its peer failed: see {@link #failRendezvous}. */
+    static final long LENT_GRACE_NANOS = 10_000_000_000L;
+    /** Failed sends by reference whose buffers wait out their grace, oldest first. */
+    private final java.util.ArrayDeque<OutboundFrame> lent = new java.util.ArrayDeque<>();
     /** Rendezvous sends by cookie, until the peer releases (or fails). */
     private final Map<Long, OutboundFrame> rendezvousOut = new HashMap<>();
     private long nextCookie = 1;
@@ -187,11 +191,21 @@ final class SendPump {
         if (slot < 0) {
             return false;
         }
-        boolean eager = frame.eager(link.peer.eagerLimit);
+        int fd = byReference(link, frame);
+        boolean eager = fd < 0 && frame.eager(link.peer.eagerLimit);
         int credits = link.credits.toReturn();
         MemorySegment whole = frame.buffer.segment();
         boolean ok;
-        if (eager) {
+        if (fd >= 0) {
+            if (frame.cookie == 0) {
+                frame.cookie = nextCookie++;
+            }
+            FrameDescriptor.header(whole, FrameDescriptor.RNDV_SHARED, credits, link.remoteId, link.remoteToken, frame.stream,
+                    frame.length, frame.cookie);
+            FrameDescriptor.shared(whole, frame.buffer.slabOffset() + FrameDescriptor.PAYLOAD_OFFSET,
+                    frame.buffer.slabIndex(), fd);
+            ok = send(link, whole.address(), FrameDescriptor.RNDV_REQ_BYTES, frame.buffer.descriptor(), slot, true);
+        } else if (eager) {
             FrameDescriptor.header(whole, FrameDescriptor.EAGER_OFFSET, FrameDescriptor.EAGER, credits, link.remoteId,
                     link.remoteToken, frame.stream, frame.length, 0);
             ok = send(link, whole.address() + FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER + frame.length,
@@ -223,15 +237,32 @@ final class SendPump {
             return false;
         }
         link.credits.spent(credits);
-        frame.type = eager ? FrameDescriptor.EAGER : FrameDescriptor.RNDV_REQ;
+        frame.type = fd >= 0 ? FrameDescriptor.RNDV_SHARED : eager ? FrameDescriptor.EAGER : FrameDescriptor.RNDV_REQ;
         ops.posted(slot, OperationTable.SEND_MESSAGE, frame, link, 0);
         if (eager) {
             counters.eagerSent.increment();
+        } else if (fd >= 0) {
+            counters.rendezvousSent.increment();
+            counters.sharedSent.increment();
+            rendezvousOut.put(frame.cookie, frame);
         } else {
             counters.rendezvousSent.increment();
             rendezvousOut.put(frame.cookie, frame);
         }
         return true;
+    }
+
+    /**
+     * The descriptor of the shared slab {@code frame} goes by reference from, or -1 (it goes
+     * through the provider): the peer maps this side's slabs, the message is large enough
+     * ({@link dev.ferry.transport.TransportConfig#sharedSendBytes}) and lies in a shared slab.
+     */
+    private int byReference(Link link, OutboundFrame frame) {
+        long threshold = transport.config.sharedSendBytes();
+        if (threshold == 0 || !link.peer.mapsOurs || frame.length < threshold) {
+            return -1;
+        }
+        return frame.buffer.sharedFd();
     }
 
     private boolean postControl(Link link, RegisteredBuffer buffer, byte frameType, long cookie) {
@@ -292,10 +323,24 @@ final class SendPump {
         return false;
     }
 
-    /** The send of a message completed: an eager one is done; a rendezvous waits for the release. */
+    /**
+     * The send of a message completed: an eager one is done; a rendezvous waits for the release. A
+     * message by reference is delivered (its future settles and its window comes back, as an eager
+     * one's) and its buffer waits for the release (RNDV_DONE), which may have come already.
+     */
     void onMessageSent(OutboundFrame frame) {
         if (frame.type == FrameDescriptor.EAGER) {
             completeSend(frame);
+        } else if (frame.type == FrameDescriptor.RNDV_SHARED && !frame.abandoned) {
+            frame.delivered = true;
+            window.release(frame.link, frame.length);
+            activate(frame.link);
+            counters.messagesSent.increment();
+            counters.bytesSent.add(frame.length);
+            frame.settleEarly(null);
+            if (frame.returned) {
+                frame.finish(null);
+            }
         }
     }
 
@@ -314,6 +359,14 @@ final class SendPump {
             return false;
         }
         rendezvousOut.remove(cookie);
+        if (sent.type == FrameDescriptor.RNDV_SHARED) {
+            if (sent.delivered) {
+                sent.finish(null); // the buffer goes back; the future settled at the send's completion
+            } else {
+                sent.returned = true;
+            }
+            return true;
+        }
         rendezvousKeys.revoke(cookie);
         completeSend(sent);
         return true;
@@ -337,7 +390,12 @@ final class SendPump {
      * endpoint open for reads, {@link LinkTeardown}): its window and buffer are not given back twice.
      */
     void onMessageFailed(OutboundFrame frame, Link link, TransportException cause) {
-        if (rendezvousOut.remove(frame.cookie) == null && frame.type == FrameDescriptor.RNDV_REQ) {
+        boolean pending = rendezvousOut.remove(frame.cookie) != null;
+        if (frame.type == FrameDescriptor.RNDV_SHARED) {
+            if (frame.abandoned) {
+                return; // a teardown settled it, and keeps its buffer for a while
+            }
+        } else if (!pending && frame.type == FrameDescriptor.RNDV_REQ) {
             return;
         }
         rendezvousKeys.revoke(frame.cookie);
@@ -390,17 +448,45 @@ final class SendPump {
         }
     }
 
-    /** Teardown: fails the rendezvous sends to {@code peer} that it had not released. */
+    /**
+     * Teardown: fails the rendezvous sends to {@code peer} that it had not released. The buffer of
+     * a send by reference is kept {@link #LENT_GRACE_NANOS} more: a link can fail while its peer
+     * lives on and still reads the message in place, and a buffer reused at once would change
+     * under it.
+     */
     void failRendezvous(FabricPeer peer, Throwable cause) {
+        long now = System.nanoTime();
         for (var it = rendezvousOut.values().iterator(); it.hasNext(); ) {
             OutboundFrame frame = it.next();
             if (frame.peer == peer) {
                 it.remove();
                 rendezvousKeys.revoke(frame.cookie);
-                window.release(frame.link, frame.length);
-                frame.free();
-                failFuture(frame, cause);
+                if (frame.type == FrameDescriptor.RNDV_SHARED) {
+                    if (!frame.delivered) {
+                        window.release(frame.link, frame.length);
+                        frame.settleEarly(asFailure(cause));
+                    }
+                    frame.abandoned = true;
+                    frame.lentUntil = now + LENT_GRACE_NANOS;
+                    lent.add(frame);
+                } else {
+                    window.release(frame.link, frame.length);
+                    frame.free();
+                    failFuture(frame, cause);
+                }
             }
+        }
+    }
+
+    /** Whether buffers of failed sends by reference wait for their grace to end. */
+    boolean hasLent() {
+        return !lent.isEmpty();
+    }
+
+    /** Frees the buffers of failed sends by reference whose grace ended by {@code now} (all of them if {@code all}). */
+    void releaseLent(long now, boolean all) {
+        while (!lent.isEmpty() && (all || lent.peek().lentUntil - now <= 0)) {
+            lent.poll().finish(null);
         }
     }
 

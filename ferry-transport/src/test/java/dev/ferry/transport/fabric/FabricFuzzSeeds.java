@@ -35,6 +35,10 @@ public final class FabricFuzzSeeds {
             FrameDescriptor.header(rndv, FrameDescriptor.RNDV_REQ, 2, 9, 0x5eed0009, 1, 1 << 20, 0x55aa);
             FrameDescriptor.rendezvous(rndv, 0x7f0000001000L, 0xabcdefL);
             write(frames.resolve("rendezvous-request"), rndv);
+            MemorySegment shared = arena.allocate(FrameDescriptor.RNDV_REQ_BYTES);
+            FrameDescriptor.header(shared, FrameDescriptor.RNDV_SHARED, 2, 9, 0x5eed0009, 1, 48 << 10, 0x55ab);
+            FrameDescriptor.shared(shared, 0x10030, 3, 17);
+            write(frames.resolve("shared-reference"), shared);
             byte[] controls = {FrameDescriptor.RNDV_DONE, FrameDescriptor.CREDIT, FrameDescriptor.RECLAIM,
                     FrameDescriptor.YIELD};
             for (byte type : controls) {
@@ -64,7 +68,7 @@ public final class FabricFuzzSeeds {
         HandshakeDescriptor.writeBytes(out, new byte[secret ? 32 : 0]);
         HandshakeDescriptor.writeHello(out, new HandshakeDescriptor.Hello("127.0.0.1:40123", FABRIC_ADDRESS,
                 new int[] {0x11111111, 0x22222222}, new int[] {0x7a7a7a7a, 0x7b7b7b7b}, new int[] {64, 64}, 8192,
-                "/dev/shm/ferry-doorbell-1234-1"));
+                "/dev/shm/ferry-doorbell-1234-1", 1234, 7, "ferry-8000000000000001", false));
         return bytes.toByteArray();
     }
 
@@ -79,7 +83,8 @@ public final class FabricFuzzSeeds {
         }
         HandshakeDescriptor.writeChallenge(out, new byte[16], new byte[32]);
         HandshakeDescriptor.writeAnswer(out, new HandshakeDescriptor.Hello(null, FABRIC_ADDRESS,
-                new int[] {0x33333333}, new int[] {0x7c7c7c7c}, new int[] {64}, 4096, ""));
+                new int[] {0x33333333}, new int[] {0x7c7c7c7c}, new int[] {64}, 4096, "", 1235, 9,
+                "ferry-8000000000000002", true));
         return bytes.toByteArray();
     }
 

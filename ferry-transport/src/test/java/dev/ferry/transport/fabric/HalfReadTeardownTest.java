@@ -255,6 +255,6 @@ class HalfReadTeardownTest extends FabricTransportFixture {
                 d.eagerThreshold(), d.receiveBuffersPerLink(), d.sendWindowBytesPerLink(), d.sendWindowBytesPerPeer(),
                 d.sendWindowBytesPerProcess(), 96L << 20, d.receivePoolBytes(), 96L << 20, SIZE,
                 d.maxMessageSize(), d.connectTimeoutMillis(), d.heartbeatIntervalMillis(), d.heartbeatTimeoutMillis(),
-                d.secret(), d.idlePollMicros(), 0, d.handshakeTimeoutMillis());
+                d.secret(), d.idlePollMicros(), 0, d.handshakeTimeoutMillis(), 0);
     }
 }

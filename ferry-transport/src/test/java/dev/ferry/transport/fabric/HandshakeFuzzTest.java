@@ -70,5 +70,8 @@ class HandshakeFuzzTest {
         try (Doorbell.Remote remote = path.isEmpty() ? null : Doorbell.open(path)) {
             assertTrue(remote == null || path.startsWith("/dev/shm/ferry-doorbell-"), () -> "mapped " + path);
         }
+        // ... and a process's file to open: only a live process's probe of that exact name passes.
+        PeerMemory memory = PeerMemory.probe("peer:1", hello.pid(), hello.probeFd(), hello.sharedPrefix());
+        assertTrue(memory == null || hello.sharedPrefix().startsWith("ferry-"), () -> "probed " + hello.sharedPrefix());
     }
 }

@@ -1,0 +1,251 @@
+package dev.ferry.transport.fabric;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import dev.ferry.memory.AllocatorConfig;
+import dev.ferry.memory.MemoryRegistrar;
+import dev.ferry.memory.PoolKind;
+import dev.ferry.memory.RegisteredAllocator;
+import dev.ferry.memory.RegisteredBuffer;
+import dev.ferry.transport.InboundMessage;
+import dev.ferry.transport.MessageHandler;
+import dev.ferry.transport.OutboundMessage;
+import dev.ferry.transport.Peer;
+import dev.ferry.transport.Transport;
+import dev.ferry.transport.TransportConfig;
+
+/**
+ * Messages by reference between processes of one host ({@link TransportConfig#sharedSendBytes}):
+ * the receiver reads each in the sender's shared slab, in the stream's order with the eager
+ * messages around it; the send settles when the message is delivered, while its buffer stays the
+ * receiver's until it releases the message; a receiver holding messages holds credits, not the
+ * sender's pool without bound. A message held when its sender goes stays readable until released,
+ * and a view used after that throws instead of reading unmapped memory. What a peer names outside
+ * its slabs is refused.
+ */
+@Timeout(60)
+class SharedSendTest extends FabricTransportFixture {
+
+    private static final long THRESHOLD = 1024;
+
+    private static TransportConfig config(String provider) {
+        return TransportConfig.defaults(provider).withPools(32L << 20, 64L << 20, 32L << 20).withSharedSendBytes(THRESHOLD);
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void largeMessagesGoByReferenceInOrderAndTheirBuffersComeBackOnRelease(String provider) throws Exception {
+        TransportConfig config = config(provider);
+        List<InboundMessage> held = new CopyOnWriteArrayList<>();
+        Transport receiver = open(config, (from, m) -> held.add(m));
+        Transport sender = open(config, (from, m) -> m.release());
+        FabricTransport fabric = (FabricTransport) sender;
+        Peer peer = sender.connect(receiver.localAddress());
+        long buffersBefore = sendBuffers(sender);
+        int[] sizes = {64, 4096, 100, 40 << 10, 200 << 10, 512, 1023, 1024, 3 * config.eagerThreshold()};
+        int expectedShared = 0;
+        List<CompletableFuture<Void>> sends = new ArrayList<>();
+        for (int i = 0; i < sizes.length; i++) {
+            sends.add(send(peer, i, sizes[i]));
+            expectedShared += sizes[i] >= THRESHOLD ? 1 : 0;
+        }
+        // Delivered (settled) while the receiver still holds every message.
+        for (CompletableFuture<Void> send : sends) {
+            send.get(10, TimeUnit.SECONDS);
+        }
+        assertTrue(waitFor(() -> held.size() == sizes.length, 10_000), "arrived " + held.size());
+        assertEquals(expectedShared, fabric.counters.sharedSent.sum(), "messages sent by reference");
+        for (int i = 0; i < sizes.length; i++) {
+            MemorySegment body = held.get(i).segment();
+            assertEquals(sizes[i], body.byteSize(), "length of message " + i);
+            assertEquals(i, body.get(ValueLayout.JAVA_LONG_UNALIGNED, 0), "order");
+            assertNull(check(body, 0, i));
+        }
+        assertEquals(buffersBefore + expectedShared, sendBuffers(sender),
+                "a message by reference keeps its sender's buffer while the receiver holds it");
+        assertEquals(0, sender.counters().bytesInFlight(), "the window came back at delivery");
+        for (InboundMessage m : held) {
+            m.release();
+        }
+        assertTrue(waitFor(() -> sendBuffers(sender) == buffersBefore, 10_000),
+                "send buffers after the releases: " + sendBuffers(sender) + ", before " + buffersBefore);
+        assertEquals(0, receiver.counters().receiveBuffersHeld());
+        assertTrue(peer.isOpen());
+    }
+
+    @Test
+    void aReceiverHoldingMessagesByReferenceStallsItsSenderOnCreditsNotOnItsPool() throws Exception {
+        TransportConfig config = config("shm").withFlowControl(16 << 10, 8, 4L << 20, 8L << 20, 64L << 20);
+        List<InboundMessage> held = new CopyOnWriteArrayList<>();
+        Transport receiver = open(config, (from, m) -> held.add(m));
+        Transport sender = open(config, (from, m) -> m.release());
+        Peer peer = sender.connect(receiver.localAddress());
+        long buffersBefore = sendBuffers(sender);
+        List<CompletableFuture<Void>> sends = new ArrayList<>();
+        for (int i = 0; i < 40; i++) {
+            sends.add(send(peer, i, 8 << 10));
+        }
+        Thread.sleep(500);
+        int arrived = held.size();
+        assertTrue(arrived <= 8, "held " + arrived + " messages on 8 credits");
+        assertTrue(sender.counters().creditStalls() > 0, "the sender waited for credits");
+        long inUse = sendBuffers(sender) - buffersBefore;
+        assertTrue(inUse <= 40, "buffers in use " + inUse);
+        // Releasing lets the rest through, in order, and every buffer comes back.
+        int next = 0;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (next < 40 && System.nanoTime() < deadline) {
+            if (next < held.size()) {
+                InboundMessage m = held.get(next);
+                assertEquals(next, m.segment().get(ValueLayout.JAVA_LONG_UNALIGNED, 0), "order");
+                assertNull(check(m.segment(), 0, next));
+                m.release();
+                next++;
+            } else {
+                Thread.sleep(1);
+            }
+        }
+        assertEquals(40, next, "delivered after the releases");
+        for (CompletableFuture<Void> send : sends) {
+            send.get(10, TimeUnit.SECONDS);
+        }
+        assertTrue(waitFor(() -> sendBuffers(sender) == buffersBefore, 10_000), "send buffers left: " + sendBuffers(sender));
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void aHeldMessageOutlivesItsSenderAndAViewUsedAfterItsReleaseThrows(String provider) throws Exception {
+        TransportConfig config = config(provider);
+        List<InboundMessage> held = new CopyOnWriteArrayList<>();
+        AtomicReference<Throwable> closed = new AtomicReference<>();
+        Transport receiver = open(config, new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, InboundMessage message) {
+                held.add(message);
+            }
+
+            @Override
+            public void onPeerClosed(Peer peer, Throwable cause) {
+                closed.set(cause);
+            }
+        });
+        Transport sender = open(config, (from, m) -> m.release());
+        Peer peer = sender.connect(receiver.localAddress());
+        send(peer, 7, 64 << 10).get(10, TimeUnit.SECONDS);
+        assertTrue(waitFor(() -> held.size() == 1, 10_000));
+        MemorySegment view = held.get(0).segment();
+
+        sender.close(); // its slabs are unmapped and their descriptors closed
+        assertTrue(waitFor(() -> closed.get() != null, 10_000), "the receiver heard of the sender's end");
+        assertNull(check(view, 0, 7), "the held message still reads as sent");
+        assertEquals(7, view.get(ValueLayout.JAVA_LONG_UNALIGNED, 0));
+
+        held.get(0).release();
+        assertThrows(IllegalStateException.class, () -> held.get(0).segment());
+        // The release may be handed to the progress thread: the slab goes when it takes it.
+        assertTrue(waitFor(() -> unmapped(view), 10_000),
+                "the slab of a gone peer is unmapped with its last message; the view must not read it");
+        assertThrows(IllegalStateException.class, () -> view.get(ValueLayout.JAVA_BYTE, 0));
+        assertEquals(0, receiver.counters().receiveBuffersHeld());
+    }
+
+    @Test
+    void aSendWhoseReceiverWentKeepsItsBufferOutOfUseForAWhile() throws Exception {
+        TransportConfig config = config("shm");
+        List<InboundMessage> held = new CopyOnWriteArrayList<>();
+        Transport receiver = open(config, (from, m) -> held.add(m));
+        Transport sender = open(config, (from, m) -> m.release());
+        Peer peer = sender.connect(receiver.localAddress());
+        long buffersBefore = sendBuffers(sender);
+        send(peer, 1, 32 << 10).get(10, TimeUnit.SECONDS);
+        assertTrue(waitFor(() -> held.size() == 1, 10_000));
+        receiver.close();
+        assertTrue(waitFor(() -> !peer.isOpen(), 10_000), "the sender saw its peer go");
+        // The receiver (another process, in general) may still read the message: the buffer is
+        // not handed out again before the grace ends (SendPump.LENT_GRACE_NANOS).
+        Thread.sleep(200);
+        assertEquals(buffersBefore + 1, sendBuffers(sender), "the lent buffer is kept");
+    }
+
+    @Test
+    void peerMemoryRefusesWhatThePeerDoesNotHave() throws Exception {
+        try (RegisteredAllocator allocator = new RegisteredAllocator(MemoryRegistrar.NONE,
+                AllocatorConfig.defaults().withMaxClassBytes(64 << 10).withSlabBytes(1L << 20).withSharedSendPool(true))) {
+            assertTrue(allocator.sharesSendPool());
+            long pid = ProcessHandle.current().pid();
+            PeerMemory memory = PeerMemory.probe("self", pid, allocator.sharedProbeFd(), allocator.sharedPrefix());
+            assertNotNull(memory, "this process may open its own probe");
+            assertNull(PeerMemory.probe("self", pid, allocator.sharedProbeFd(), allocator.sharedPrefix() + "0"),
+                    "another prefix is not this allocator's");
+            assertNull(PeerMemory.probe("self", pid, allocator.sharedProbeFd(), ""), "no prefix: nothing shared");
+
+            RegisteredBuffer buffer = allocator.tryAllocate(PoolKind.SEND, 4096);
+            assertNotNull(buffer);
+            try {
+                buffer.segment().set(ValueLayout.JAVA_LONG_UNALIGNED, 0, 0x5eed_1234_5678L);
+                int slab = buffer.slabIndex();
+                int fd = buffer.sharedFd();
+                long offset = buffer.slabOffset();
+                MemorySegment view = memory.view(slab, fd, offset, 4096);
+                assertNotNull(view, memory.refusal());
+                assertEquals(0x5eed_1234_5678L, view.get(ValueLayout.JAVA_LONG_UNALIGNED, 0));
+                memory.release(memory.slab(slab));
+
+                assertNull(memory.view(slab, fd, (1L << 20) - 100, 200));
+                assertTrue(memory.refusal().contains("outside slab"), memory.refusal());
+                assertNull(memory.view(slab, fd, -8, 16));
+                assertNull(memory.view(slab, fd, 0, 0));
+                assertNull(memory.view(slab, fd, Long.MAX_VALUE - 10, 100), "no overflow past the slab");
+                assertNull(memory.view(PeerMemory.MAX_SLAB_INDEX, fd, 0, 16));
+                assertTrue(memory.refusal().contains("out of range"), memory.refusal());
+                assertNull(memory.view(slab + 1, allocator.sharedProbeFd(), 0, 16),
+                        "a descriptor that is not the slab it names");
+                assertTrue(memory.refusal().contains("cannot map slab"), memory.refusal());
+                assertNull(memory.view(slab + 2, 1 << 20, 0, 16), "a descriptor that is not open");
+                assertEquals(1, memory.mapped());
+            } finally {
+                buffer.release();
+                memory.close();
+            }
+            assertFalse(allocator.sharedPrefix().isEmpty());
+        }
+    }
+
+    private static boolean unmapped(MemorySegment view) {
+        try {
+            view.get(ValueLayout.JAVA_BYTE, 0);
+            return false;
+        } catch (IllegalStateException e) {
+            return true;
+        }
+    }
+
+    private static CompletableFuture<Void> send(Peer peer, long seq, int size) {
+        OutboundMessage message = peer.allocate(size);
+        fill(message.segment(), 0, seq);
+        return peer.send(0, message);
+    }
+
+    private static long sendBuffers(Transport transport) {
+        return transport.allocatorStats().orElseThrow().pool(PoolKind.SEND).buffersInUse();
+    }
+}

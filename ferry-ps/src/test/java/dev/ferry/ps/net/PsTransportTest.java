@@ -20,9 +20,12 @@ import org.junit.jupiter.params.provider.MethodSource;
 /** The parameter server's transport settings: what they change, and pulls through them. */
 class PsTransportTest extends PsNetTestBase {
 
+    /** What the next cluster's transports send by reference (the tuned setting unless a test changes it). */
+    private long sharedSendBytes = PsTransport.SHARED_SEND_BYTES;
+
     @Override
     TransportConfig config(String provider) {
-        return PsTransport.tune(transport(provider));
+        return PsTransport.tune(transport(provider)).withSharedSendBytes(sharedSendBytes);
     }
 
     static Stream<String> fabricProviders() {
@@ -41,7 +44,8 @@ class PsTransportTest extends PsNetTestBase {
         assertEquals(base.withFlowControl(tuned.eagerThreshold(), tuned.receiveBuffersPerLink(),
                 base.sendWindowBytesPerLink(), base.sendWindowBytesPerPeer(), base.sendWindowBytesPerProcess())
                 .withPools(base.sendPoolBytes(), tuned.receivePoolBytes(), base.rendezvousPoolBytes())
-                .withIdlePollMicros(PsTransport.IDLE_POLL_MICROS), tuned);
+                .withIdlePollMicros(PsTransport.IDLE_POLL_MICROS).withSharedSendBytes(PsTransport.SHARED_SEND_BYTES), tuned);
+        assertEquals(16 << 10, tuned.sharedSendBytes(), "responses of 16 KiB and up by reference on one host");
         TransportConfig big = base.withPools(8L << 20, 512L << 20, 32L << 20);
         assertEquals(512L << 20, PsTransport.tune(big).receivePoolBytes(), "a larger pool is kept");
         // A receive buffer of the tuned size is one 256 KiB class with room for a frame header.
@@ -51,6 +55,7 @@ class PsTransportTest extends PsNetTestBase {
     @ParameterizedTest
     @MethodSource("fabricProviders")
     void pullResponsesUpToTheThresholdGoInOneSend(String provider) {
+        sharedSendBytes = 0; // through the provider, as between hosts
         Cluster c = cluster(provider, 1, PsConfig.defaults(), null);
         int d = 64;
         TableConfig t = TableConfig.of("emb", d, Optimizer.sgd(0.1)).withInitializer(Initializer.uniform(-1, 1, 3));
@@ -82,5 +87,54 @@ class PsTransportTest extends PsNetTestBase {
         TransportCounters after = server.counters();
         assertEquals(before.rendezvousSent(), after.rendezvousSent(), "a response under the threshold went by rendezvous");
         assertTrue(after.eagerSent() - before.eagerSent() >= 5, "the responses were not counted as eager sends");
+    }
+
+    /** The libfabric providers: the in-JVM transport hands messages over as they are, without references. */
+    static Stream<String> libfabricProviders() {
+        return fabricProviders().filter(p -> !p.equals("local"));
+    }
+
+    @ParameterizedTest
+    @MethodSource("libfabricProviders")
+    void pullResponsesOnOneHostGoByReferenceAndReadAsPulled(String provider) {
+        Cluster c = cluster(provider, 1, PsConfig.defaults(), null);
+        int d = 64;
+        TableConfig t = TableConfig.of("emb", d, Optimizer.sgd(0.1)).withInitializer(Initializer.uniform(-1, 1, 5));
+        c.client().createTable(t);
+        long[] ids = new long[900]; // 230,400 bytes of rows: above the 16 KiB of a reference
+        for (int i = 0; i < ids.length; i++) {
+            ids[i] = i * 7L + 1;
+        }
+        float[] expected;
+        try (ParameterServer local = ParameterServer.create(PsConfig.defaults())) {
+            local.createTable(t);
+            expected = new float[ids.length * d];
+            local.pull("emb", d, ids, 0, ids.length, java.lang.foreign.MemorySegment.ofArray(expected));
+        }
+        dev.ferry.transport.Transport server = c.rpcServers().getFirst().rpcServer().transports().getLast();
+        TransportCounters before = server.counters();
+        long sendBytesBefore = sendBytes(server);
+        for (int i = 0; i < 5; i++) {
+            float[] out = new float[ids.length * d];
+            c.client().pull("emb", ids, 0, ids.length, out);
+            assertArrayEquals(expected, out, "rows of pull " + i);
+        }
+        long deadline = System.nanoTime() + 5_000_000_000L;
+        while (server.counters().rendezvousSent() - before.rendezvousSent() < 5 && System.nanoTime() < deadline) {
+            Thread.onSpinWait();
+        }
+        TransportCounters after = server.counters();
+        assertEquals(5, after.rendezvousSent() - before.rendezvousSent(), "responses by reference");
+        // Each response's buffer comes back once the client has read it (its release rides the
+        // client's next request, or goes at the credit review).
+        deadline = System.nanoTime() + 5_000_000_000L;
+        while (sendBytes(server) > sendBytesBefore && System.nanoTime() < deadline) {
+            Thread.onSpinWait();
+        }
+        assertEquals(sendBytesBefore, sendBytes(server), "the server's send buffers came back");
+    }
+
+    private static long sendBytes(dev.ferry.transport.Transport server) {
+        return server.allocatorStats().orElseThrow().pool(dev.ferry.memory.PoolKind.SEND).bytesInUse();
     }
 }

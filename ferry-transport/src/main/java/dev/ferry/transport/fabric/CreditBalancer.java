@@ -79,7 +79,8 @@ final class CreditBalancer {
     }
 
     /**
-     * Every credit owed goes back within a review period, however few: the thresholds of
+     * Every credit owed goes back within a review period, however few, and every release of a
+     * message by reference that no eager frame carried ({@link PendingReleases}): the thresholds of
      * {@link ReceiveCredits#shouldReturn} assume this side counts exactly what the peer holds,
      * and a link must stay live even where that count is off.
      */
@@ -90,6 +91,11 @@ final class CreditBalancer {
             if (link.ready && link.credits.owed() > 0 && link.peer.failure() == null) {
                 link.credits.flush();
                 transport.sends.activate(link);
+            }
+            if (link.ready && link.releases.size() > 0 && link.peer.failure() == null) {
+                if (!transport.sends.flushReleases(link)) {
+                    transport.links.linkFailure(link, "out of control buffers");
+                }
             }
         }
     }

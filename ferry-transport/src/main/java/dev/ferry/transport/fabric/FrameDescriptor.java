@@ -28,7 +28,8 @@ import java.nio.ByteOrder;
  *       links share a receive queue (reliable-datagram endpoints, shared receive contexts);</li>
  *   <li>{@code length}: payload bytes that follow (EAGER) or the size to pull (RNDV_REQ);</li>
  *   <li>{@code cookie}: the sender's token for a rendezvous, echoed in RNDV_DONE; the number
- *       of credits asked for in RECLAIM or given back in YIELD.</li>
+ *       of credits asked for in RECLAIM or given back in YIELD; in EAGER, the release of a
+ *       message by reference riding along (0: none; {@link PendingReleases}).</li>
  * </ul>
  *
  * A send buffer reserves {@link #PAYLOAD_OFFSET} bytes before the payload, so that either frame

@@ -57,6 +57,8 @@ final class Link {
     final ArrayDeque<OutboundFrame> queue = new ArrayDeque<>();
     /** Control frames (credit returns, rendezvous releases) waiting for a credit. */
     final ArrayDeque<OutboundFrame> control = new ArrayDeque<>();
+    /** Releases of the peer's messages by reference, riding this side's next eager frames. */
+    final PendingReleases releases = new PendingReleases();
     /** Messages queued or handed over and not yet posted; read by {@code trySend} on other threads. */
     final java.util.concurrent.atomic.AtomicInteger waiting = new java.util.concurrent.atomic.AtomicInteger();
     /** Bytes in flight on this link; guarded by the {@link SendWindow}. */

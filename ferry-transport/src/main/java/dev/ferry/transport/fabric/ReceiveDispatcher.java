@@ -178,6 +178,12 @@ final class ReceiveDispatcher {
         }
         switch (kind) {
             case FrameDescriptor.EAGER -> {
+                long released = FrameDescriptor.cookie(frame); // a release riding along (PendingReleases)
+                if (released != 0 && !transport.sends.onRendezvousDone(link, released)) {
+                    recycle(buffer, link);
+                    links.linkFailure(link, "rendezvous release for unknown cookie " + released);
+                    return;
+                }
                 InboundFrame message = eagerFrame(buffer).eager(link, stream, FrameDescriptor.length(frame));
                 ArrayDeque<InboundFrame> queue = link.heldBack.isEmpty() ? null : link.heldBack.get(stream);
                 if (queue != null) {
@@ -351,7 +357,7 @@ final class ReceiveDispatcher {
             Link link = message.link;
             link.peer.memory.release(message.shared);
             message.shared = null;
-            if (link.peer.failure() == null && !transport.sends.queueControl(link, FrameDescriptor.RNDV_DONE, message.cookie)) {
+            if (link.peer.failure() == null && !transport.sends.oweRelease(link, message.cookie)) {
                 transport.links.linkFailure(link, "out of control buffers");
             }
         }

@@ -101,6 +101,25 @@ final class SendPump {
     }
 
     /**
+     * Owes {@code link}'s peer the release of its message {@code cookie} by reference: it rides the
+     * next eager frame ({@link PendingReleases}), or goes on a frame of its own when too many are
+     * owed; false if no control buffer was left (the caller fails the link).
+     */
+    boolean oweRelease(Link link, long cookie) {
+        return link.releases.add(cookie) || queueControl(link, FrameDescriptor.RNDV_DONE, cookie);
+    }
+
+    /** Sends the releases {@code link} owes on frames of their own (the credit review: nothing carried them). */
+    boolean flushReleases(Link link) {
+        for (long cookie; (cookie = link.releases.peek()) != 0; link.releases.remove()) {
+            if (!queueControl(link, FrameDescriptor.RNDV_DONE, cookie)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
      * Whether a link still has something to post after the last pump (waiting for credits, the
      * window or an operation slot): then completions must be reaped soon. Token holder.
      */
@@ -207,7 +226,7 @@ final class SendPump {
             ok = send(link, whole.address(), FrameDescriptor.RNDV_REQ_BYTES, frame.buffer.descriptor(), slot, true);
         } else if (eager) {
             FrameDescriptor.header(whole, FrameDescriptor.EAGER_OFFSET, FrameDescriptor.EAGER, credits, link.remoteId,
-                    link.remoteToken, frame.stream, frame.length, 0);
+                    link.remoteToken, frame.stream, frame.length, link.releases.peek());
             ok = send(link, whole.address() + FrameDescriptor.EAGER_OFFSET, FrameDescriptor.HEADER + frame.length,
                     frame.buffer.descriptor(), slot, true);
         } else {
@@ -237,6 +256,9 @@ final class SendPump {
             return false;
         }
         link.credits.spent(credits);
+        if (eager && link.releases.size() > 0) {
+            link.releases.remove(); // it rode this frame
+        }
         frame.type = fd >= 0 ? FrameDescriptor.RNDV_SHARED : eager ? FrameDescriptor.EAGER : FrameDescriptor.RNDV_REQ;
         ops.posted(slot, OperationTable.SEND_MESSAGE, frame, link, 0);
         if (eager) {

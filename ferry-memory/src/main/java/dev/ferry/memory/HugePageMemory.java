@@ -105,6 +105,18 @@ public final class HugePageMemory {
         return MemorySegment.ofAddress(aligned).reinterpret(bytes, arena, segment -> unmap(base, length));
     }
 
+    /** Advises {@code bytes} at {@code address} (a 2 MiB boundary) for huge pages; advice only, ignored where refused. */
+    static void advise(long address, long bytes) {
+        if (MADVISE == null) {
+            return;
+        }
+        try {
+            int ignored = (int) MADVISE.invokeExact(address, roundUp(bytes, HUGE_PAGE), MADV_HUGEPAGE);
+        } catch (Throwable e) {
+            // advice only
+        }
+    }
+
     private static void unmap(long base, long length) {
         try {
             int ignored = (int) MUNMAP.invokeExact(base, length);

@@ -170,7 +170,7 @@ public final class SharedMemory {
                 if (size < bytes || size <= 0) {
                     throw new IOException(name + " of process " + pid + " holds " + size + " bytes, not " + bytes);
                 }
-                return map(arena, state, own, bytes == 0 ? size : bytes, 4096, PROT_READ, name, -1);
+                return map(arena, state, own, bytes == 0 ? size : bytes, HugePageMemory.HUGE_PAGE, PROT_READ, name, -1);
             } finally {
                 int ignored = (int) CLOSE.invokeExact(own);
             }
@@ -237,6 +237,7 @@ public final class SharedMemory {
             int ignored = (int) MUNMAP.invokeExact(base, length);
             throw failure("mapping " + name, state);
         }
+        HugePageMemory.advise(aligned, bytes); // huge pages where the system's shmem THP setting allows them
         return MemorySegment.ofAddress(aligned).reinterpret(bytes, arena, segment -> release(base, length, closeFd));
     }
 

@@ -374,7 +374,7 @@ final class FabricTransport implements Transport {
             }
         }
         links.closeOverdue(System.nanoTime(), true); // the endpoints of peers torn down before, with reads in flight
-        sends.releaseLent(0, true);
+        sends.awaited.releaseLent(0, true);
         for (Object command; (command = proxy.poll()) != null; ) {
             if (command instanceof OutboundFrame frame) {
                 sends.failSend(frame, cause);
@@ -503,12 +503,7 @@ final class FabricTransport implements Transport {
         return proxy.call(() -> {
             StringBuilder b = new StringBuilder();
             for (Link link : links.all()) {
-                b.append(link).append(link.ready ? " ready" : " down").append(link.peer.failure() != null ? " failed" : "")
-                        .append(" granted=").append(link.granted).append(" window=").append(link.credits.window())
-                        .append(" peerHeld=").append(link.credits.peerHeld()).append(" owed=").append(link.credits.owed())
-                        .append(" available=").append(link.credits.available()).append(" queued=").append(link.queue.size())
-                        .append(" control=").append(link.control.size()).append(" reclaimPending=").append(link.reclaimPending)
-                        .append(" quietMs=").append((System.nanoTime() - link.lastArrivalNanos) / 1_000_000).append('\n');
+                b.append(link.describe()).append('\n');
             }
             return b.append("shared posted=").append(credits.sharedPosted()).append(" granted=")
                     .append(credits.sharedGranted()).toString();

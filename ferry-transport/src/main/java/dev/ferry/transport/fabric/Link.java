@@ -91,4 +91,13 @@ final class Link {
     public String toString() {
         return "link " + id + " to " + peer.address();
     }
+
+    /** Its state, credits and queues on one line; for diagnostics. Token holder. */
+    String describe() {
+        return this + (ready ? " ready" : " down") + (peer.failure() != null ? " failed" : "") + " granted=" + granted
+                + " window=" + credits.window() + " peerHeld=" + credits.peerHeld() + " owed=" + credits.owed()
+                + " available=" + credits.available() + " queued=" + queue.size() + " control=" + control.size()
+                + " releasesOwed=" + releases.size() + " reclaimPending=" + reclaimPending
+                + " quietMs=" + (System.nanoTime() - lastArrivalNanos) / 1_000_000;
+    }
 }

@@ -171,8 +171,8 @@ final class ProgressLoop {
         if (timer && transport.ops.hasQuarantined()) {
             transport.ops.releaseQuarantined(System.nanoTime());
         }
-        if (timer && transport.sends.hasLent()) {
-            transport.sends.releaseLent(System.nanoTime(), false);
+        if (timer && transport.sends.awaited.hasLent()) {
+            transport.sends.awaited.releaseLent(System.nanoTime(), false);
         }
         if (timer && transport.links.closing()) {
             transport.links.closeOverdue(System.nanoTime(), false);

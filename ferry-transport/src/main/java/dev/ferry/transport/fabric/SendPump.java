@@ -2,8 +2,6 @@ package dev.ferry.transport.fabric;
 
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
-import java.util.HashMap;
-import java.util.Map;
 
 import dev.ferry.fabric.FabricException;
 import dev.ferry.memory.PoolKind;
@@ -15,10 +13,12 @@ import dev.ferry.transport.TransportException.Reason;
 
 /**
  * Posts what links have to send, in order, as credits and the send window allow: control
- * frames first (rendezvous releases, credit reclaims and yields), then messages (eager, or the
- * request of a rendezvous), then a credit return where one is due and nothing carried it.
- * Completes sends, and owns the small buffers of control frames and the rendezvous sends whose
- * payload the peer has not released yet. Progress thread only.
+ * frames first (rendezvous releases, credit reclaims and yields), then messages (eager, the
+ * request of a rendezvous, or a reference to a shared slab), then a credit return where one is
+ * due and nothing carried it. An eager frame carries a release this side owes
+ * ({@link PendingReleases}). Completes sends, and owns the small buffers of control frames and
+ * the sends whose payload the peer has not released yet ({@link AwaitedReleases}). Progress
+ * thread only.
  */
 final class SendPump {
 
@@ -33,12 +33,8 @@ final class SendPump {
     /** Links with something to post, each at most once. */
     private final ArrayDeque<Link> active = new ArrayDeque<>();
     private final ArrayDeque<RegisteredBuffer> controlBuffers = new ArrayDeque<>();
-    /** How long the buffer of a send by reference is kept after its peer failed: see {@link #failRendezvous}. */
-    static final long LENT_GRACE_NANOS = 10_000_000_000L;
-    /** Failed sends by reference whose buffers wait out their grace, oldest first. */
-    private final java.util.ArrayDeque<OutboundFrame> lent = new java.util.ArrayDeque<>();
-    /** Rendezvous sends by cookie, until the peer releases (or fails). */
-    private final Map<Long, OutboundFrame> rendezvousOut = new HashMap<>();
+    /** Rendezvous sends and messages by reference, until the peer releases them (or fails). */
+    final AwaitedReleases awaited;
     private long nextCookie = 1;
     /** Test hook: sends still to refuse as a provider would ({@link #refuseForTest}). */
     private volatile int refusals;
@@ -49,6 +45,7 @@ final class SendPump {
         this.window = transport.window;
         this.rendezvousKeys = transport.rendezvousKeys;
         this.counters = transport.counters;
+        this.awaited = new AwaitedReleases(window, rendezvousKeys);
         for (int i = 0; i < CONTROL_BUFFERS; i++) {
             controlBuffers.add(allocator.tryAllocate(PoolKind.SEND, FrameDescriptor.HEADER));
         }
@@ -266,10 +263,10 @@ final class SendPump {
         } else if (fd >= 0) {
             counters.rendezvousSent.increment();
             counters.sharedSent.increment();
-            rendezvousOut.put(frame.cookie, frame);
+            awaited.await(frame);
         } else {
             counters.rendezvousSent.increment();
-            rendezvousOut.put(frame.cookie, frame);
+            awaited.await(frame);
         }
         return true;
     }
@@ -375,12 +372,10 @@ final class SendPump {
      * done. False if no such send was made on that link (the caller fails the link).
      */
     boolean onRendezvousDone(Link link, long cookie) {
-        OutboundFrame sent = rendezvousOut.get(cookie);
-        if (sent == null || sent.link != link) {
-            // Another link's transfer stays: its own peer may still be pulling it.
+        OutboundFrame sent = awaited.released(link, cookie);
+        if (sent == null) {
             return false;
         }
-        rendezvousOut.remove(cookie);
         if (sent.type == FrameDescriptor.RNDV_SHARED) {
             if (sent.delivered) {
                 sent.finish(null); // the buffer goes back; the future settled at the send's completion
@@ -412,7 +407,7 @@ final class SendPump {
      * endpoint open for reads, {@link LinkTeardown}): its window and buffer are not given back twice.
      */
     void onMessageFailed(OutboundFrame frame, Link link, TransportException cause) {
-        boolean pending = rendezvousOut.remove(frame.cookie) != null;
+        boolean pending = awaited.forget(frame.cookie);
         if (frame.type == FrameDescriptor.RNDV_SHARED) {
             if (frame.abandoned) {
                 return; // a teardown settled it, and keeps its buffer for a while
@@ -470,46 +465,9 @@ final class SendPump {
         }
     }
 
-    /**
-     * Teardown: fails the rendezvous sends to {@code peer} that it had not released. The buffer of
-     * a send by reference is kept {@link #LENT_GRACE_NANOS} more: a link can fail while its peer
-     * lives on and still reads the message in place, and a buffer reused at once would change
-     * under it.
-     */
+    /** Teardown: fails the sends to {@code peer} it had not released ({@link AwaitedReleases#failPeer}). */
     void failRendezvous(FabricPeer peer, Throwable cause) {
-        long now = System.nanoTime();
-        for (var it = rendezvousOut.values().iterator(); it.hasNext(); ) {
-            OutboundFrame frame = it.next();
-            if (frame.peer == peer) {
-                it.remove();
-                rendezvousKeys.revoke(frame.cookie);
-                if (frame.type == FrameDescriptor.RNDV_SHARED) {
-                    if (!frame.delivered) {
-                        window.release(frame.link, frame.length);
-                        frame.settleEarly(asFailure(cause));
-                    }
-                    frame.abandoned = true;
-                    frame.lentUntil = now + LENT_GRACE_NANOS;
-                    lent.add(frame);
-                } else {
-                    window.release(frame.link, frame.length);
-                    frame.free();
-                    failFuture(frame, cause);
-                }
-            }
-        }
-    }
-
-    /** Whether buffers of failed sends by reference wait for their grace to end. */
-    boolean hasLent() {
-        return !lent.isEmpty();
-    }
-
-    /** Frees the buffers of failed sends by reference whose grace ended by {@code now} (all of them if {@code all}). */
-    void releaseLent(long now, boolean all) {
-        while (!lent.isEmpty() && (all || lent.peek().lentUntil - now <= 0)) {
-            lent.poll().finish(null);
-        }
+        awaited.failPeer(peer, cause);
     }
 
     void failSend(OutboundFrame frame, Throwable cause) {
@@ -523,7 +481,7 @@ final class SendPump {
     }
 
     /** {@code cause} as a send's failure: itself if a {@link TransportException}, else wrapped with its reason. */
-    private static TransportException asFailure(Throwable cause) {
+    static TransportException asFailure(Throwable cause) {
         return cause instanceof TransportException t ? t
                 : new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), cause.getMessage(), cause);
     }

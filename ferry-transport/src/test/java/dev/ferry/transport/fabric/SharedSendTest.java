@@ -181,7 +181,7 @@ class SharedSendTest extends FabricTransportFixture {
         receiver.close();
         assertTrue(waitFor(() -> !peer.isOpen(), 10_000), "the sender saw its peer go");
         // The receiver (another process, in general) may still read the message: the buffer is
-        // not handed out again before the grace ends (SendPump.LENT_GRACE_NANOS).
+        // not handed out again before the grace ends (AwaitedReleases.LENT_GRACE_NANOS).
         Thread.sleep(200);
         assertEquals(buffersBefore + 1, sendBuffers(sender), "the lent buffer is kept");
     }

@@ -18,9 +18,15 @@ import dev.ferry.transport.Transports;
  * as a process killed inside shm's progress would; or {@code hold-peer-lock}: the same with the
  * region lock of the peer it connected to, as a sender killed inside {@code fi_send} would; or
  * {@code bulk}: messages of {@link #BULK_BYTES} (rendezvous), one at a time, each sent once the
- * last completed, so that the receiver pulls each alone.
+ * last completed, so that the receiver pulls each alone; or {@code shared}: {@link #SHARED_MESSAGES}
+ * messages by reference ({@link TransportConfig#sharedSendBytes}), each filled with its number plus
+ * one, then it says {@code SENT} and waits.
  */
 public final class KilledPeerChild {
+
+    /** A {@code shared} child's messages: sent by reference, then it waits to be killed. */
+    static final int SHARED_MESSAGES = 12;
+    static final int SHARED_BYTES = 64 << 10;
 
     /** The size of a {@code bulk} child's messages. */
     static final int BULK_BYTES = 16 << 20;
@@ -29,7 +35,11 @@ public final class KilledPeerChild {
     }
 
     public static void main(String[] args) throws Exception {
+        boolean shared = args.length > 3 && args[3].equals("shared");
         TransportConfig config = KilledPeerTest.config(args[0], args[1]);
+        if (shared) {
+            config = config.withSharedSendBytes(1024);
+        }
         Transport transport = Transports.open(config, (from, message) -> message.release());
         System.out.println("OPENED " + transport.localAddress() + ", connecting to " + args[2]);
         System.out.flush();
@@ -51,6 +61,16 @@ public final class KilledPeerChild {
                 System.out.println("LOCKED " + locked);
                 System.out.flush();
             }
+            Thread.sleep(Long.MAX_VALUE);
+        }
+        if (shared) {
+            for (int seq = 0; seq < SHARED_MESSAGES; seq++) {
+                OutboundMessage message = peer.allocate(SHARED_BYTES);
+                message.segment().fill((byte) (seq + 1));
+                peer.send(0, message).get(60, TimeUnit.SECONDS); // delivered: the receiver holds it
+            }
+            System.out.println("SENT " + SHARED_MESSAGES);
+            System.out.flush();
             Thread.sleep(Long.MAX_VALUE);
         }
         if (args.length > 3 && args[3].equals("bulk")) {

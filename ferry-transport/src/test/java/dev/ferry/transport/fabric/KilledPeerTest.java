@@ -204,6 +204,82 @@ class KilledPeerTest {
     }
 
     /**
+     * A sender killed while the survivor holds its messages by reference: they lie in the dead
+     * process's shared slabs, which the survivor's mappings keep alive, so every byte still
+     * reads as sent; released, the mappings go, and nothing of the dead peer is left mapped.
+     */
+    @ParameterizedTest
+    @MethodSource("providers")
+    @Timeout(120)
+    void messagesByReferenceOutliveTheirKilledSender(String provider) throws Exception {
+        List<InboundMessage> held = new CopyOnWriteArrayList<>();
+        CountDownLatch failed = new CountDownLatch(1);
+        Transport survivor = open(config(provider, HOST), new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, InboundMessage message) {
+                held.add(message);
+            }
+
+            @Override
+            public void onPeerClosed(Peer peer, Throwable cause) {
+                failed.countDown();
+            }
+        });
+        Process process = start(provider, survivor.localAddress(), "shared", null);
+        assertTrue(FabricTransportFixture.waitFor(() -> held.size() == KilledPeerChild.SHARED_MESSAGES, BOUND_SECONDS * 1000),
+                "held " + held.size() + " messages of the peer");
+        String prefix = mappedPrefix(process.pid());
+        ProcessHandle.of(process.pid()).ifPresent(ProcessHandle::destroyForcibly); // SIGKILL, by PID
+        assertTrue(process.waitFor(30, TimeUnit.SECONDS), "the peer process did not die");
+        assertTrue(failed.await(BOUND_SECONDS, TimeUnit.SECONDS), "the survivor never saw the killed peer fail");
+
+        for (int i = 0; i < held.size(); i++) {
+            java.lang.foreign.MemorySegment body = held.get(i).segment();
+            assertEquals(KilledPeerChild.SHARED_BYTES, body.byteSize());
+            byte expected = (byte) (i + 1);
+            for (long b = 0; b < body.byteSize(); b++) {
+                if (body.get(java.lang.foreign.ValueLayout.JAVA_BYTE, b) != expected) {
+                    fail("message " + i + ": byte " + b + " is not " + expected + "");
+                }
+            }
+        }
+        assertTrue(prefix != null && mapped(prefix), "the dead peer's slabs are mapped while its messages are held");
+        for (InboundMessage message : held) {
+            message.release();
+        }
+        assertTrue(FabricTransportFixture.waitFor(() -> !mapped(prefix), 10_000),
+                "the dead peer's slabs stay mapped after its last message was released");
+        assertEquals(0, survivor.counters().receiveBuffersHeld());
+    }
+
+    /** The name prefix of the shared slabs of process {@code pid} that this process maps, or null. */
+    private static String mappedPrefix(long pid) throws IOException {
+        // The peer's slab names carry its allocator's random prefix; its pid is not in them, so the
+        // prefix is read from what this process maps and the peer's own descriptors.
+        for (Path fd : java.nio.file.Files.list(Path.of("/proc/" + pid + "/fd")).toList()) {
+            try {
+                String target = java.nio.file.Files.readSymbolicLink(fd).toString();
+                if (target.startsWith("/memfd:ferry-") && target.contains("-probe")) {
+                    return target.substring("/memfd:".length(), target.indexOf("-probe"));
+                }
+            } catch (IOException e) {
+                // closed meanwhile
+            }
+        }
+        return null;
+    }
+
+    /** Whether this process maps a slab named with {@code prefix}. */
+    private static boolean mapped(String prefix) {
+        try {
+            return java.nio.file.Files.readAllLines(Path.of("/proc/self/maps")).stream()
+                    .anyMatch(line -> line.contains("/memfd:" + prefix + "-") && !line.contains("-probe"));
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    /**
      * A peer killed while it holds its own shm region lock (as one killed inside shm's progress
      * does: libfabric 1.17 takes it around all of a receiver's command processing, and senders
      * take the receiver's lock in {@code fi_send}). The survivor's progress thread, spinning on

@@ -18,6 +18,8 @@ final class FabricCounters {
     final LongAdder rendezvousSent = new LongAdder();
     /** Of {@link #rendezvousSent}, those sent by reference to a peer that maps this side's send slabs. */
     final LongAdder sharedSent = new LongAdder();
+    /** RELEASES frames sent: releases of messages by reference that no eager frame carried. */
+    final LongAdder releaseFramesSent = new LongAdder();
     final LongAdder creditStalls = new LongAdder();
     final LongAdder windowStalls = new LongAdder();
     final LongAdder reposts = new LongAdder();

@@ -51,6 +51,11 @@ final class FrameDescriptor {
      * delivers in place; released with RNDV_DONE like a rendezvous.
      */
     static final byte RNDV_SHARED = 7;
+    /**
+     * Releases of messages by reference that no eager frame carried ({@link PendingReleases}):
+     * {@code length} cookies of 8 bytes follow the header, at most {@link PendingReleases#CAPACITY}.
+     */
+    static final byte RELEASES = 8;
     static final byte VERSION = 1;
 
     static final int HEADER = 32;
@@ -114,6 +119,16 @@ final class FrameDescriptor {
         return (int) remoteKey(frame);
     }
 
+    /** Cookie {@code i} of a RELEASES frame. */
+    static long released(MemorySegment frame, int i) {
+        return frame.get(I64, HEADER + 8L * i);
+    }
+
+    /** Writes cookie {@code i} of a RELEASES frame. */
+    static void released(MemorySegment frame, int i, long cookie) {
+        frame.set(I64, HEADER + 8L * i, cookie);
+    }
+
     static byte type(MemorySegment frame) {
         return frame.get(ValueLayout.JAVA_BYTE, TYPE);
     }
@@ -171,6 +186,8 @@ final class FrameDescriptor {
                     ? "rendezvous of " + length + " bytes in a frame of " + received + " (limit " + maxMessage + ")"
                     : null;
             case RNDV_DONE, CREDIT -> received != HEADER ? "control frame of " + received + " bytes" : null;
+            case RELEASES -> length < 1 || length > PendingReleases.CAPACITY || received != HEADER + 8 * length
+                    ? length + " releases in a frame of " + received + " bytes" : null;
             case RECLAIM, YIELD -> received != HEADER ? "control frame of " + received + " bytes"
                     : cookie(frame) < 0 || cookie(frame) > MAX_CREDITS ? "credit count " + cookie(frame) : null;
             default -> "unknown frame type " + type(frame);

@@ -5,8 +5,8 @@ package dev.ferry.transport.fabric;
  * ({@link FrameDescriptor#RNDV_SHARED}), waiting for a frame to ride: each eager frame to that
  * peer carries one in its cookie field, so that a request that follows the release of a
  * response (a client's next pull) gives the server its buffer back at no cost of its own. What
- * finds no frame goes as RNDV_DONE frames once {@link #CAPACITY} are owed, or at the credit
- * review ({@link CreditBalancer}), within 10 ms. Nothing here is urgent: the sender's send
+ * finds no frame goes, all of it in one RELEASES frame, once {@link #CAPACITY} are owed, or at
+ * the credit review ({@link CreditBalancer}), within 10 ms. Nothing here is urgent: the sender's send
  * settled at delivery, and only its buffer waits. Token holder only.
  */
 final class PendingReleases {
@@ -41,5 +41,16 @@ final class PendingReleases {
 
     int size() {
         return size;
+    }
+
+    /** Writes every release owed into a RELEASES {@code frame}, oldest first, and owes none; the count. */
+    int drainTo(java.lang.foreign.MemorySegment frame) {
+        int n = size;
+        for (int i = 0; i < n; i++) {
+            FrameDescriptor.released(frame, i, cookies[(head + i) % CAPACITY]);
+        }
+        head = 0;
+        size = 0;
+        return n;
     }
 }

@@ -203,6 +203,17 @@ final class ReceiveDispatcher {
                 recycle(buffer, link);
             }
             case FrameDescriptor.RNDV_SHARED -> shared(buffer, link, stream, frame);
+            case FrameDescriptor.RELEASES -> {
+                int n = (int) FrameDescriptor.length(frame);
+                for (int i = 0; i < n; i++) {
+                    long cookie = FrameDescriptor.released(frame, i);
+                    if (!transport.sends.onRendezvousDone(link, cookie)) {
+                        links.linkFailure(link, "release of unknown cookie " + cookie);
+                        break;
+                    }
+                }
+                recycle(buffer, link);
+            }
             case FrameDescriptor.RNDV_DONE -> {
                 long cookie = FrameDescriptor.cookie(frame);
                 recycle(buffer, link);

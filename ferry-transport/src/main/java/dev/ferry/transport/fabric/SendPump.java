@@ -47,7 +47,7 @@ final class SendPump {
         this.counters = transport.counters;
         this.awaited = new AwaitedReleases(window, rendezvousKeys);
         for (int i = 0; i < CONTROL_BUFFERS; i++) {
-            controlBuffers.add(allocator.tryAllocate(PoolKind.SEND, FrameDescriptor.HEADER));
+            controlBuffers.add(allocator.tryAllocate(PoolKind.SEND, FrameDescriptor.HEADER + 8 * PendingReleases.CAPACITY));
         }
     }
 
@@ -103,16 +103,25 @@ final class SendPump {
      * owed; false if no control buffer was left (the caller fails the link).
      */
     boolean oweRelease(Link link, long cookie) {
-        return link.releases.add(cookie) || queueControl(link, FrameDescriptor.RNDV_DONE, cookie);
+        if (link.releases.add(cookie)) {
+            return true;
+        }
+        return flushReleases(link) && link.releases.add(cookie);
     }
 
-    /** Sends the releases {@code link} owes on frames of their own (the credit review: nothing carried them). */
+    /** Sends the releases {@code link} owes, in one RELEASES frame (the credit review, or too many owed). */
     boolean flushReleases(Link link) {
-        for (long cookie; (cookie = link.releases.peek()) != 0; link.releases.remove()) {
-            if (!queueControl(link, FrameDescriptor.RNDV_DONE, cookie)) {
-                return false;
-            }
+        if (link.releases.size() == 0) {
+            return true;
         }
+        RegisteredBuffer b = controlBuffers.poll();
+        if (b == null) {
+            return false;
+        }
+        int n = link.releases.drainTo(b.segment());
+        counters.releaseFramesSent.increment();
+        link.control.add(OutboundFrame.control(link.peer, b, FrameDescriptor.RELEASES, n));
+        activate(link);
         return true;
     }
 
@@ -291,8 +300,12 @@ final class SendPump {
         }
         int credits = link.credits.toReturn();
         MemorySegment header = buffer.segment();
-        FrameDescriptor.header(header, frameType, credits, link.remoteId, link.remoteToken, 0, 0, cookie);
-        if (!send(link, header.address(), FrameDescriptor.HEADER, buffer.descriptor(), slot, false)) {
+        // RELEASES: the count goes in the length, the cookies follow the header (written when queued).
+        boolean releases = frameType == FrameDescriptor.RELEASES;
+        FrameDescriptor.header(header, frameType, credits, link.remoteId, link.remoteToken, 0, releases ? cookie : 0,
+                releases ? 0 : cookie);
+        long bytes = FrameDescriptor.HEADER + (releases ? 8 * cookie : 0);
+        if (!send(link, header.address(), bytes, buffer.descriptor(), slot, false)) {
             ops.release(slot);
             return false;
         }

@@ -39,6 +39,12 @@ public final class FabricFuzzSeeds {
             FrameDescriptor.header(shared, FrameDescriptor.RNDV_SHARED, 2, 9, 0x5eed0009, 1, 48 << 10, 0x55ab);
             FrameDescriptor.shared(shared, 0x10030, 3, 17);
             write(frames.resolve("shared-reference"), shared);
+            MemorySegment releases = arena.allocate(FrameDescriptor.HEADER + 24);
+            FrameDescriptor.header(releases, FrameDescriptor.RELEASES, 1, 9, 0x5eed0009, 0, 3, 0);
+            for (int i = 0; i < 3; i++) {
+                FrameDescriptor.released(releases, i, 0x55aa + i);
+            }
+            write(frames.resolve("releases-3"), releases);
             byte[] controls = {FrameDescriptor.RNDV_DONE, FrameDescriptor.CREDIT, FrameDescriptor.RECLAIM,
                     FrameDescriptor.YIELD};
             for (byte type : controls) {

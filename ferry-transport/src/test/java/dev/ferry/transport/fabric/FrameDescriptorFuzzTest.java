@@ -8,7 +8,8 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
 /**
- * Fuzzes the fabric frame header and the rendezvous request as the progress thread reads them
+ * Fuzzes the fabric frame header, the rendezvous request, the reference to a shared slab and a
+ * batch of releases as the progress thread reads them
  * from a receive buffer: {@link FrameDescriptor#validate} must name a problem or pass a frame
  * whose fields are all within their limits, and must read nothing past the received bytes (the
  * frame is a native segment of exactly that size, so such a read throws).
@@ -50,6 +51,20 @@ class FrameDescriptorFuzzTest {
                 assertTrue(length > 0 && length <= MAX_MESSAGE);
                 FrameDescriptor.remoteAddress(frame);
                 FrameDescriptor.remoteKey(frame);
+            }
+            case FrameDescriptor.RNDV_SHARED -> {
+                assertEquals(FrameDescriptor.RNDV_REQ_BYTES, received);
+                assertTrue(length > 0 && length <= MAX_MESSAGE);
+                FrameDescriptor.sharedSlab(frame);
+                FrameDescriptor.sharedFd(frame);
+                FrameDescriptor.remoteAddress(frame); // the offset: PeerMemory checks it against the slab
+            }
+            case FrameDescriptor.RELEASES -> {
+                assertTrue(length >= 1 && length <= PendingReleases.CAPACITY);
+                assertEquals(FrameDescriptor.HEADER + 8 * length, received);
+                for (int i = 0; i < length; i++) {
+                    FrameDescriptor.released(frame, i); // every cookie within the received bytes
+                }
             }
             case FrameDescriptor.RNDV_DONE, FrameDescriptor.CREDIT -> assertEquals(FrameDescriptor.HEADER, received);
             case FrameDescriptor.RECLAIM, FrameDescriptor.YIELD -> {

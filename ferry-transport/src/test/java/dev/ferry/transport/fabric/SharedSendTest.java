@@ -92,6 +92,54 @@ class SharedSendTest extends FabricTransportFixture {
         assertTrue(peer.isOpen());
     }
 
+    /**
+     * A receiver that only receives (no eager frame of its own for releases to ride) gives many
+     * peers their buffers back in batches: every message arrives, no link fails for want of
+     * control buffers, and the releases take a frame per 32 messages, not one each.
+     */
+    @Test
+    void releasesToPeersThatHearNothingElseGoInBatches() throws Exception {
+        TransportConfig config = config("shm");
+        int senders = 6;
+        int messages = 700;
+        java.util.concurrent.atomic.AtomicInteger arrived = new java.util.concurrent.atomic.AtomicInteger();
+        Transport receiver = open(config, (from, m) -> {
+            arrived.incrementAndGet();
+            m.release();
+        });
+        List<Transport> sending = new ArrayList<>();
+        List<CompletableFuture<Void>> sends = new CopyOnWriteArrayList<>();
+        List<Thread> threads = new ArrayList<>();
+        List<Long> before = new ArrayList<>();
+        for (int s = 0; s < senders; s++) {
+            Transport sender = open(config, (from, m) -> m.release());
+            sending.add(sender);
+            Peer peer = sender.connect(receiver.localAddress());
+            before.add(sendBuffers(sender));
+            threads.add(Thread.ofPlatform().start(() -> {
+                for (int i = 0; i < messages; i++) {
+                    sends.add(send(peer, i, 2048));
+                }
+            }));
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        for (CompletableFuture<Void> send : sends) {
+            send.get(30, TimeUnit.SECONDS);
+        }
+        assertTrue(waitFor(() -> arrived.get() == senders * messages, 30_000), "arrived " + arrived.get());
+        assertEquals(0, receiver.counters().linkFailures(), "a link failed");
+        for (int s = 0; s < senders; s++) {
+            Transport sender = sending.get(s);
+            long was = before.get(s);
+            assertTrue(waitFor(() -> sendBuffers(sender) == was && sender.counters().bytesInFlight() == 0, 10_000),
+                    "a sender's buffers did not come back: " + sendBuffers(sender) + ", before " + was);
+        }
+        long frames = ((FabricTransport) receiver).counters.releaseFramesSent.sum();
+        assertTrue(frames >= 1 && frames <= senders * messages / 16, "release frames: " + frames);
+    }
+
     @Test
     void aReceiverHoldingMessagesByReferenceStallsItsSenderOnCreditsNotOnItsPool() throws Exception {
         TransportConfig config = config("shm").withFlowControl(16 << 10, 8, 4L << 20, 8L << 20, 64L << 20);

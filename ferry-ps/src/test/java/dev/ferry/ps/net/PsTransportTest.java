@@ -131,7 +131,11 @@ class PsTransportTest extends PsNetTestBase {
         while (sendBytes(server) > sendBytesBefore && System.nanoTime() < deadline) {
             Thread.onSpinWait();
         }
-        assertEquals(sendBytesBefore, sendBytes(server), "the server's send buffers came back");
+        // At most what was in use before the pulls (a reply of the table's creation may still
+        // have been in flight then): none of the five responses' buffers is still held.
+        long inUse = sendBytes(server);
+        assertTrue(inUse <= sendBytesBefore, "the server's send buffers came back: " + inUse + " bytes in use, "
+                + sendBytesBefore + " before");
     }
 
     private static long sendBytes(dev.ferry.transport.Transport server) {

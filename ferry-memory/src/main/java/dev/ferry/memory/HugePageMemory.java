@@ -105,13 +105,13 @@ public final class HugePageMemory {
         return MemorySegment.ofAddress(aligned).reinterpret(bytes, arena, segment -> unmap(base, length));
     }
 
-    /** Advises {@code bytes} at {@code address} (a 2 MiB boundary) for huge pages; advice only, ignored where refused. */
+    /** Advises exactly {@code bytes} at {@code address} (a 2 MiB boundary) for huge pages; advice only, ignored where refused. */
     static void advise(long address, long bytes) {
         if (MADVISE == null) {
             return;
         }
         try {
-            int ignored = (int) MADVISE.invokeExact(address, roundUp(bytes, HUGE_PAGE), MADV_HUGEPAGE);
+            int ignored = (int) MADVISE.invokeExact(address, bytes, MADV_HUGEPAGE);
         } catch (Throwable e) {
             // advice only
         }

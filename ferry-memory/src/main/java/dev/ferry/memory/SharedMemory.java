@@ -41,6 +41,8 @@ public final class SharedMemory {
     private static final int MAP_PRIVATE_ANONYMOUS = 0x02 | 0x20;
     private static final int MAP_FIXED = 0x10;
     private static final int O_RDONLY_CLOEXEC = 0x80000;
+    private static final int O_NONBLOCK = 0x800;
+    private static final int O_NOCTTY = 0x100;
     private static final int SEEK_END = 2;
     private static final String MEMFD_LINK = "/memfd:";
     private static final StructLayout CAPTURED = Linker.Option.captureStateLayout();
@@ -152,6 +154,17 @@ public final class SharedMemory {
      *     another file, not sealed, too short
      */
     public static MemorySegment mapPeer(Arena arena, long pid, int fd, String name, long bytes) throws IOException {
+        return mapPeer(arena, pid, fd, name, bytes, Long.MAX_VALUE);
+    }
+
+    /**
+     * {@link #mapPeer(Arena, long, int, String, long)}, refusing a file of more than
+     * {@code maxBytes}: a peer cannot make this process reserve address space without bound.
+     *
+     * @throws IOException as there, or if the file is larger than {@code maxBytes}
+     */
+    public static MemorySegment mapPeer(Arena arena, long pid, int fd, String name, long bytes, long maxBytes)
+            throws IOException {
         if (!available()) {
             throw new IOException("no memfd_create on this system");
         }
@@ -169,6 +182,9 @@ public final class SharedMemory {
                 long size = (long) LSEEK.invokeExact(state, own, 0L, SEEK_END);
                 if (size < bytes || size <= 0) {
                     throw new IOException(name + " of process " + pid + " holds " + size + " bytes, not " + bytes);
+                }
+                if (size > maxBytes && bytes == 0) {
+                    throw new IOException(name + " of process " + pid + " holds " + size + " bytes, more than " + maxBytes);
                 }
                 return map(arena, state, own, bytes == 0 ? size : bytes, HugePageMemory.HUGE_PAGE, PROT_READ, name, -1);
             } finally {
@@ -202,10 +218,25 @@ public final class SharedMemory {
         }
     }
 
-    /** Opens {@code /proc/pid/fd/fd} and checks, on the descriptor it got, that it is {@code name}. */
+    /**
+     * Opens {@code /proc/pid/fd/fd} and checks, on the descriptor it got, that it is {@code name}.
+     * The peer chose the numbers: the link is read first, so that nothing but a memory file of
+     * that name is opened at all (a FIFO would block the open, a device could act on it), and the
+     * open does not block nor take a terminal.
+     */
     private static int openPeer(Arena call, MemorySegment state, long pid, int fd, String name) throws Throwable {
         String path = "/proc/" + pid + "/fd/" + fd;
-        int own = (int) OPEN.invokeExact(state, call.allocateFrom(path).address(), O_RDONLY_CLOEXEC);
+        String expected = MEMFD_LINK + name;
+        MemorySegment before = call.allocate(512);
+        long m = (long) READLINK.invokeExact(state, call.allocateFrom(path).address(), before.address(), before.byteSize());
+        if (m < 0) {
+            throw failure("readlink " + path, state);
+        }
+        String named = new String(before.asSlice(0, m).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8);
+        if (!named.equals(expected) && !named.equals(expected + " (deleted)")) {
+            throw new IOException(path + " is " + named + ", not " + expected);
+        }
+        int own = (int) OPEN.invokeExact(state, call.allocateFrom(path).address(), O_RDONLY_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (own < 0) {
             throw failure("open " + path, state);
         }
@@ -215,7 +246,6 @@ public final class SharedMemory {
         long n = (long) READLINK.invokeExact(state, call.allocateFrom("/proc/self/fd/" + own).address(), link.address(),
                 link.byteSize());
         String target = n < 0 ? "?" : new String(link.asSlice(0, n).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8);
-        String expected = MEMFD_LINK + name;
         if (!target.equals(expected) && !target.equals(expected + " (deleted)")) {
             int ignored = (int) CLOSE.invokeExact(own);
             throw new IOException(path + " is " + target + ", not " + expected);
@@ -237,7 +267,9 @@ public final class SharedMemory {
             int ignored = (int) MUNMAP.invokeExact(base, length);
             throw failure("mapping " + name, state);
         }
-        HugePageMemory.advise(aligned, bytes); // huge pages where the system's shmem THP setting allows them
+        if (bytes % HugePageMemory.HUGE_PAGE == 0) {
+            HugePageMemory.advise(aligned, bytes); // huge pages where the system's shmem THP setting allows them
+        }
         return MemorySegment.ofAddress(aligned).reinterpret(bytes, arena, segment -> release(base, length, closeFd));
     }
 

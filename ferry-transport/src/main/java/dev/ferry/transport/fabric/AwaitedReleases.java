@@ -73,15 +73,23 @@ final class AwaitedReleases {
                     window.release(frame.link, frame.length);
                     frame.settleEarly(SendPump.asFailure(cause));
                 }
-                frame.abandoned = true;
-                frame.lentUntil = now + LENT_GRACE_NANOS;
-                lent.add(frame);
+                lend(frame, now);
             } else {
                 window.release(frame.link, frame.length);
                 frame.free();
                 SendPump.failFuture(frame, cause);
             }
         }
+    }
+
+    /**
+     * Keeps the buffer of a failed message by reference out of use for the grace: its peer may
+     * still read it. Settled already; nothing but the buffer's return is left.
+     */
+    void lend(OutboundFrame frame, long now) {
+        frame.abandoned = true;
+        frame.lentUntil = now + LENT_GRACE_NANOS;
+        lent.add(frame);
     }
 
     /** Whether buffers of failed messages by reference wait for their grace to end. */

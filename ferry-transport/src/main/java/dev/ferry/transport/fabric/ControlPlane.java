@@ -140,9 +140,13 @@ final class ControlPlane implements AutoCloseable {
             HandshakeDescriptor.writeHello(out, hello(localAddress, created, false));
             Hello answer = HandshakeDescriptor.readAnswer(address, in, created.length);
             applyAbilities(answer, p);
-            out.writeBoolean(p.memory != null); // whether this side maps the acceptor's send slabs
+            // Published to the token's holder before the acceptor can send by reference to this side.
+            boolean mapsAcceptor = proxy.call(() -> {
+                p.mapsOurs = answer.mapsYou();
+                return p.memory != null;
+            });
+            out.writeBoolean(mapsAcceptor); // whether this side maps the acceptor's send slabs
             out.flush();
-            p.mapsOurs = answer.mapsYou(); // published to the progress thread with the call below
             peers.put(address, peer);
             proxy.call(() -> {
                 transport.links.completeConnector(p, answer.fabricAddress(), answer.linkIds(), answer.tokens(), answer.grants());
@@ -249,8 +253,8 @@ final class ControlPlane implements AutoCloseable {
             applyAbilities(hello, fresh);
             Link[] created = proxy.call(() -> transport.links.accept(fresh, hello));
             HandshakeDescriptor.writeAnswer(out, hello(null, created, fresh.memory != null));
-            if (in.readBoolean()) { // the dialer maps this side's send slabs
-                proxy.run(() -> fresh.mapsOurs = true);
+            if (in.readBoolean()) { // the dialer maps this side's send slabs: set before its reader starts
+                proxy.call(() -> fresh.mapsOurs = true);
             }
             socket.setSoTimeout(0);
             channels.holdShmRegion(peer);

@@ -369,12 +369,10 @@ final class FabricTransport implements Transport {
         awaitPeersGone(all);
         for (FabricPeer peer : all) {
             links.teardown(peer, cause, false);
-            if (peer.memory != null) {
-                peer.memory.closeAll(); // also the slabs of messages the application still holds
-            }
         }
         links.closeOverdue(System.nanoTime(), true); // the endpoints of peers torn down before, with reads in flight
         sends.awaited.releaseLent(0, true);
+        links.teardowns.closeMappings(); // also the slabs of messages the application still holds
         for (Object command; (command = proxy.poll()) != null; ) {
             if (command instanceof OutboundFrame frame) {
                 sends.failSend(frame, cause);

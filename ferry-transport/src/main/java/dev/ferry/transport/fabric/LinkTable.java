@@ -72,7 +72,7 @@ final class LinkTable {
     /** Connected endpoints waiting for the fabric's CONNREQ or CONNECTED event. */
     private int connecting;
     private volatile int linksOpen;
-    private final LinkTeardown teardowns;
+    final LinkTeardown teardowns;
 
     LinkTable(FabricTransport transport) {
         this.transport = transport;

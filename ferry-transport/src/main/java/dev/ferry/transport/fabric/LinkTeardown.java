@@ -86,6 +86,9 @@ final class LinkTeardown {
         teardown(link.peer, new TransportException(Reason.PEER_FAILED, link + " closed: " + reason), true);
     }
 
+    /** Gone peers' memory whose slabs messages still held use, until their grace ends. */
+    private final java.util.ArrayList<PeerMemory> retiredMemory = new java.util.ArrayList<>();
+
     /** Fails a peer, its sends and its links; tells the application if {@code notify}. */
     void teardown(FabricPeer peer, Throwable cause, boolean notify) {
         assert transport.holdsFabric();
@@ -141,7 +144,12 @@ final class LinkTeardown {
             peer.doorbell = null;
         }
         if (peer.memory != null) {
-            peer.memory.close(); // slabs that delivered messages still use go with the last release
+            // Slabs that messages still held use go with their last release, or at the grace's end.
+            long now = System.nanoTime();
+            peer.memory.close(now);
+            if (!peer.memory.expire(now)) {
+                retiredMemory.add(peer.memory);
+            }
         }
         transport.peers.remove(peer.address(), peer);
         peer.control.close();
@@ -207,5 +215,23 @@ final class LinkTeardown {
             case OperationTable.ORPHANED_SEND -> transport.sends.onOrphanEnded((OutboundFrame) target);
             default -> { }
         }
+    }
+
+    /** Whether gone peers' slabs are still mapped for messages held ({@link PeerMemory#expire}). */
+    boolean holdsMappings() {
+        return !retiredMemory.isEmpty();
+    }
+
+    /** Unmaps the slabs of gone peers whose grace ended by {@code now}. */
+    void expireMappings(long now) {
+        retiredMemory.removeIf(memory -> memory.expire(now));
+    }
+
+    /** The transport closes: every gone peer's slab is unmapped, also those of messages still held. */
+    void closeMappings() {
+        for (PeerMemory memory : retiredMemory) {
+            memory.closeAll();
+        }
+        retiredMemory.clear();
     }
 }

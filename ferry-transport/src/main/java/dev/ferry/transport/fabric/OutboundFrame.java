@@ -68,16 +68,19 @@ final class OutboundFrame {
         this.freed = false;
         this.delivered = false;
         this.returned = false;
+        this.sendEnded = false;
         this.abandoned = false;
         view(length);
     }
 
     /** A by-reference send failed with its peer: when its buffer may be reused ({@link SendPump#releaseLent}). */
     long lentUntil;
-    /** By reference: the send completed (the future settled, the window is back); the buffer waits for the release. */
+    /** By reference: delivered (the future settled, the window is back); the buffer waits for the release. */
     boolean delivered;
-    /** By reference: the peer released the message before this side saw its send complete. */
+    /** By reference: the peer released the message. */
     boolean returned;
+    /** By reference: the provider is done with the frame (its send completed, failed or was dropped). */
+    boolean sendEnded;
     /** By reference: settled by a teardown; nothing more is done with it but freeing its buffer. */
     boolean abandoned;
 

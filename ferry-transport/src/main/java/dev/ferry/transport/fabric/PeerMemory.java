@@ -3,6 +3,7 @@ package dev.ferry.transport.fabric;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
 
 import dev.ferry.memory.RegisteredAllocator;
 import dev.ferry.memory.SharedMemory;
@@ -14,11 +15,16 @@ import dev.ferry.memory.SharedMemory;
  * the buffer until this side releases the message (RNDV_DONE), as for a rendezvous.
  *
  * <p>A slab is mapped the first time a message names it ({@link SharedMemory#mapPeer}, which
- * checks the file's name, seals and size) and stays mapped while the peer lives; a mapping that
- * messages still use when the peer goes is unmapped when the last one is released. Every offset
- * and length a peer names is checked against the slab it names before a view is made. A view
- * used after its mapping closed throws ({@link IllegalStateException}) instead of reading memory
- * that is no longer there.
+ * checks the file's name, seals and size, at most {@link #MAX_SLAB_BYTES}) and stays mapped while
+ * the peer lives; past {@link #MAX_MAPPED} slabs (the peer freed some and made others) the idle
+ * ones are unmapped and mapped again when named. Every offset and length a peer names is checked
+ * against the slab it names before a view is made. When the peer goes, idle slabs are unmapped at
+ * once and the others with their last message; if its process lives on, after
+ * {@link #RETIRED_GRACE_NANOS} at the latest, since it reuses its buffers after its own longer
+ * grace ({@link AwaitedReleases#LENT_GRACE_NANOS}) and a view must not show another message by
+ * then. A dead process's slabs cannot change: its messages stay readable until released.
+ * A view used after its mapping closed throws ({@link IllegalStateException}) instead of reading
+ * memory that is no longer there.
  *
  * <p>Made on the control plane's thread at the handshake (after the peer's probe was opened),
  * used only by the token's holder from then on.
@@ -26,16 +32,26 @@ import dev.ferry.memory.SharedMemory;
 final class PeerMemory {
 
     private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
-    /** Slab indexes beyond this are refused: a peer cannot make this side keep mappings without bound. */
-    static final int MAX_SLAB_INDEX = 1 << 16;
-    /** Past this many mapped slabs, the idle ones are unmapped (slabs the peer freed stay mapped until then). */
-    static final int MAX_MAPPED = 256;
+    /** Past this many mapped slabs, the idle ones are unmapped. */
+    static final int MAX_MAPPED = 64;
+    /** The largest slab mapped: a peer cannot make this side reserve address space without bound. */
+    static final long MAX_SLAB_BYTES = 256L << 20;
+    /** How long the slabs of a gone peer stay mapped for messages still held (less than the sender's grace). */
+    static final long RETIRED_GRACE_NANOS = 2_000_000_000L;
 
     private final long pid;
     private final String prefix;
-    private Slab[] slabs = new Slab[16];
+    /** Mapped slabs by index: open addressing, linear probing, at most a quarter full. */
+    private int[] keys = new int[4 * MAX_MAPPED];
+    private Slab[] values = new Slab[4 * MAX_MAPPED];
     private int mapped;
+    /** Every slab mapped and not yet unmapped, retired ones too (for {@link #closeAll}). */
+    private Slab[] live = new Slab[16];
+    private int liveCount;
     private boolean closed;
+    private long closedAtNanos;
+    /** The slab of the last view made. */
+    private Slab lastSlab;
     /** Why the last {@link #view} failed, for the link's failure. */
     private String refusal;
 
@@ -81,16 +97,17 @@ final class PeerMemory {
 
     /**
      * The view of {@code length} bytes at {@code offset} of slab {@code index} (descriptor
-     * {@code fd} in the peer), counted as in use until {@link #release}; null if the peer named
-     * memory it does not have or that cannot be mapped ({@link #refusal} says why).
+     * {@code fd} in the peer), counted as in use until {@link #release} of {@link #lastSlab()};
+     * null if the peer named memory it does not have or that cannot be mapped ({@link #refusal}
+     * says why).
      */
     MemorySegment view(int index, int fd, long offset, long length) {
         assert !closed;
-        if (index < 0 || index >= MAX_SLAB_INDEX) {
+        if (index < 0) {
             refusal = "slab index " + index + " out of range";
             return null;
         }
-        Slab slab = index < slabs.length ? slabs[index] : null;
+        Slab slab = find(index);
         if (slab == null) {
             slab = map(index, fd);
             if (slab == null) {
@@ -103,12 +120,13 @@ final class PeerMemory {
             return null;
         }
         slab.inUse++;
+        lastSlab = slab;
         return slab.segment.asSlice(offset, length);
     }
 
-    /** The slab {@code index} that a view came from, for its {@link #release}. */
-    Slab slab(int index) {
-        return slabs[index];
+    /** The slab the last view came from, for its {@link #release}. */
+    Slab lastSlab() {
+        return lastSlab;
     }
 
     /** A message delivered from {@code slab} was released; a retired slab is unmapped with its last. */
@@ -128,19 +146,49 @@ final class PeerMemory {
         return mapped;
     }
 
+    private Slab find(int index) {
+        int mask = keys.length - 1;
+        for (int i = mix(index) & mask; ; i = (i + 1) & mask) {
+            Slab slab = values[i];
+            if (slab == null || keys[i] == index) {
+                return slab;
+            }
+        }
+    }
+
+    private void insert(Slab slab) {
+        int mask = keys.length - 1;
+        int i = mix(slab.index) & mask;
+        while (values[i] != null) {
+            i = (i + 1) & mask;
+        }
+        keys[i] = slab.index;
+        values[i] = slab;
+    }
+
+    private static int mix(int index) {
+        return index * 0x9E3779B9 >>> 7;
+    }
+
     private Slab map(int index, int fd) {
         if (mapped >= MAX_MAPPED) {
             unmapIdle();
+            if (mapped >= MAX_MAPPED) {
+                refusal = "the peer has " + mapped + " slabs in use by messages held here";
+                return null;
+            }
         }
         Arena arena = Arena.ofShared();
         try {
-            MemorySegment segment = SharedMemory.mapPeer(arena, pid, fd, RegisteredAllocator.sharedName(prefix, index), 0);
+            MemorySegment segment = SharedMemory.mapPeer(arena, pid, fd, RegisteredAllocator.sharedName(prefix, index), 0,
+                    MAX_SLAB_BYTES);
             Slab slab = new Slab(index, arena, segment);
-            if (index >= slabs.length) {
-                slabs = java.util.Arrays.copyOf(slabs, Math.min(MAX_SLAB_INDEX, Math.max(index + 1, slabs.length * 2)));
-            }
-            slabs[index] = slab;
+            insert(slab);
             mapped++;
+            if (liveCount == live.length) {
+                live = Arrays.copyOf(live, 2 * live.length);
+            }
+            live[liveCount++] = slab;
             return slab;
         } catch (IOException | RuntimeException e) {
             arena.close();
@@ -151,49 +199,91 @@ final class PeerMemory {
 
     /** Unmaps the slabs no delivered message uses; they are mapped again when named. */
     private void unmapIdle() {
-        for (int i = 0; i < slabs.length; i++) {
-            Slab slab = slabs[i];
-            if (slab != null && slab.inUse == 0 && !slab.retired) {
+        Slab[] kept = values;
+        keys = new int[keys.length];
+        values = new Slab[values.length];
+        mapped = 0;
+        for (Slab slab : kept) {
+            if (slab == null) {
+                continue;
+            }
+            if (slab.inUse == 0) {
                 unmap(slab);
-                slabs[i] = null;
-                mapped--;
+            } else {
+                insert(slab);
+                mapped++;
             }
         }
+        compactLive();
+    }
+
+    private void compactLive() {
+        int n = 0;
+        for (int i = 0; i < liveCount; i++) {
+            if (!live[i].unmapped) {
+                live[n++] = live[i];
+            }
+        }
+        Arrays.fill(live, n, liveCount, null);
+        liveCount = n;
     }
 
     /**
-     * The peer is gone: idle slabs are unmapped now, the others when their last message is released.
-     * Token holder.
+     * The peer is gone: idle slabs are unmapped now, the others when their last message is
+     * released or {@link #expire} finds the grace over. Token holder.
      */
-    void close() {
+    void close(long now) {
         if (closed) {
             return;
         }
         closed = true;
-        for (Slab slab : slabs) {
-            if (slab != null) {
-                slab.retired = true;
-                if (slab.inUse == 0) {
-                    unmap(slab);
-                }
-            }
-        }
-    }
-
-    /** The transport closes: every mapping goes, also those a message not yet released still uses. */
-    void closeAll() {
-        closed = true;
-        for (Slab slab : slabs) {
-            if (slab != null) {
+        closedAtNanos = now;
+        for (int i = 0; i < liveCount; i++) {
+            Slab slab = live[i];
+            slab.retired = true;
+            if (slab.inUse == 0) {
                 unmap(slab);
             }
         }
+        compactLive();
+        Arrays.fill(values, null);
+        mapped = 0;
+    }
+
+    /**
+     * After a gone peer's grace, unmaps what messages still held use, if the peer's process still
+     * runs (it may reuse its buffers: the views throw from then on); a dead process's memory cannot
+     * change, and its messages stay readable until released. Whether all is unmapped.
+     */
+    boolean expire(long now) {
+        compactLive();
+        if (liveCount > 0 && now - closedAtNanos >= RETIRED_GRACE_NANOS
+                && ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)) {
+            closeAll();
+        }
+        return liveCount == 0;
+    }
+
+    /** Unmaps every slab, also those a message not yet released still uses (the transport closes, or the grace ended). */
+    void closeAll() {
+        closed = true;
+        for (int i = 0; i < liveCount; i++) {
+            unmap(live[i]);
+        }
+        compactLive();
+        Arrays.fill(values, null);
+        mapped = 0;
     }
 
     private static void unmap(Slab slab) {
         if (!slab.unmapped) {
-            slab.unmapped = true;
-            slab.arena.close();
+            try {
+                slab.arena.close();
+                slab.unmapped = true;
+            } catch (IllegalStateException e) {
+                // A view is in use by a native call or an I/O operation right now: left for later.
+                LOG.log(System.Logger.Level.DEBUG, "slab " + slab.index + " still in use, not unmapped: " + e.getMessage());
+            }
         }
     }
 }

@@ -43,14 +43,14 @@ final class PendingReleases {
         return size;
     }
 
-    /** Writes every release owed into a RELEASES {@code frame}, oldest first, and owes none; the count. */
-    int drainTo(java.lang.foreign.MemorySegment frame) {
-        int n = size;
+    /** Writes up to {@code max} releases owed into a RELEASES {@code frame}, oldest first, and owes them no more; the count. */
+    int drainTo(java.lang.foreign.MemorySegment frame, int max) {
+        int n = Math.min(size, max);
         for (int i = 0; i < n; i++) {
             FrameDescriptor.released(frame, i, cookies[(head + i) % CAPACITY]);
         }
-        head = 0;
-        size = 0;
+        head = (head + n) % CAPACITY;
+        size -= n;
         return n;
     }
 }

@@ -174,6 +174,9 @@ final class ProgressLoop {
         if (timer && transport.sends.awaited.hasLent()) {
             transport.sends.awaited.releaseLent(System.nanoTime(), false);
         }
+        if (timer && transport.links.teardowns.holdsMappings()) {
+            transport.links.teardowns.expireMappings(System.nanoTime());
+        }
         if (timer && transport.links.closing()) {
             transport.links.closeOverdue(System.nanoTime(), false);
         }

@@ -260,7 +260,7 @@ final class ReceiveDispatcher {
         }
         InboundFrame message = new InboundFrame(link, stream, buffer, false, length, view);
         message.cookie = FrameDescriptor.cookie(frame);
-        message.shared = memory.slab(slab);
+        message.shared = memory.lastSlab();
         message.complete = true;
         ArrayDeque<InboundFrame> queue = link.heldBack.isEmpty() ? null : link.heldBack.get(stream);
         if (queue != null) {

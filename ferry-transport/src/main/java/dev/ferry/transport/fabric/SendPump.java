@@ -111,16 +111,22 @@ final class SendPump {
 
     /** Sends the releases {@code link} owes, in one RELEASES frame (the credit review, or too many owed). */
     boolean flushReleases(Link link) {
-        if (link.releases.size() == 0) {
-            return true;
+        // A RELEASES frame must fit the peer's receive buffers (HEADER + its eager threshold at least).
+        int perFrame = Math.min(PendingReleases.CAPACITY, link.peer.eagerLimit / 8);
+        while (link.releases.size() > 0) {
+            RegisteredBuffer b = controlBuffers.poll();
+            if (b == null) {
+                return false;
+            }
+            if (perFrame == 0) {
+                link.control.add(OutboundFrame.control(link.peer, b, FrameDescriptor.RNDV_DONE, link.releases.peek()));
+                link.releases.remove();
+            } else {
+                int n = link.releases.drainTo(b.segment(), perFrame);
+                counters.releaseFramesSent.increment();
+                link.control.add(OutboundFrame.control(link.peer, b, FrameDescriptor.RELEASES, n));
+            }
         }
-        RegisteredBuffer b = controlBuffers.poll();
-        if (b == null) {
-            return false;
-        }
-        int n = link.releases.drainTo(b.segment());
-        counters.releaseFramesSent.increment();
-        link.control.add(OutboundFrame.control(link.peer, b, FrameDescriptor.RELEASES, n));
         activate(link);
         return true;
     }
@@ -224,6 +230,8 @@ final class SendPump {
         if (fd >= 0) {
             if (frame.cookie == 0) {
                 frame.cookie = nextCookie++;
+            } else {
+                rendezvousKeys.revoke(frame.cookie); // an earlier attempt (EAGAIN) went as a rendezvous
             }
             FrameDescriptor.header(whole, FrameDescriptor.RNDV_SHARED, credits, link.remoteId, link.remoteToken, frame.stream,
                     frame.length, frame.cookie);
@@ -358,21 +366,40 @@ final class SendPump {
     /**
      * The send of a message completed: an eager one is done; a rendezvous waits for the release. A
      * message by reference is delivered (its future settles and its window comes back, as an eager
-     * one's) and its buffer waits for the release (RNDV_DONE), which may have come already.
+     * one's, unless its release came first and did that); its buffer goes back once the release
+     * has come too.
      */
     void onMessageSent(OutboundFrame frame) {
         if (frame.type == FrameDescriptor.EAGER) {
             completeSend(frame);
         } else if (frame.type == FrameDescriptor.RNDV_SHARED && !frame.abandoned) {
-            frame.delivered = true;
-            window.release(frame.link, frame.length);
-            activate(frame.link);
-            counters.messagesSent.increment();
-            counters.bytesSent.add(frame.length);
-            frame.settleEarly(null);
-            if (frame.returned) {
-                frame.finish(null);
-            }
+            deliveredByReference(frame);
+            sharedSendEnded(frame);
+        }
+    }
+
+    /** A message by reference reached its peer (its send completed, or its release came): settled once. */
+    private void deliveredByReference(OutboundFrame frame) {
+        if (frame.delivered) {
+            return;
+        }
+        frame.delivered = true;
+        window.release(frame.link, frame.length);
+        activate(frame.link);
+        counters.messagesSent.increment();
+        counters.bytesSent.add(frame.length);
+        frame.settleEarly(null);
+    }
+
+    /**
+     * The provider is done with a message by reference (its send ended, in success, error or
+     * dropped): the buffer goes back if the peer released it too, else at the release (or the
+     * teardown's grace).
+     */
+    private void sharedSendEnded(OutboundFrame frame) {
+        frame.sendEnded = true;
+        if (frame.returned) {
+            frame.finish(null);
         }
     }
 
@@ -390,10 +417,11 @@ final class SendPump {
             return false;
         }
         if (sent.type == FrameDescriptor.RNDV_SHARED) {
-            if (sent.delivered) {
-                sent.finish(null); // the buffer goes back; the future settled at the send's completion
-            } else {
-                sent.returned = true;
+            // The release proves delivery, also when it comes before the send's completion.
+            deliveredByReference(sent);
+            sent.returned = true;
+            if (sent.sendEnded) {
+                sent.finish(null);
             }
             return true;
         }
@@ -422,9 +450,16 @@ final class SendPump {
     void onMessageFailed(OutboundFrame frame, Link link, TransportException cause) {
         boolean pending = awaited.forget(frame.cookie);
         if (frame.type == FrameDescriptor.RNDV_SHARED) {
-            if (frame.abandoned) {
-                return; // a teardown settled it, and keeps its buffer for a while
+            if (frame.abandoned || frame.returned) {
+                sharedSendEnded(frame); // a teardown's grace frees it, or the release came: it goes now
+                return;
             }
+            // Failed in error, but the peer may have the frame: its buffer is lent, not reused at once.
+            frame.sendEnded = true;
+            window.release(link, frame.length);
+            frame.settleEarly(asFailure(cause));
+            awaited.lend(frame, System.nanoTime());
+            return;
         } else if (!pending && frame.type == FrameDescriptor.RNDV_REQ) {
             return;
         }
@@ -440,6 +475,8 @@ final class SendPump {
             window.release(link, frame.length);
             frame.free();
             failFuture(frame, cause);
+        } else if (frame.type == FrameDescriptor.RNDV_SHARED && !frame.abandoned) {
+            sharedSendEnded(frame); // released already: it goes; else the teardown lends it
         }
     }
 
@@ -460,6 +497,8 @@ final class SendPump {
     void onOrphanEnded(OutboundFrame frame) {
         if (frame.type == FrameDescriptor.EAGER) {
             frame.finish(null);
+        } else if (frame.type == FrameDescriptor.RNDV_SHARED && !frame.abandoned) {
+            sharedSendEnded(frame);
         }
     }
 

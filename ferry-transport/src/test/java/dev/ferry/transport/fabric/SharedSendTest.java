@@ -256,23 +256,37 @@ class SharedSendTest extends FabricTransportFixture {
                 MemorySegment view = memory.view(slab, fd, offset, 4096);
                 assertNotNull(view, memory.refusal());
                 assertEquals(0x5eed_1234_5678L, view.get(ValueLayout.JAVA_LONG_UNALIGNED, 0));
-                memory.release(memory.slab(slab));
+                memory.release(memory.lastSlab());
 
                 assertNull(memory.view(slab, fd, (1L << 20) - 100, 200));
                 assertTrue(memory.refusal().contains("outside slab"), memory.refusal());
                 assertNull(memory.view(slab, fd, -8, 16));
                 assertNull(memory.view(slab, fd, 0, 0));
                 assertNull(memory.view(slab, fd, Long.MAX_VALUE - 10, 100), "no overflow past the slab");
-                assertNull(memory.view(PeerMemory.MAX_SLAB_INDEX, fd, 0, 16));
+                assertNull(memory.view(-1, fd, 0, 16));
                 assertTrue(memory.refusal().contains("out of range"), memory.refusal());
+                assertNull(memory.view(1 << 30, fd, 0, 16), "an index far past any slab: looked up, not allocated for");
                 assertNull(memory.view(slab + 1, allocator.sharedProbeFd(), 0, 16),
                         "a descriptor that is not the slab it names");
                 assertTrue(memory.refusal().contains("cannot map slab"), memory.refusal());
                 assertNull(memory.view(slab + 2, 1 << 20, 0, 16), "a descriptor that is not open");
+                assertNull(memory.view(slab + 3, 0, 0, 16), "standard input: not a memory file, never opened");
+                assertTrue(memory.refusal().contains("not /memfd:"), memory.refusal());
                 assertEquals(1, memory.mapped());
+
+                // A held view of a gone peer: readable until the grace ends, then it throws.
+                MemorySegment held = memory.view(slab, fd, offset, 64);
+                assertNotNull(held);
+                long gone = System.nanoTime();
+                memory.close(gone);
+                assertEquals(0x5eed_1234_5678L, held.get(ValueLayout.JAVA_LONG_UNALIGNED, 0));
+                assertFalse(memory.expire(gone + PeerMemory.RETIRED_GRACE_NANOS - 1), "still held, within the grace");
+                assertTrue(memory.expire(gone + PeerMemory.RETIRED_GRACE_NANOS), "unmapped at the grace's end");
+                assertThrows(IllegalStateException.class, () -> held.get(ValueLayout.JAVA_BYTE, 0));
+                memory.release(memory.lastSlab()); // the late release finds it unmapped already
             } finally {
                 buffer.release();
-                memory.close();
+                memory.closeAll();
             }
             assertFalse(allocator.sharedPrefix().isEmpty());
         }

@@ -75,4 +75,16 @@ abstract class FabricTransportFixture {
         }
         return null;
     }
+
+    /** Sends message {@code seq} of {@code size} bytes on stream 0, {@link #fill filled}. */
+    static java.util.concurrent.CompletableFuture<Void> sendSeq(dev.ferry.transport.Peer peer, long seq, int size) {
+        dev.ferry.transport.OutboundMessage message = peer.allocate(size);
+        fill(message.segment(), 0, seq);
+        return peer.send(0, message);
+    }
+
+    /** Send buffers {@code transport} has handed out and not got back (its control frames' included). */
+    static long sendPoolBuffers(Transport transport) {
+        return transport.allocatorStats().orElseThrow().pool(dev.ferry.memory.PoolKind.SEND).buffersInUse();
+    }
 }

@@ -19,7 +19,6 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-import dev.ferry.memory.PoolKind;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
@@ -57,13 +56,13 @@ class ProviderRefusalTest extends FabricTransportFixture {
         Transport sender = open(config, (from, m) -> m.release());
         FabricTransport fabric = (FabricTransport) sender;
         Peer peer = sender.connect(receiver.localAddress());
-        long buffersBefore = sendBuffers(sender);
+        long buffersBefore = sendPoolBuffers(sender);
 
-        send(peer, 0, 64).get(10, TimeUnit.SECONDS);
+        sendSeq(peer, 0, 64).get(10, TimeUnit.SECONDS);
         fabric.rendezvousKeys.refuseForTest(1);
-        CompletableFuture<Void> refused = send(peer, 1, large);
-        CompletableFuture<Void> after = send(peer, 2, 64);
-        CompletableFuture<Void> largeAfter = send(peer, 3, large);
+        CompletableFuture<Void> refused = sendSeq(peer, 1, large);
+        CompletableFuture<Void> after = sendSeq(peer, 2, 64);
+        CompletableFuture<Void> largeAfter = sendSeq(peer, 3, large);
 
         ExecutionException e = org.junit.jupiter.api.Assertions.assertThrows(ExecutionException.class,
                 () -> refused.get(10, TimeUnit.SECONDS));
@@ -92,9 +91,9 @@ class ProviderRefusalTest extends FabricTransportFixture {
         Transport sender = open(config, releasing(closed));
         FabricTransport fabric = (FabricTransport) sender;
         Peer peer = sender.connect(receiver.localAddress());
-        long buffersBefore = sendBuffers(sender);
+        long buffersBefore = sendPoolBuffers(sender);
 
-        send(peer, 0, 64).get(10, TimeUnit.SECONDS);
+        sendSeq(peer, 0, 64).get(10, TimeUnit.SECONDS);
         assertTrue(waitFor(() -> arrived.size() == 1, 10_000), "the first send did not arrive"); // before the refusal
         fabric.rendezvousKeys.refuseForTest(1);
         OutboundMessage forgotten = peer.allocate(large);
@@ -126,12 +125,12 @@ class ProviderRefusalTest extends FabricTransportFixture {
         Transport sender = open(config, releasing(closed));
         FabricTransport fabric = (FabricTransport) sender;
         Peer refused = sender.connect(one.localAddress());
-        send(refused, 0, 64).get(10, TimeUnit.SECONDS);
+        sendSeq(refused, 0, 64).get(10, TimeUnit.SECONDS);
         assertTrue(waitFor(() -> first.size() == 1, 10_000), "the first send did not arrive"); // before the refusal
-        long buffersBefore = sendBuffers(sender);
+        long buffersBefore = sendPoolBuffers(sender);
 
         fabric.sends.refuseForTest(1);
-        CompletableFuture<Void> failed = send(refused, 1, 64); // from this thread or the progress thread
+        CompletableFuture<Void> failed = sendSeq(refused, 1, 64); // from this thread or the progress thread
         ExecutionException e = org.junit.jupiter.api.Assertions.assertThrows(ExecutionException.class,
                 () -> failed.get(10, TimeUnit.SECONDS));
         TransportException cause = assertInstanceOf(TransportException.class, e.getCause());
@@ -143,7 +142,7 @@ class ProviderRefusalTest extends FabricTransportFixture {
 
         Peer other = sender.connect(two.localAddress()); // the progress thread is still there
         for (long seq = 0; seq < 100; seq++) {
-            send(other, seq, 64 + (int) seq * 97).get(10, TimeUnit.SECONDS);
+            sendSeq(other, seq, 64 + (int) seq * 97).get(10, TimeUnit.SECONDS);
         }
         assertTrue(waitFor(() -> second.size() == 100, 10_000), "arrived at the other peer: " + second.size());
         for (int i = 0; i < 100; i++) {
@@ -154,8 +153,8 @@ class ProviderRefusalTest extends FabricTransportFixture {
 
     /** The sender's send buffers are back to {@code buffersBefore} and nothing is in flight. */
     private static void assertNothingLeft(Transport sender, long buffersBefore) throws InterruptedException {
-        assertTrue(waitFor(() -> sendBuffers(sender) == buffersBefore && sender.counters().bytesInFlight() == 0, 10_000),
-                "send buffers or window left behind: " + sendBuffers(sender) + " buffers, " + buffersBefore
+        assertTrue(waitFor(() -> sendPoolBuffers(sender) == buffersBefore && sender.counters().bytesInFlight() == 0, 10_000),
+                "send buffers or window left behind: " + sendPoolBuffers(sender) + " buffers, " + buffersBefore
                 + " before; in flight " + sender.counters().bytesInFlight());
     }
 
@@ -174,13 +173,5 @@ class ProviderRefusalTest extends FabricTransportFixture {
         };
     }
 
-    private static CompletableFuture<Void> send(Peer peer, long seq, int size) {
-        OutboundMessage message = peer.allocate(size);
-        fill(message.segment(), 0, seq);
-        return peer.send(0, message);
-    }
 
-    private static long sendBuffers(Transport transport) {
-        return transport.allocatorStats().orElseThrow().pool(PoolKind.SEND).buffersInUse();
-    }
 }

@@ -28,7 +28,6 @@ import dev.ferry.memory.RegisteredAllocator;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.InboundMessage;
 import dev.ferry.transport.MessageHandler;
-import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
@@ -60,12 +59,12 @@ class SharedSendTest extends FabricTransportFixture {
         Transport sender = open(config, (from, m) -> m.release());
         FabricTransport fabric = (FabricTransport) sender;
         Peer peer = sender.connect(receiver.localAddress());
-        long buffersBefore = sendBuffers(sender);
+        long buffersBefore = sendPoolBuffers(sender);
         int[] sizes = {64, 4096, 100, 40 << 10, 200 << 10, 512, 1023, 1024, 3 * config.eagerThreshold()};
         int expectedShared = 0;
         List<CompletableFuture<Void>> sends = new ArrayList<>();
         for (int i = 0; i < sizes.length; i++) {
-            sends.add(send(peer, i, sizes[i]));
+            sends.add(sendSeq(peer, i, sizes[i]));
             expectedShared += sizes[i] >= THRESHOLD ? 1 : 0;
         }
         // Delivered (settled) while the receiver still holds every message.
@@ -80,14 +79,14 @@ class SharedSendTest extends FabricTransportFixture {
             assertEquals(i, body.get(ValueLayout.JAVA_LONG_UNALIGNED, 0), "order");
             assertNull(check(body, 0, i));
         }
-        assertEquals(buffersBefore + expectedShared, sendBuffers(sender),
+        assertEquals(buffersBefore + expectedShared, sendPoolBuffers(sender),
                 "a message by reference keeps its sender's buffer while the receiver holds it");
         assertEquals(0, sender.counters().bytesInFlight(), "the window came back at delivery");
         for (InboundMessage m : held) {
             m.release();
         }
-        assertTrue(waitFor(() -> sendBuffers(sender) == buffersBefore, 10_000),
-                "send buffers after the releases: " + sendBuffers(sender) + ", before " + buffersBefore);
+        assertTrue(waitFor(() -> sendPoolBuffers(sender) == buffersBefore, 10_000),
+                "send buffers after the releases: " + sendPoolBuffers(sender) + ", before " + buffersBefore);
         assertEquals(0, receiver.counters().receiveBuffersHeld());
         assertTrue(peer.isOpen());
     }
@@ -115,10 +114,10 @@ class SharedSendTest extends FabricTransportFixture {
             Transport sender = open(config, (from, m) -> m.release());
             sending.add(sender);
             Peer peer = sender.connect(receiver.localAddress());
-            before.add(sendBuffers(sender));
+            before.add(sendPoolBuffers(sender));
             threads.add(Thread.ofPlatform().start(() -> {
                 for (int i = 0; i < messages; i++) {
-                    sends.add(send(peer, i, 2048));
+                    sends.add(sendSeq(peer, i, 2048));
                 }
             }));
         }
@@ -133,8 +132,8 @@ class SharedSendTest extends FabricTransportFixture {
         for (int s = 0; s < senders; s++) {
             Transport sender = sending.get(s);
             long was = before.get(s);
-            assertTrue(waitFor(() -> sendBuffers(sender) == was && sender.counters().bytesInFlight() == 0, 10_000),
-                    "a sender's buffers did not come back: " + sendBuffers(sender) + ", before " + was);
+            assertTrue(waitFor(() -> sendPoolBuffers(sender) == was && sender.counters().bytesInFlight() == 0, 10_000),
+                    "a sender's buffers did not come back: " + sendPoolBuffers(sender) + ", before " + was);
         }
         long frames = ((FabricTransport) receiver).counters.releaseFramesSent.sum();
         assertTrue(frames >= 1 && frames <= senders * messages / 16, "release frames: " + frames);
@@ -147,16 +146,16 @@ class SharedSendTest extends FabricTransportFixture {
         Transport receiver = open(config, (from, m) -> held.add(m));
         Transport sender = open(config, (from, m) -> m.release());
         Peer peer = sender.connect(receiver.localAddress());
-        long buffersBefore = sendBuffers(sender);
+        long buffersBefore = sendPoolBuffers(sender);
         List<CompletableFuture<Void>> sends = new ArrayList<>();
         for (int i = 0; i < 40; i++) {
-            sends.add(send(peer, i, 8 << 10));
+            sends.add(sendSeq(peer, i, 8 << 10));
         }
         Thread.sleep(500);
         int arrived = held.size();
         assertTrue(arrived <= 8, "held " + arrived + " messages on 8 credits");
         assertTrue(sender.counters().creditStalls() > 0, "the sender waited for credits");
-        long inUse = sendBuffers(sender) - buffersBefore;
+        long inUse = sendPoolBuffers(sender) - buffersBefore;
         assertTrue(inUse <= 40, "buffers in use " + inUse);
         // Releasing lets the rest through, in order, and every buffer comes back.
         int next = 0;
@@ -176,7 +175,7 @@ class SharedSendTest extends FabricTransportFixture {
         for (CompletableFuture<Void> send : sends) {
             send.get(10, TimeUnit.SECONDS);
         }
-        assertTrue(waitFor(() -> sendBuffers(sender) == buffersBefore, 10_000), "send buffers left: " + sendBuffers(sender));
+        assertTrue(waitFor(() -> sendPoolBuffers(sender) == buffersBefore, 10_000), "send buffers left: " + sendPoolBuffers(sender));
     }
 
     @ParameterizedTest
@@ -198,7 +197,7 @@ class SharedSendTest extends FabricTransportFixture {
         });
         Transport sender = open(config, (from, m) -> m.release());
         Peer peer = sender.connect(receiver.localAddress());
-        send(peer, 7, 64 << 10).get(10, TimeUnit.SECONDS);
+        sendSeq(peer, 7, 64 << 10).get(10, TimeUnit.SECONDS);
         assertTrue(waitFor(() -> held.size() == 1, 10_000));
         MemorySegment view = held.get(0).segment();
 
@@ -223,15 +222,15 @@ class SharedSendTest extends FabricTransportFixture {
         Transport receiver = open(config, (from, m) -> held.add(m));
         Transport sender = open(config, (from, m) -> m.release());
         Peer peer = sender.connect(receiver.localAddress());
-        long buffersBefore = sendBuffers(sender);
-        send(peer, 1, 32 << 10).get(10, TimeUnit.SECONDS);
+        long buffersBefore = sendPoolBuffers(sender);
+        sendSeq(peer, 1, 32 << 10).get(10, TimeUnit.SECONDS);
         assertTrue(waitFor(() -> held.size() == 1, 10_000));
         receiver.close();
         assertTrue(waitFor(() -> !peer.isOpen(), 10_000), "the sender saw its peer go");
         // The receiver (another process, in general) may still read the message: the buffer is
         // not handed out again before the grace ends (AwaitedReleases.LENT_GRACE_NANOS).
         Thread.sleep(200);
-        assertEquals(buffersBefore + 1, sendBuffers(sender), "the lent buffer is kept");
+        assertEquals(buffersBefore + 1, sendPoolBuffers(sender), "the lent buffer is kept");
     }
 
     @Test
@@ -301,13 +300,5 @@ class SharedSendTest extends FabricTransportFixture {
         }
     }
 
-    private static CompletableFuture<Void> send(Peer peer, long seq, int size) {
-        OutboundMessage message = peer.allocate(size);
-        fill(message.segment(), 0, seq);
-        return peer.send(0, message);
-    }
 
-    private static long sendBuffers(Transport transport) {
-        return transport.allocatorStats().orElseThrow().pool(PoolKind.SEND).buffersInUse();
-    }
 }

@@ -17,16 +17,56 @@ final class AwaitedReleases {
     /** How long the buffer of a message by reference is kept after its peer failed. */
     static final long LENT_GRACE_NANOS = 10_000_000_000L;
 
+    private final SendPump pump;
     private final SendWindow window;
     private final RendezvousKeys keys;
+    private final FabricCounters counters;
     /** Sends awaiting their release, by cookie. */
     private final Map<Long, OutboundFrame> byCookie = new HashMap<>();
     /** Messages by reference failed with their peer, whose buffers wait out their grace, oldest first. */
     private final ArrayDeque<OutboundFrame> lent = new ArrayDeque<>();
 
-    AwaitedReleases(SendWindow window, RendezvousKeys keys) {
+    AwaitedReleases(SendPump pump, SendWindow window, RendezvousKeys keys, FabricCounters counters) {
+        this.pump = pump;
         this.window = window;
         this.keys = keys;
+        this.counters = counters;
+    }
+
+    /**
+     * A message by reference reached its peer (its send completed, or its release came, which
+     * proves delivery): settled once, its window back, as an eager message's at its completion.
+     */
+    void delivered(OutboundFrame frame) {
+        if (frame.delivered) {
+            return;
+        }
+        frame.delivered = true;
+        window.release(frame.link, frame.length);
+        pump.activate(frame.link);
+        counters.messagesSent.increment();
+        counters.bytesSent.add(frame.length);
+        frame.settleEarly(null);
+    }
+
+    /** The peer released a message by reference: its buffer goes back once the provider is done with it too. */
+    void returned(OutboundFrame frame) {
+        frame.returned = true;
+        if (frame.sendEnded) {
+            frame.finish(null);
+        }
+    }
+
+    /**
+     * The provider is done with a message by reference (its send ended, in success, error or
+     * dropped): the buffer goes back if the peer released it too, else at the release (or the
+     * teardown's grace).
+     */
+    void sendEnded(OutboundFrame frame) {
+        frame.sendEnded = true;
+        if (frame.returned) {
+            frame.finish(null);
+        }
     }
 
     /** {@code frame} was posted and waits for its release. */

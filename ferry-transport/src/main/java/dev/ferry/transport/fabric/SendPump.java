@@ -45,7 +45,7 @@ final class SendPump {
         this.window = transport.window;
         this.rendezvousKeys = transport.rendezvousKeys;
         this.counters = transport.counters;
-        this.awaited = new AwaitedReleases(window, rendezvousKeys);
+        this.awaited = new AwaitedReleases(this, window, rendezvousKeys, counters);
         for (int i = 0; i < CONTROL_BUFFERS; i++) {
             controlBuffers.add(allocator.tryAllocate(PoolKind.SEND, FrameDescriptor.HEADER + 8 * PendingReleases.CAPACITY));
         }
@@ -373,33 +373,8 @@ final class SendPump {
         if (frame.type == FrameDescriptor.EAGER) {
             completeSend(frame);
         } else if (frame.type == FrameDescriptor.RNDV_SHARED && !frame.abandoned) {
-            deliveredByReference(frame);
-            sharedSendEnded(frame);
-        }
-    }
-
-    /** A message by reference reached its peer (its send completed, or its release came): settled once. */
-    private void deliveredByReference(OutboundFrame frame) {
-        if (frame.delivered) {
-            return;
-        }
-        frame.delivered = true;
-        window.release(frame.link, frame.length);
-        activate(frame.link);
-        counters.messagesSent.increment();
-        counters.bytesSent.add(frame.length);
-        frame.settleEarly(null);
-    }
-
-    /**
-     * The provider is done with a message by reference (its send ended, in success, error or
-     * dropped): the buffer goes back if the peer released it too, else at the release (or the
-     * teardown's grace).
-     */
-    private void sharedSendEnded(OutboundFrame frame) {
-        frame.sendEnded = true;
-        if (frame.returned) {
-            frame.finish(null);
+            awaited.delivered(frame);
+            awaited.sendEnded(frame);
         }
     }
 
@@ -418,11 +393,8 @@ final class SendPump {
         }
         if (sent.type == FrameDescriptor.RNDV_SHARED) {
             // The release proves delivery, also when it comes before the send's completion.
-            deliveredByReference(sent);
-            sent.returned = true;
-            if (sent.sendEnded) {
-                sent.finish(null);
-            }
+            awaited.delivered(sent);
+            awaited.returned(sent);
             return true;
         }
         rendezvousKeys.revoke(cookie);
@@ -451,7 +423,7 @@ final class SendPump {
         boolean pending = awaited.forget(frame.cookie);
         if (frame.type == FrameDescriptor.RNDV_SHARED) {
             if (frame.abandoned || frame.returned) {
-                sharedSendEnded(frame); // a teardown's grace frees it, or the release came: it goes now
+                awaited.sendEnded(frame); // a teardown's grace frees it, or the release came: it goes now
                 return;
             }
             // Failed in error, but the peer may have the frame: its buffer is lent, not reused at once.
@@ -476,7 +448,7 @@ final class SendPump {
             frame.free();
             failFuture(frame, cause);
         } else if (frame.type == FrameDescriptor.RNDV_SHARED && !frame.abandoned) {
-            sharedSendEnded(frame); // released already: it goes; else the teardown lends it
+            awaited.sendEnded(frame); // released already: it goes; else the teardown lends it
         }
     }
 
@@ -498,7 +470,7 @@ final class SendPump {
         if (frame.type == FrameDescriptor.EAGER) {
             frame.finish(null);
         } else if (frame.type == FrameDescriptor.RNDV_SHARED && !frame.abandoned) {
-            sharedSendEnded(frame);
+            awaited.sendEnded(frame);
         }
     }
 

@@ -227,12 +227,10 @@ public final class SharedMemory {
     private static int openPeer(Arena call, MemorySegment state, long pid, int fd, String name) throws Throwable {
         String path = "/proc/" + pid + "/fd/" + fd;
         String expected = MEMFD_LINK + name;
-        MemorySegment before = call.allocate(512);
-        long m = (long) READLINK.invokeExact(state, call.allocateFrom(path).address(), before.address(), before.byteSize());
-        if (m < 0) {
+        String named = readLink(call, state, path);
+        if (named == null) {
             throw failure("readlink " + path, state);
         }
-        String named = new String(before.asSlice(0, m).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8);
         if (!named.equals(expected) && !named.equals(expected + " (deleted)")) {
             throw new IOException(path + " is " + named + ", not " + expected);
         }
@@ -242,15 +240,22 @@ public final class SharedMemory {
         }
         // The name is read off the descriptor this process holds, not the peer's: the peer may
         // have closed and reused its number meanwhile, but what was opened cannot change.
-        MemorySegment link = call.allocate(512);
-        long n = (long) READLINK.invokeExact(state, call.allocateFrom("/proc/self/fd/" + own).address(), link.address(),
-                link.byteSize());
-        String target = n < 0 ? "?" : new String(link.asSlice(0, n).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8);
+        String target = readLink(call, state, "/proc/self/fd/" + own);
+        if (target == null) {
+            target = "?";
+        }
         if (!target.equals(expected) && !target.equals(expected + " (deleted)")) {
             int ignored = (int) CLOSE.invokeExact(own);
             throw new IOException(path + " is " + target + ", not " + expected);
         }
         return own;
+    }
+
+    /** What the symbolic link {@code path} names, or null (errno in {@code state}). */
+    private static String readLink(Arena call, MemorySegment state, String path) throws Throwable {
+        MemorySegment target = call.allocate(512);
+        long n = (long) READLINK.invokeExact(state, call.allocateFrom(path).address(), target.address(), target.byteSize());
+        return n < 0 ? null : new String(target.asSlice(0, n).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8);
     }
 
     /** Maps {@code bytes} of {@code fd} at an {@code alignment} boundary; closes {@code closeFd} (if >= 0) with the arena. */

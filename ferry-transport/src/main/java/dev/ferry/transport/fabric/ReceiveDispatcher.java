@@ -184,13 +184,7 @@ final class ReceiveDispatcher {
                     links.linkFailure(link, "rendezvous release for unknown cookie " + released);
                     return;
                 }
-                InboundFrame message = eagerFrame(buffer).eager(link, stream, FrameDescriptor.length(frame));
-                ArrayDeque<InboundFrame> queue = link.heldBack.isEmpty() ? null : link.heldBack.get(stream);
-                if (queue != null) {
-                    queue.add(message);
-                } else {
-                    deliver(message);
-                }
+                deliverInOrder(eagerFrame(buffer).eager(link, stream, FrameDescriptor.length(frame)));
             }
             case FrameDescriptor.RNDV_REQ -> {
                 InboundFrame message = new InboundFrame(link, stream, null, false, FrameDescriptor.length(frame), null);
@@ -262,7 +256,13 @@ final class ReceiveDispatcher {
         message.cookie = FrameDescriptor.cookie(frame);
         message.shared = memory.lastSlab();
         message.complete = true;
-        ArrayDeque<InboundFrame> queue = link.heldBack.isEmpty() ? null : link.heldBack.get(stream);
+        deliverInOrder(message);
+    }
+
+    /** Delivers a complete message now, or behind its stream's messages still being pulled. */
+    private void deliverInOrder(InboundFrame message) {
+        Link link = message.link;
+        ArrayDeque<InboundFrame> queue = link.heldBack.isEmpty() ? null : link.heldBack.get(message.stream);
         if (queue != null) {
             queue.add(message);
         } else {
@@ -384,7 +384,7 @@ final class ReceiveDispatcher {
                     link.peer.memory.release(message.shared);
                     message.shared = null;
                 }
-                if (message.eager || message.buffer != null) {
+                if (message.buffer != null) { // eager, or by reference: a receive buffer
                     if (sharedQueue) {
                         postShared(message.buffer); // the shared queue counts it as posted
                     } else {

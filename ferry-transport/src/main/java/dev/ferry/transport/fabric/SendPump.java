@@ -277,12 +277,11 @@ final class SendPump {
         ops.posted(slot, OperationTable.SEND_MESSAGE, frame, link, 0);
         if (eager) {
             counters.eagerSent.increment();
-        } else if (fd >= 0) {
-            counters.rendezvousSent.increment();
-            counters.sharedSent.increment();
-            awaited.await(frame);
         } else {
             counters.rendezvousSent.increment();
+            if (fd >= 0) {
+                counters.sharedSent.increment();
+            }
             awaited.await(frame);
         }
         return true;

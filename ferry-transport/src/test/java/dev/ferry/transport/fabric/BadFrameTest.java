@@ -37,7 +37,10 @@ class BadFrameTest {
         "shm, rendezvous-beyond-max-message", "shm, wrong-link",
         "tcp, unknown-type", "tcp, truncated-header", "tcp, eager-length-beyond-limit",
         "tcp, rendezvous-beyond-max-message", "tcp, wrong-link", "tcp, rendezvous-with-a-bad-key",
-        "shm, yield-unasked", "tcp, yield-unasked"})
+        "shm, yield-unasked", "tcp, yield-unasked",
+        "shm, reference-to-unmapped-memory", "tcp, reference-to-unmapped-memory",
+        "shm, releases-of-unknown-cookies", "tcp, releases-of-unknown-cookies",
+        "shm, eager-releasing-an-unknown-cookie", "tcp, eager-releasing-an-unknown-cookie"})
     void aBadFrameClosesOnlyItsLink(String provider, String fault) throws Exception {
         TransportConfig config = TransportConfig.defaults(provider).withPools(16L << 20, 16L << 20, 64L << 20);
         AtomicInteger delivered = new AtomicInteger();
@@ -178,6 +181,25 @@ class BadFrameTest {
             case "yield-unasked" -> {
                 // Credits given back that the receiver never asked for: a peer lying about its grant.
                 FrameDescriptor.header(f, FrameDescriptor.YIELD, 0, link, token, 0, 0, 3);
+                return java.util.Arrays.copyOf(bytes, FrameDescriptor.HEADER);
+            }
+            case "reference-to-unmapped-memory" -> {
+                // A message by reference to a receiver that maps none of the sender's memory
+                // (sharing is off in this configuration): nothing to read it from.
+                FrameDescriptor.header(f, FrameDescriptor.RNDV_SHARED, 0, link, token, 1, 4096, 7);
+                FrameDescriptor.shared(f, 0, 0, 3);
+                return bytes;
+            }
+            case "releases-of-unknown-cookies" -> {
+                // Two releases of messages by reference the receiver never sent.
+                FrameDescriptor.header(f, FrameDescriptor.RELEASES, 0, link, token, 0, 2, 0);
+                FrameDescriptor.released(f, 0, 0x7777);
+                FrameDescriptor.released(f, 1, 0x7778);
+                return bytes;
+            }
+            case "eager-releasing-an-unknown-cookie" -> {
+                // An eager message whose piggybacked release names nothing the receiver sent.
+                FrameDescriptor.header(f, FrameDescriptor.EAGER, 0, link, token, 1, 0, 0x7777);
                 return java.util.Arrays.copyOf(bytes, FrameDescriptor.HEADER);
             }
             default -> throw new IllegalArgumentException(fault);

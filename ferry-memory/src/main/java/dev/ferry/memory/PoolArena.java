@@ -15,8 +15,11 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <p>Within a class, runs with free slots are kept in a queue: slots are taken from the run at
  * the head, and a run that gets a slot back joins at the tail. The head run fills up while the
- * others drain, and a run whose slots all came back returns its pages to the slab (as long as
- * the class keeps another run), so memory moves between classes as the mix of sizes shifts.
+ * others drain. A run whose slots all came back keeps them (and their buffer objects) until the
+ * slabs are full: then every such run gives its pages back before the pool grows, so memory moves
+ * between classes as the mix of sizes shifts. Where buffers are allocated on one thread and freed
+ * on another, a class's runs empty and fill in turn; a run given back at once would be carved
+ * again, with new buffer objects, moments later.
  *
  * <p>The quota bounds the pool's slabs plus its large buffers in use. Slabs are never given back
  * before the allocator closes: they were registered once to be used for the life of the process.
@@ -144,12 +147,24 @@ final class PoolArena {
             run.available = true;
             runs.addLast(run);
         }
-        if (run.unused() && runs.size() > 1) {
-            runs.remove(run);
-            run.available = false;
-            run.dispose();
-            run.slab.free(run.page, run.order);
+    }
+
+    /** Disposes every run no slot of which is out, in every class; how many (the caller holds the lock). */
+    private int disposeUnusedRuns() {
+        int disposed = 0;
+        for (var sizeClass : classes) {
+            for (var it = sizeClass.runs.iterator(); it.hasNext(); ) {
+                Run run = it.next();
+                if (run.unused()) {
+                    it.remove();
+                    run.available = false;
+                    run.dispose();
+                    run.slab.free(run.page, run.order);
+                    disposed++;
+                }
+            }
         }
+        return disposed;
     }
 
     /** Counts a large buffer against the quota; false when it does not fit. */
@@ -191,10 +206,17 @@ final class PoolArena {
     private Run newRun(int classIndex) {
         long runBytes = SizeClasses.runBytes(SizeClasses.size(classIndex));
         int order = Long.numberOfTrailingZeros(runBytes >>> SizeClasses.PAGE_SHIFT);
-        for (Slab slab : slabs) {
-            int page = slab.allocate(order);
-            if (page >= 0) {
-                return new Run(this, slab, page, order, classIndex);
+        for (int attempt = 0; attempt < 2; attempt++) {
+            for (Slab slab : slabs) {
+                int page = slab.allocate(order);
+                if (page >= 0) {
+                    return new Run(this, slab, page, order, classIndex);
+                }
+            }
+            // The slabs are full: the spare runs of every class give their pages back before
+            // the pool grows.
+            if (attempt == 0 && disposeUnusedRuns() == 0) {
+                break;
             }
         }
         long room = quota - slabBytes - largeBytes;
@@ -230,17 +252,7 @@ final class PoolArena {
      * holds the lock.
      */
     private void reclaimUnusedSlabs(long needed) {
-        for (var sizeClass : classes) {
-            for (var it = sizeClass.runs.iterator(); it.hasNext(); ) {
-                Run run = it.next();
-                if (run.unused()) {
-                    it.remove();
-                    run.available = false;
-                    run.dispose();
-                    run.slab.free(run.page, run.order);
-                }
-            }
-        }
+        disposeUnusedRuns();
         long freed = 0;
         for (var it = slabs.iterator(); it.hasNext() && freed < needed; ) {
             Slab slab = it.next();

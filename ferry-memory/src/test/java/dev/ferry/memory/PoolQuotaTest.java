@@ -148,4 +148,40 @@ class PoolQuotaTest {
             }
         }
     }
+    /**
+     * Buffers allocated on one thread and freed on another come back as the same objects: a run
+     * whose slots all came back keeps them until the slabs are full, instead of giving its pages
+     * back and being carved again (with new buffer objects) at the next allocation. A producer
+     * allocates, a consumer frees, a few hundred in flight between them.
+     */
+    @Test
+    void buffersFreedOnAnotherThreadAreReusedNotCarvedAgain() throws Exception {
+        int size = 16 * 1024;
+        long quota = 8L * MIB;
+        AllocatorConfig config = twoMebibytesEach().withQuota(PoolKind.SEND, quota);
+        try (RegisteredAllocator allocator = new RegisteredAllocator(MemoryRegistrar.NONE, config)) {
+            java.util.Set<RegisteredBuffer> seen = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+            var inFlight = new java.util.concurrent.ArrayBlockingQueue<RegisteredBuffer>(300);
+            RegisteredBuffer end = allocator.tryAllocate(PoolKind.SEND, size);
+            Thread consumer = Thread.ofPlatform().start(() -> {
+                try {
+                    for (RegisteredBuffer b; (b = inFlight.take()) != end; ) {
+                        b.release();
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+            for (int i = 0; i < 50_000; i++) {
+                RegisteredBuffer b = allocator.tryAllocate(PoolKind.SEND, size);
+                assertNotNull(b, "allocation " + i);
+                seen.add(b);
+                inFlight.put(b);
+            }
+            inFlight.put(end);
+            consumer.join();
+            end.release();
+            assertTrue(seen.size() <= quota / size, seen.size() + " buffer objects for " + quota / size + " slots");
+        }
+    }
 }

@@ -69,7 +69,7 @@ enum BenchTransport {
         if (!ferry()) {
             throw new IllegalStateException(label() + " has no Ferry transport configuration");
         }
-        TransportConfig d = TransportConfig.defaults(label());
+        TransportConfig d = TransportConfig.defaults(this == TCP ? TCP_PROVIDER : label());
         if (psTuning) {
             d = PsTransport.tune(d);
         }
@@ -96,6 +96,13 @@ enum BenchTransport {
     boolean sameHost() {
         return "shm".equals(label()) && SHARED_SENDS;
     }
+
+    /**
+     * The libfabric provider of the {@code tcp} row: {@code tcp}, or with
+     * {@code -Dferry.bench.tcpProvider=net} (in every process) libfabric 1.17's {@code net}, the
+     * rewritten TCP provider that later releases ship as {@code tcp}, for comparison.
+     */
+    private static final String TCP_PROVIDER = System.getProperty("ferry.bench.tcpProvider", "tcp");
 
     /** {@code -Dferry.bench.sharedSends=false} sends through the provider on shm too, for comparison. */
     private static final boolean SHARED_SENDS = Boolean.parseBoolean(System.getProperty("ferry.bench.sharedSends", "true"));

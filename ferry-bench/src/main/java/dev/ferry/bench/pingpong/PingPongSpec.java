@@ -36,7 +36,7 @@ public record PingPongSpec(String provider, EndpointType endpoint, int size, int
      * run time. Anything else is a typo, refused as bad input.
      */
     public static final Set<String> FABRIC_PROVIDERS = Set.of("shm", "tcp", "verbs", "efa", "cxi", "psm3", "opx",
-            "ucx", "sockets", "udp");
+            "ucx", "sockets", "udp", "net");
 
     /** Checks the values against each other. */
     public PingPongSpec {

@@ -1,8 +1,6 @@
 package dev.ferry.transport.fabric;
 
 import java.util.ArrayDeque;
-import java.util.HashMap;
-import java.util.Map;
 
 
 /**
@@ -21,8 +19,8 @@ final class AwaitedReleases {
     private final SendWindow window;
     private final RendezvousKeys keys;
     private final FabricCounters counters;
-    /** Sends awaiting their release, by cookie. */
-    private final Map<Long, OutboundFrame> byCookie = new HashMap<>();
+    /** Sends awaiting their release, by cookie: no allocation per send once grown. */
+    private final CookieMap<OutboundFrame> byCookie = new CookieMap<>(1024);
     /** Messages by reference failed with their peer, whose buffers wait out their grace, oldest first. */
     private final ArrayDeque<OutboundFrame> lent = new ArrayDeque<>();
 
@@ -101,12 +99,7 @@ final class AwaitedReleases {
      */
     void failPeer(FabricPeer peer, Throwable cause) {
         long now = System.nanoTime();
-        for (var it = byCookie.values().iterator(); it.hasNext(); ) {
-            OutboundFrame frame = it.next();
-            if (frame.peer != peer) {
-                continue;
-            }
-            it.remove();
+        for (OutboundFrame frame : byCookie.removeIf(f -> f.peer == peer)) {
             keys.revoke(frame.cookie);
             if (frame.type == FrameDescriptor.RNDV_SHARED) {
                 if (!frame.delivered) {

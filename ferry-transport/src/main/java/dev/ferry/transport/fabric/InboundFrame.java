@@ -33,6 +33,8 @@ final class InboundFrame {
     /** By reference: the peer's slab the view lies in, until the message is released (RNDV_DONE). */
     PeerMemory.Slab shared;
     boolean complete;
+    /** The view is not of {@link #buffer} (a message by reference came in it last). */
+    private boolean viewElsewhere;
 
     InboundFrame(Link link, int stream, RegisteredBuffer buffer, boolean eager, long length, MemorySegment view) {
         this.link = link;
@@ -53,10 +55,27 @@ final class InboundFrame {
     InboundFrame eager(Link from, int messageStream, long messageLength) {
         link = from;
         stream = messageStream;
-        if (messageLength != length) {
+        if (messageLength != length || viewElsewhere) {
             view = buffer.segment().asSlice(FrameDescriptor.HEADER, messageLength);
             length = messageLength;
+            viewElsewhere = false;
         }
+        return this;
+    }
+
+    /**
+     * Takes the message by reference whose frame just arrived in {@link #buffer}: a view of the
+     * sender's slab, held with the buffer (its credit) until released.
+     */
+    InboundFrame byReference(Link from, int messageStream, MemorySegment slabView, long messageCookie,
+            PeerMemory.Slab slab) {
+        link = from;
+        stream = messageStream;
+        view = slabView;
+        length = slabView.byteSize();
+        viewElsewhere = true;
+        cookie = messageCookie;
+        shared = slab;
         return this;
     }
 }

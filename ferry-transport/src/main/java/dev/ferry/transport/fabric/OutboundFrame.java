@@ -114,9 +114,10 @@ final class OutboundFrame {
     /**
      * The transport is done with the frame, which it does not touch again: the buffer is freed
      * (if not yet) and the future, if any, settles with {@code failure} or success. An eager
-     * frame goes back to the pool first, so that the buffer's next allocation finds it;
-     * a rendezvous frame does not, as the completion of its request may still come after the
-     * peer's release and name it.
+     * frame goes back to the pool first, so that the buffer's next allocation finds it, and so
+     * does a message by reference whose send ended and whose release came; a rendezvous frame
+     * does not, as the completion of its request may still come after the peer's release and
+     * name it, nor does a message by reference that a teardown abandoned.
      */
     void finish(TransportException failure) {
         CompletableFuture<Void> settle = future;
@@ -127,7 +128,7 @@ final class OutboundFrame {
         onDone = null;
         RegisteredBuffer freeing = freed ? null : buffer;
         freed = true;
-        if (type == FrameDescriptor.EAGER) {
+        if (type == FrameDescriptor.EAGER || (type == FrameDescriptor.RNDV_SHARED && sendEnded && returned && !abandoned)) {
             link = null;
             transport.frames().give(this);
         }

@@ -50,6 +50,8 @@ final class PeerMemory {
     private int liveCount;
     private boolean closed;
     private long closedAtNanos;
+    /** Views kept per slab at most ({@link Slab#view}): one per 4 KiB of a 256 MiB slab. */
+    private static final int MAX_VIEWS = 1 << 16;
     /** The slab of the last view made. */
     private Slab lastSlab;
     /** Why the last {@link #view} failed, for the link's failure. */
@@ -63,11 +65,33 @@ final class PeerMemory {
         int inUse;
         boolean retired;
         private boolean unmapped;
+        /**
+         * Views handed out lately, by offset and length: a sender reuses its buffers, so the same
+         * views come back, and one made once serves every message that names it again.
+         */
+        private MemorySegment[] views;
 
         Slab(int index, Arena arena, MemorySegment segment) {
             this.index = index;
             this.arena = arena;
             this.segment = segment;
+        }
+
+        /**
+         * The view of {@code length} bytes at {@code offset} (checked by the caller), made once and
+         * kept: one per 4 KiB of the slab, the last made there (messages by reference are larger).
+         */
+        MemorySegment view(long offset, long length) {
+            if (views == null) {
+                views = new MemorySegment[(int) Math.min(MAX_VIEWS, (segment.byteSize() + 4095) >>> 12)];
+            }
+            int i = (int) ((offset >>> 12) % views.length);
+            MemorySegment v = views[i];
+            if (v == null || v.address() != segment.address() + offset || v.byteSize() != length) {
+                v = segment.asSlice(offset, length);
+                views[i] = v;
+            }
+            return v;
         }
     }
 
@@ -121,7 +145,7 @@ final class PeerMemory {
         }
         slab.inUse++;
         lastSlab = slab;
-        return slab.segment.asSlice(offset, length);
+        return slab.view(offset, length);
     }
 
     /** The slab the last view came from, for its {@link #release}. */

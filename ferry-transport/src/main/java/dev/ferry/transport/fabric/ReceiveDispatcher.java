@@ -252,11 +252,7 @@ final class ReceiveDispatcher {
                     : "a message by reference: " + memory.refusal());
             return;
         }
-        InboundFrame message = new InboundFrame(link, stream, buffer, false, length, view);
-        message.cookie = FrameDescriptor.cookie(frame);
-        message.shared = memory.lastSlab();
-        message.complete = true;
-        deliverInOrder(message);
+        deliverInOrder(eagerFrame(buffer).byReference(link, stream, view, FrameDescriptor.cookie(frame), memory.lastSlab()));
     }
 
     /** Delivers a complete message now, or behind its stream's messages still being pulled. */

@@ -1,5 +1,6 @@
 package dev.ferry.transport.fabric;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.foreign.ValueLayout;
@@ -31,6 +32,8 @@ class SteadyStateAllocationTest extends FabricTransportFixture {
     private static final double SENDING_BOUND = 32;
     /** A 24-byte handle per delivered message. */
     private static final double PROGRESS_BOUND = 40;
+    /** The size, and threshold, of the messages sent by reference. */
+    private static final int BY_REFERENCE = 16 * 1024;
     private static final com.sun.management.ThreadMXBean THREADS =
             (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
 
@@ -65,12 +68,59 @@ class SteadyStateAllocationTest extends FabricTransportFixture {
         assertTrue(perSending < SENDING_BOUND && perSendProgress < PROGRESS_BOUND && perReceiveProgress < PROGRESS_BOUND, figures);
     }
 
+    /**
+     * Messages by reference ({@link TransportConfig#sharedSendBytes}): the sender's awaited
+     * releases and the receiver's frames and views are reused, so that beyond the handles above
+     * nothing is allocated per message either. The receive side owes each release and sends it
+     * 32 at a time (no eager frame goes back here to carry them).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void messagesByReferenceAllocateNothingPerMessage(String provider) throws Exception {
+        AtomicLong received = new AtomicLong();
+        TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 16L << 20, 16L << 20)
+                .withSharedSendBytes(BY_REFERENCE);
+        Transport receiver = open(config, (from, message) -> {
+            message.segment().get(ValueLayout.JAVA_LONG_UNALIGNED, BY_REFERENCE - 8);
+            message.release();
+            received.incrementAndGet();
+        });
+        Transport sender = open(config, (from, message) -> message.release());
+        Peer peer = sender.connect(receiver.localAddress());
+        long senderProgress = progressThread(sender);
+        long receiverProgress = progressThread(receiver);
+
+        stream(peer, received, MESSAGES, BY_REFERENCE);
+        long sending = THREADS.getCurrentThreadAllocatedBytes();
+        long sendProgress = THREADS.getThreadAllocatedBytes(senderProgress);
+        long receiveProgress = THREADS.getThreadAllocatedBytes(receiverProgress);
+        long sharedBefore = ((FabricTransport) sender).counters.sharedSent.sum();
+        stream(peer, received, MESSAGES, BY_REFERENCE);
+        long shared = ((FabricTransport) sender).counters.sharedSent.sum() - sharedBefore;
+        double perSending = (THREADS.getCurrentThreadAllocatedBytes() - sending) / (double) MESSAGES;
+        double perSendProgress = (THREADS.getThreadAllocatedBytes(senderProgress) - sendProgress) / (double) MESSAGES;
+        double perReceiveProgress = (THREADS.getThreadAllocatedBytes(receiverProgress) - receiveProgress)
+                / (double) MESSAGES;
+
+        String figures = String.format("%s by reference: B/msg sending thread %.1f, sender's progress %.1f,"
+                + " receiver's progress %.1f; %d of %d by reference", provider, perSending, perSendProgress,
+                perReceiveProgress, shared, MESSAGES);
+        System.out.println(figures);
+        assertEquals(MESSAGES, shared, figures);
+        assertTrue(perSending < SENDING_BOUND && perSendProgress < PROGRESS_BOUND && perReceiveProgress < PROGRESS_BOUND, figures);
+    }
+
     /** Sends {@code n} 64-byte messages with tryAllocate and trySend and waits until all arrived. */
     private static void stream(Peer peer, AtomicLong received, int n) throws InterruptedException {
+        stream(peer, received, n, 64);
+    }
+
+    /** Sends {@code n} messages of {@code size} bytes with tryAllocate and trySend and waits until all arrived. */
+    private static void stream(Peer peer, AtomicLong received, int n, int size) throws InterruptedException {
         long target = received.get() + n;
         for (int i = 0; i < n; i++) {
             OutboundMessage message;
-            while ((message = peer.tryAllocate(64)) == null) {
+            while ((message = peer.tryAllocate(size)) == null) {
                 Thread.onSpinWait();
             }
             message.segment().set(ValueLayout.JAVA_LONG_UNALIGNED, 0, i);

@@ -40,32 +40,8 @@ class SteadyStateAllocationTest extends FabricTransportFixture {
     @ParameterizedTest
     @ValueSource(strings = {"shm", "tcp"})
     void smallMessagesAllocateNothingPerMessage(String provider) throws Exception {
-        AtomicLong received = new AtomicLong();
         TransportConfig config = TransportConfig.defaults(provider).withPools(16L << 20, 16L << 20, 16L << 20);
-        Transport receiver = open(config, (from, message) -> {
-            message.segment().get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
-            message.release();
-            received.incrementAndGet();
-        });
-        Transport sender = open(config, (from, message) -> message.release());
-        Peer peer = sender.connect(receiver.localAddress());
-        long senderProgress = progressThread(sender);
-        long receiverProgress = progressThread(receiver);
-
-        stream(peer, received, MESSAGES); // warm-up: pools filled, code compiled
-        long sending = THREADS.getCurrentThreadAllocatedBytes();
-        long sendProgress = THREADS.getThreadAllocatedBytes(senderProgress);
-        long receiveProgress = THREADS.getThreadAllocatedBytes(receiverProgress);
-        stream(peer, received, MESSAGES);
-        double perSending = (THREADS.getCurrentThreadAllocatedBytes() - sending) / (double) MESSAGES;
-        double perSendProgress = (THREADS.getThreadAllocatedBytes(senderProgress) - sendProgress) / (double) MESSAGES;
-        double perReceiveProgress = (THREADS.getThreadAllocatedBytes(receiverProgress) - receiveProgress)
-                / (double) MESSAGES;
-
-        String figures = String.format("%s: B/msg sending thread %.1f, sender's progress %.1f, receiver's progress %.1f",
-                provider, perSending, perSendProgress, perReceiveProgress);
-        System.out.println(figures);
-        assertTrue(perSending < SENDING_BOUND && perSendProgress < PROGRESS_BOUND && perReceiveProgress < PROGRESS_BOUND, figures);
+        assertNothingPerMessage(provider, config, 64, false);
     }
 
     /**
@@ -77,11 +53,21 @@ class SteadyStateAllocationTest extends FabricTransportFixture {
     @ParameterizedTest
     @ValueSource(strings = {"shm", "tcp"})
     void messagesByReferenceAllocateNothingPerMessage(String provider) throws Exception {
-        AtomicLong received = new AtomicLong();
         TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 16L << 20, 16L << 20)
                 .withSharedSendBytes(BY_REFERENCE);
+        assertNothingPerMessage(provider + " by reference", config, BY_REFERENCE, true);
+    }
+
+    /**
+     * Streams {@link #MESSAGES} messages of {@code size} bytes twice (the first time to warm up:
+     * pools filled, code compiled) and checks what the second time allocated per message on the
+     * sending thread and both progress threads; {@code byReference}: every message went so.
+     */
+    private void assertNothingPerMessage(String label, TransportConfig config, int size, boolean byReference)
+            throws Exception {
+        AtomicLong received = new AtomicLong();
         Transport receiver = open(config, (from, message) -> {
-            message.segment().get(ValueLayout.JAVA_LONG_UNALIGNED, BY_REFERENCE - 8);
+            message.segment().get(ValueLayout.JAVA_LONG_UNALIGNED, size - 8);
             message.release();
             received.incrementAndGet();
         });
@@ -90,29 +76,23 @@ class SteadyStateAllocationTest extends FabricTransportFixture {
         long senderProgress = progressThread(sender);
         long receiverProgress = progressThread(receiver);
 
-        stream(peer, received, MESSAGES, BY_REFERENCE);
+        stream(peer, received, MESSAGES, size);
         long sending = THREADS.getCurrentThreadAllocatedBytes();
         long sendProgress = THREADS.getThreadAllocatedBytes(senderProgress);
         long receiveProgress = THREADS.getThreadAllocatedBytes(receiverProgress);
         long sharedBefore = ((FabricTransport) sender).counters.sharedSent.sum();
-        stream(peer, received, MESSAGES, BY_REFERENCE);
+        stream(peer, received, MESSAGES, size);
         long shared = ((FabricTransport) sender).counters.sharedSent.sum() - sharedBefore;
         double perSending = (THREADS.getCurrentThreadAllocatedBytes() - sending) / (double) MESSAGES;
         double perSendProgress = (THREADS.getThreadAllocatedBytes(senderProgress) - sendProgress) / (double) MESSAGES;
         double perReceiveProgress = (THREADS.getThreadAllocatedBytes(receiverProgress) - receiveProgress)
                 / (double) MESSAGES;
 
-        String figures = String.format("%s by reference: B/msg sending thread %.1f, sender's progress %.1f,"
-                + " receiver's progress %.1f; %d of %d by reference", provider, perSending, perSendProgress,
-                perReceiveProgress, shared, MESSAGES);
+        String figures = String.format("%s: B/msg sending thread %.1f, sender's progress %.1f, receiver's progress %.1f;"
+                + " %d of %d by reference", label, perSending, perSendProgress, perReceiveProgress, shared, MESSAGES);
         System.out.println(figures);
-        assertEquals(MESSAGES, shared, figures);
+        assertEquals(byReference ? MESSAGES : 0, shared, figures);
         assertTrue(perSending < SENDING_BOUND && perSendProgress < PROGRESS_BOUND && perReceiveProgress < PROGRESS_BOUND, figures);
-    }
-
-    /** Sends {@code n} 64-byte messages with tryAllocate and trySend and waits until all arrived. */
-    private static void stream(Peer peer, AtomicLong received, int n) throws InterruptedException {
-        stream(peer, received, n, 64);
     }
 
     /** Sends {@code n} messages of {@code size} bytes with tryAllocate and trySend and waits until all arrived. */

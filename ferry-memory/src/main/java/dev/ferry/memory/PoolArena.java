@@ -21,8 +21,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * on another, a class's runs empty and fill in turn; a run given back at once would be carved
  * again, with new buffer objects, moments later.
  *
- * <p>The quota bounds the pool's slabs plus its large buffers in use. Slabs are never given back
- * before the allocator closes: they were registered once to be used for the life of the process.
+ * <p>The quota bounds the pool's slabs plus its large buffers in use. Slabs are registered once
+ * to be used for the life of the process: one is given back before the allocator closes only when
+ * no run uses it and a large buffer needs its share of the quota.
  */
 final class PoolArena {
 
@@ -149,9 +150,15 @@ final class PoolArena {
         }
     }
 
-    /** Disposes every run no slot of which is out, in every class; how many (the caller holds the lock). */
-    private int disposeUnusedRuns() {
-        int disposed = 0;
+    /** Disposes every run no slot of which is out, in every class (the caller holds the lock). */
+    private void disposeUnusedRuns() {
+        while (disposeOneUnusedRun()) {
+            // one at a time
+        }
+    }
+
+    /** Disposes one run no slot of which is out, of any class; false if there is none (the caller holds the lock). */
+    private boolean disposeOneUnusedRun() {
         for (var sizeClass : classes) {
             for (var it = sizeClass.runs.iterator(); it.hasNext(); ) {
                 Run run = it.next();
@@ -160,11 +167,11 @@ final class PoolArena {
                     run.available = false;
                     run.dispose();
                     run.slab.free(run.page, run.order);
-                    disposed++;
+                    return true;
                 }
             }
         }
-        return disposed;
+        return false;
     }
 
     /** Counts a large buffer against the quota; false when it does not fit. */
@@ -206,19 +213,16 @@ final class PoolArena {
     private Run newRun(int classIndex) {
         long runBytes = SizeClasses.runBytes(SizeClasses.size(classIndex));
         int order = Long.numberOfTrailingZeros(runBytes >>> SizeClasses.PAGE_SHIFT);
-        for (int attempt = 0; attempt < 2; attempt++) {
+        // The slabs full, unused runs (of any class) give their pages back one at a time until
+        // one run of this order fits, before the pool grows.
+        do {
             for (Slab slab : slabs) {
                 int page = slab.allocate(order);
                 if (page >= 0) {
                     return new Run(this, slab, page, order, classIndex);
                 }
             }
-            // The slabs are full: the spare runs of every class give their pages back before
-            // the pool grows.
-            if (attempt == 0 && disposeUnusedRuns() == 0) {
-                break;
-            }
-        }
+        } while (disposeOneUnusedRun());
         long room = quota - slabBytes - largeBytes;
         long size = Math.min(slabBytesWanted, room <= 0 ? 0 : Long.highestOneBit(room));
         if (size < runBytes) {

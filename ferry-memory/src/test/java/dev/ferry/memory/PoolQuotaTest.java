@@ -8,7 +8,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -148,6 +152,7 @@ class PoolQuotaTest {
             }
         }
     }
+
     /**
      * Buffers allocated on one thread and freed on another come back as the same objects: a run
      * whose slots all came back keeps them until the slabs are full, instead of giving its pages
@@ -160,8 +165,8 @@ class PoolQuotaTest {
         long quota = 8L * MIB;
         AllocatorConfig config = twoMebibytesEach().withQuota(PoolKind.SEND, quota);
         try (RegisteredAllocator allocator = new RegisteredAllocator(MemoryRegistrar.NONE, config)) {
-            java.util.Set<RegisteredBuffer> seen = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
-            var inFlight = new java.util.concurrent.ArrayBlockingQueue<RegisteredBuffer>(300);
+            Set<RegisteredBuffer> seen = Collections.newSetFromMap(new IdentityHashMap<>());
+            ArrayBlockingQueue<RegisteredBuffer> inFlight = new ArrayBlockingQueue<>(300);
             RegisteredBuffer end = allocator.tryAllocate(PoolKind.SEND, size);
             Thread consumer = Thread.ofPlatform().start(() -> {
                 try {
@@ -172,15 +177,18 @@ class PoolQuotaTest {
                     Thread.currentThread().interrupt();
                 }
             });
-            for (int i = 0; i < 50_000; i++) {
-                RegisteredBuffer b = allocator.tryAllocate(PoolKind.SEND, size);
-                assertNotNull(b, "allocation " + i);
-                seen.add(b);
-                inFlight.put(b);
+            try {
+                for (int i = 0; i < 50_000; i++) {
+                    RegisteredBuffer b = allocator.tryAllocate(PoolKind.SEND, size);
+                    assertNotNull(b, "allocation " + i);
+                    seen.add(b);
+                    inFlight.put(b);
+                }
+            } finally {
+                inFlight.put(end); // the consumer stops and frees what it was given, also after a failure
+                consumer.join();
+                end.release();
             }
-            inFlight.put(end);
-            consumer.join();
-            end.release();
             assertTrue(seen.size() <= quota / size, seen.size() + " buffer objects for " + quota / size + " slots");
         }
     }

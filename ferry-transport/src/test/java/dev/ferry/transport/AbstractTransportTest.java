@@ -593,7 +593,7 @@ public abstract class AbstractTransportTest {
     }
 
     @Test
-    @Timeout(120)
+    @Timeout(240)
     protected void manyPeersSharingOneReceiverAllMakeProgress() throws Exception {
         int clients = clientPeers();
         int streams = 2;

@@ -8,7 +8,8 @@ import java.util.function.Predicate;
 /**
  * Sends by their cookie (a positive {@code long}, 0 free): open addressing with linear probing
  * and deletion by backward shift, so that a put, get or remove allocates nothing once the table
- * has grown to the number of sends in flight. One owning thread (the progress thread).
+ * has grown to the number of sends in flight. Owned by the fabric token's holder (the progress
+ * thread, or a caller posting its own send).
  *
  * @param <V> what a cookie names
  */
@@ -18,8 +19,9 @@ final class CookieMap<V> {
     private Object[] values;
     private int size;
 
+    /** A map that holds {@code initialCapacity} mappings before it first grows. */
     CookieMap(int initialCapacity) {
-        int capacity = Integer.highestOneBit(Math.max(16, initialCapacity) * 2 - 1);
+        int capacity = Integer.highestOneBit(Math.max(16, initialCapacity) * 4 - 1); // at most half full
         keys = new long[capacity];
         values = new Object[capacity];
     }

@@ -18,6 +18,7 @@ final class InboundFrame {
     Link link;
     int stream;
     final RegisteredBuffer buffer;
+    /** The frame of a receive buffer: an eager message, or one by reference (then {@link #shared} is set). */
     final boolean eager;
     long length;
     MemorySegment view;

@@ -26,7 +26,7 @@ final class OutboundFrame {
     private MemorySegment payload;
     private RegisteredBuffer payloadOf;
     int length;
-    /** Control frames: type; messages: EAGER or RNDV_REQ once sent. */
+    /** Control frames: type; messages: EAGER, RNDV_REQ or RNDV_SHARED once sent. */
     byte type;
     int stream;
     long cookie;

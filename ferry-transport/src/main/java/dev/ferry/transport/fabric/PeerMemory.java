@@ -50,12 +50,16 @@ final class PeerMemory {
     private int liveCount;
     private boolean closed;
     private long closedAtNanos;
-    /** Views kept per slab at most ({@link Slab#view}): one per 4 KiB of a 256 MiB slab. */
-    private static final int MAX_VIEWS = 1 << 16;
     /** The slab of the last view made. */
     private Slab lastSlab;
     /** Why the last {@link #view} failed, for the link's failure. */
     private String refusal;
+
+    /**
+     * Views kept per slab at most ({@link Slab#view}): one per 4 KiB of a 16 MiB slab (the
+     * allocator's), 32 KiB of references; larger slabs share the entries.
+     */
+    private static final int MAX_VIEWS = 1 << 12;
 
     /** One mapped slab of the peer and the messages delivered from it and not yet released. */
     static final class Slab {

@@ -232,7 +232,14 @@ class LinkLifecycleTest extends FabricTransportFixture {
             // On its way, and not yet being pulled: the server had posted no read. Over one TCP
             // socket (tcp's connected endpoints), what is sent once the pull's data streams back
             // lands behind it on the wire, which says nothing of the transport's own queues.
-            boolean postedInFlight = ((FabricTransport) server).pulls.readsPosted() == 0
+            // Posted means posted to libfabric (a send handed to the progress thread is posted a
+            // moment later): once all are, the server must not have posted a read yet.
+            long postedBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+            while (client.counters().eagerSent() < small && System.nanoTime() < postedBy) {
+                Thread.onSpinWait();
+            }
+            boolean allPosted = client.counters().eagerSent() >= small;
+            boolean postedInFlight = allPosted && ((FabricTransport) server).pulls.readsPosted() == 0
                     && !futures.get(0).isDone() && !order.contains(large);
             assertTrue(all.await(30, TimeUnit.SECONDS), "delivered " + order.size() + " of " + (small + 1));
             for (CompletableFuture<Void> f : futures) {

@@ -53,6 +53,7 @@ class SteadyStateAllocationTest extends FabricTransportFixture {
     @ParameterizedTest
     @ValueSource(strings = {"shm", "tcp"})
     void messagesByReferenceAllocateNothingPerMessage(String provider) throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(dev.ferry.memory.SharedMemory.available(), "no memfd here");
         TransportConfig config = TransportConfig.defaults(provider).withPools(32L << 20, 16L << 20, 16L << 20)
                 .withSharedSendBytes(BY_REFERENCE);
         assertNothingPerMessage(provider + " by reference", config, BY_REFERENCE, true);

@@ -152,8 +152,8 @@ final class PoolArena {
 
     /** Disposes every run no slot of which is out, in every class (the caller holds the lock). */
     private void disposeUnusedRuns() {
-        while (disposeOneUnusedRun()) {
-            // one at a time
+        for (var sizeClass : classes) {
+            sizeClass.runs.removeIf(PoolArena::disposedIfUnused);
         }
     }
 
@@ -161,17 +161,24 @@ final class PoolArena {
     private boolean disposeOneUnusedRun() {
         for (var sizeClass : classes) {
             for (var it = sizeClass.runs.iterator(); it.hasNext(); ) {
-                Run run = it.next();
-                if (run.unused()) {
+                if (disposedIfUnused(it.next())) {
                     it.remove();
-                    run.available = false;
-                    run.dispose();
-                    run.slab.free(run.page, run.order);
                     return true;
                 }
             }
         }
         return false;
+    }
+
+    /** Gives {@code run}'s pages back to its slab if none of its slots is out; whether it did (the caller unlists it). */
+    private static boolean disposedIfUnused(Run run) {
+        if (!run.unused()) {
+            return false;
+        }
+        run.available = false;
+        run.dispose();
+        run.slab.free(run.page, run.order);
+        return true;
     }
 
     /** Counts a large buffer against the quota; false when it does not fit. */

@@ -192,4 +192,25 @@ class PoolQuotaTest {
             assertTrue(seen.size() <= quota / size, seen.size() + " buffer objects for " + quota / size + " slots");
         }
     }
+    /**
+     * Runs that keep their emptied slots still give their pages to another size class once the
+     * pool is full: the whole quota in 4 KiB buffers, all released, then the whole quota again in
+     * 64 KiB buffers.
+     */
+    @Test
+    void emptiedRunsGiveTheirPagesToAnotherSizeClassWhenThePoolIsFull() {
+        AllocatorConfig config = twoMebibytesEach().withQuota(PoolKind.SEND, MIB);
+        try (RegisteredAllocator allocator = new RegisteredAllocator(MemoryRegistrar.NONE, config)) {
+            List<RegisteredBuffer> small = exhaust(allocator, PoolKind.SEND);
+            assertEquals(MIB / SIZE, small.size());
+            small.forEach(RegisteredBuffer::release);
+            int large = 64 * 1024;
+            List<RegisteredBuffer> taken = new ArrayList<>();
+            for (RegisteredBuffer b; (b = allocator.tryAllocate(PoolKind.SEND, large)) != null; ) {
+                taken.add(b);
+            }
+            assertEquals(MIB / large, taken.size(), "the small class's emptied runs must make room");
+            taken.forEach(RegisteredBuffer::release);
+        }
+    }
 }

@@ -102,11 +102,7 @@ final class AwaitedReleases {
         for (OutboundFrame frame : byCookie.removeIf(f -> f.peer == peer)) {
             keys.revoke(frame.cookie);
             if (frame.type == FrameDescriptor.RNDV_SHARED) {
-                if (!frame.delivered) {
-                    window.release(frame.link, frame.length);
-                    frame.settleEarly(SendPump.asFailure(cause));
-                }
-                lend(frame, now);
+                abandon(frame, cause, now);
             } else {
                 window.release(frame.link, frame.length);
                 frame.free();
@@ -116,10 +112,15 @@ final class AwaitedReleases {
     }
 
     /**
-     * Keeps the buffer of a failed message by reference out of use for the grace: its peer may
-     * still read it. Settled already; nothing but the buffer's return is left.
+     * A message by reference failed (its peer, or its send in error) before its release: settled
+     * with {@code cause} unless delivered already, and its buffer kept out of use for the grace,
+     * since the peer may still read it.
      */
-    void lend(OutboundFrame frame, long now) {
+    void abandon(OutboundFrame frame, Throwable cause, long now) {
+        if (!frame.delivered) {
+            window.release(frame.link, frame.length);
+            frame.settleEarly(SendPump.asFailure(cause));
+        }
         frame.abandoned = true;
         frame.lentUntil = now + LENT_GRACE_NANOS;
         lent.add(frame);

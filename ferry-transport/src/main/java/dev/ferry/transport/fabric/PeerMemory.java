@@ -50,9 +50,7 @@ final class PeerMemory {
     private int liveCount;
     private boolean closed;
     private long closedAtNanos;
-    /** The slab of the last view made. */
-    private Slab lastSlab;
-    /** Why the last {@link #view} failed, for the link's failure. */
+    /** Why the last {@link #acquire} failed, for the link's failure. */
     private String refusal;
 
     /**
@@ -82,7 +80,7 @@ final class PeerMemory {
         }
 
         /**
-         * The view of {@code length} bytes at {@code offset} (checked by the caller), made once and
+         * The view of {@code length} bytes at {@code offset} (checked by {@link #acquire}), made once and
          * kept: one per 4 KiB of the slab, the last made there (messages by reference are larger).
          */
         MemorySegment view(long offset, long length) {
@@ -124,12 +122,12 @@ final class PeerMemory {
     }
 
     /**
-     * The view of {@code length} bytes at {@code offset} of slab {@code index} (descriptor
-     * {@code fd} in the peer), counted as in use until {@link #release} of {@link #lastSlab()};
-     * null if the peer named memory it does not have or that cannot be mapped ({@link #refusal}
-     * says why).
+     * Slab {@code index} (descriptor {@code fd} in the peer), checked to hold {@code length}
+     * bytes at {@code offset} ({@link Slab#view} makes the view) and counted as in use until
+     * {@link #release}; null if the peer named memory it does not have or that cannot be mapped
+     * ({@link #refusal} says why).
      */
-    MemorySegment view(int index, int fd, long offset, long length) {
+    Slab acquire(int index, int fd, long offset, long length) {
         assert !closed;
         if (index < 0) {
             refusal = "slab index " + index + " out of range";
@@ -148,13 +146,7 @@ final class PeerMemory {
             return null;
         }
         slab.inUse++;
-        lastSlab = slab;
-        return slab.view(offset, length);
-    }
-
-    /** The slab the last view came from, for its {@link #release}. */
-    Slab lastSlab() {
-        return lastSlab;
+        return slab;
     }
 
     /** A message delivered from {@code slab} was released; a retired slab is unmapped with its last. */
@@ -164,7 +156,7 @@ final class PeerMemory {
         }
     }
 
-    /** Why the last view was refused. */
+    /** Why the last {@link #acquire} was refused. */
     String refusal() {
         return refusal;
     }

@@ -243,16 +243,17 @@ final class ReceiveDispatcher {
     private void shared(RegisteredBuffer buffer, Link link, int stream, MemorySegment frame) {
         PeerMemory memory = link.peer.memory;
         long length = FrameDescriptor.length(frame);
-        int slab = FrameDescriptor.sharedSlab(frame);
-        MemorySegment view = memory == null ? null
-                : memory.view(slab, FrameDescriptor.sharedFd(frame), FrameDescriptor.remoteAddress(frame), length);
-        if (view == null) {
+        long offset = FrameDescriptor.remoteAddress(frame);
+        PeerMemory.Slab slab = memory == null ? null
+                : memory.acquire(FrameDescriptor.sharedSlab(frame), FrameDescriptor.sharedFd(frame), offset, length);
+        if (slab == null) {
             recycle(buffer, link);
             transport.links.linkFailure(link, memory == null ? "a message by reference from a peer whose memory is not mapped"
                     : "a message by reference: " + memory.refusal());
             return;
         }
-        deliverInOrder(eagerFrame(buffer).byReference(link, stream, view, FrameDescriptor.cookie(frame), memory.lastSlab()));
+        deliverInOrder(eagerFrame(buffer).byReference(link, stream, slab.view(offset, length), FrameDescriptor.cookie(frame),
+                slab));
     }
 
     /** Delivers a complete message now, or behind its stream's messages still being pulled. */

@@ -427,9 +427,7 @@ final class SendPump {
             }
             // Failed in error, but the peer may have the frame: its buffer is lent, not reused at once.
             frame.sendEnded = true;
-            window.release(link, frame.length);
-            frame.settleEarly(asFailure(cause));
-            awaited.lend(frame, System.nanoTime());
+            awaited.abandon(frame, cause, System.nanoTime());
             return;
         } else if (!pending && frame.type == FrameDescriptor.RNDV_REQ) {
             return;

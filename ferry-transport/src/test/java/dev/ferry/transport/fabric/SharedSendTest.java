@@ -252,37 +252,39 @@ class SharedSendTest extends FabricTransportFixture {
                 int slab = buffer.slabIndex();
                 int fd = buffer.sharedFd();
                 long offset = buffer.slabOffset();
-                MemorySegment view = memory.view(slab, fd, offset, 4096);
-                assertNotNull(view, memory.refusal());
+                PeerMemory.Slab acquired = memory.acquire(slab, fd, offset, 4096);
+                assertNotNull(acquired, memory.refusal());
+                MemorySegment view = acquired.view(offset, 4096);
                 assertEquals(0x5eed_1234_5678L, view.get(ValueLayout.JAVA_LONG_UNALIGNED, 0));
-                memory.release(memory.lastSlab());
+                memory.release(acquired);
 
-                assertNull(memory.view(slab, fd, (1L << 20) - 100, 200));
+                assertNull(memory.acquire(slab, fd, (1L << 20) - 100, 200));
                 assertTrue(memory.refusal().contains("outside slab"), memory.refusal());
-                assertNull(memory.view(slab, fd, -8, 16));
-                assertNull(memory.view(slab, fd, 0, 0));
-                assertNull(memory.view(slab, fd, Long.MAX_VALUE - 10, 100), "no overflow past the slab");
-                assertNull(memory.view(-1, fd, 0, 16));
+                assertNull(memory.acquire(slab, fd, -8, 16));
+                assertNull(memory.acquire(slab, fd, 0, 0));
+                assertNull(memory.acquire(slab, fd, Long.MAX_VALUE - 10, 100), "no overflow past the slab");
+                assertNull(memory.acquire(-1, fd, 0, 16));
                 assertTrue(memory.refusal().contains("out of range"), memory.refusal());
-                assertNull(memory.view(1 << 30, fd, 0, 16), "an index far past any slab: looked up, not allocated for");
-                assertNull(memory.view(slab + 1, allocator.sharedProbeFd(), 0, 16),
+                assertNull(memory.acquire(1 << 30, fd, 0, 16), "an index far past any slab: looked up, not allocated for");
+                assertNull(memory.acquire(slab + 1, allocator.sharedProbeFd(), 0, 16),
                         "a descriptor that is not the slab it names");
                 assertTrue(memory.refusal().contains("cannot map slab"), memory.refusal());
-                assertNull(memory.view(slab + 2, 1 << 20, 0, 16), "a descriptor that is not open");
-                assertNull(memory.view(slab + 3, 0, 0, 16), "standard input: not a memory file, never opened");
+                assertNull(memory.acquire(slab + 2, 1 << 20, 0, 16), "a descriptor that is not open");
+                assertNull(memory.acquire(slab + 3, 0, 0, 16), "standard input: not a memory file, never opened");
                 assertTrue(memory.refusal().contains("not /memfd:"), memory.refusal());
                 assertEquals(1, memory.mapped());
 
                 // A held view of a gone peer: readable until the grace ends, then it throws.
-                MemorySegment held = memory.view(slab, fd, offset, 64);
-                assertNotNull(held);
+                PeerMemory.Slab heldSlab = memory.acquire(slab, fd, offset, 64);
+                assertNotNull(heldSlab);
+                MemorySegment held = heldSlab.view(offset, 64);
                 long gone = System.nanoTime();
                 memory.close(gone);
                 assertEquals(0x5eed_1234_5678L, held.get(ValueLayout.JAVA_LONG_UNALIGNED, 0));
                 assertFalse(memory.expire(gone + PeerMemory.RETIRED_GRACE_NANOS - 1), "still held, within the grace");
                 assertTrue(memory.expire(gone + PeerMemory.RETIRED_GRACE_NANOS), "unmapped at the grace's end");
                 assertThrows(IllegalStateException.class, () -> held.get(ValueLayout.JAVA_BYTE, 0));
-                memory.release(memory.lastSlab()); // the late release finds it unmapped already
+                memory.release(heldSlab); // the late release finds it unmapped already
             } finally {
                 buffer.release();
                 memory.closeAll();

@@ -8,7 +8,11 @@ import java.lang.foreign.MemorySegment;
  */
 public interface OutboundMessage {
 
-    /** The writable bytes of the message; its size is the message length. */
+    /**
+     * The writable bytes of the message; its size is the message length. Once the transport has
+     * closed, the memory is gone: reads and writes through the segment throw
+     * {@link IllegalStateException}, also one under way when the close comes.
+     */
     MemorySegment segment();
 
     /** Shrinks the message to its first {@code length} bytes (encoders that over-allocate). */

@@ -42,7 +42,12 @@ public interface Transport extends AutoCloseable {
         return done.isDone();
     }
 
-    /** Closes every link and frees every buffer; messages not yet delivered fail their futures. */
+    /**
+     * Closes every link and frees every buffer; messages not yet delivered fail their futures.
+     * Segments of messages the application still holds throw {@link IllegalStateException} from
+     * then on; calls on the transport and its peers throw {@link TransportException} with reason
+     * {@code CLOSED}.
+     */
     @Override
     void close();
 }

@@ -145,7 +145,7 @@ public final class RpcChannel {
         client.deadlines.watch(call.deadlineNanos);
         Session s = sessions.current();
         if (s != null && s.live()) {
-            send(call, s);
+            send(call, s, true);
         }
         return call.future;
     }
@@ -189,6 +189,14 @@ public final class RpcChannel {
 
     /** Sends {@code call} on {@code s} unless it is already in flight on a live session. */
     void send(Call call, Session s) {
+        send(call, s, false);
+    }
+
+    /**
+     * {@link #send(Call, Session)}; {@code justOpened} when the call was opened a moment ago, so
+     * that, unless the send waits for a buffer, its whole deadline is left without reading the clock.
+     */
+    private void send(Call call, Session s, boolean justOpened) {
         Session prev;
         do {
             prev = call.sentOn();
@@ -210,6 +218,7 @@ public final class RpcChannel {
             try {
                 message = s.peer.allocate(RpcDescriptor.HEADER + call.length);
             } catch (RuntimeException e) {
+                justOpened = false;
                 switch (TransportException.reasonOf(e, Reason.UNSPECIFIED)) {
                     case POOL_EXHAUSTED -> { } // back-pressure: the caller waits for it, within its deadline
                     case BAD_INPUT, LIMIT_REACHED, INTERRUPTED -> {
@@ -239,7 +248,8 @@ public final class RpcChannel {
         }
         boolean retry = prev != null;
         MemorySegment frame = message.segment();
-        long leftMicros = Math.max(1, TimeUnit.NANOSECONDS.toMicros(call.deadlineNanos - System.nanoTime()));
+        long leftMicros = justOpened && !retry ? TimeUnit.MILLISECONDS.toMicros(call.deadlineMillis)
+                : Math.max(1, TimeUnit.NANOSECONDS.toMicros(call.deadlineNanos - System.nanoTime()));
         byte flags = (byte) ((call.method.idempotent() ? RpcDescriptor.FLAG_IDEMPOTENT : 0)
                 | (retry ? RpcDescriptor.FLAG_RETRY : 0));
         RpcDescriptor.write(frame, RpcDescriptor.REQUEST, flags, call.method.id(), client.clientId, call.id, leftMicros,
@@ -286,7 +296,12 @@ public final class RpcChannel {
 
     /** Tells the observer and, past the slow-call threshold, the flight recorder. */
     private void completed(Call call, boolean ok) {
-        long nanos = System.nanoTime() - call.startNanos;
+        completed(call, ok, System.nanoTime());
+    }
+
+    /** {@link #completed(Call, boolean)} at {@code now}, a clock reading the caller took. */
+    private void completed(Call call, boolean ok, long now) {
+        long nanos = now - call.startNanos;
         if (ok) {
             // Samples count up to twice the spin at most: one stall of the host must not stop the
             // spinning for hundreds of calls. A lost update among racing callers does no harm.
@@ -360,7 +375,8 @@ public final class RpcChannel {
             message.release();
             return;
         }
-        s.lastHeardNanos = System.nanoTime();
+        long now = System.nanoTime();
+        s.lastHeardNanos = now;
         byte type = RpcDescriptor.type(frame);
         if ((type == RpcDescriptor.CHALLENGE || type == RpcDescriptor.WELCOME || type == RpcDescriptor.REFUSED)
                 && RpcDescriptor.callId(frame) != s.handshake) {
@@ -375,7 +391,7 @@ public final class RpcChannel {
                     return;
                 }
                 RpcResponse response = new RpcResponse(message);
-                completed(call, true);
+                completed(call, true, now);
                 client.succeeded.increment(); // before completing, so a caller that returns sees it
                 if (!call.future.complete(response)) {
                     client.succeeded.decrement();

@@ -290,7 +290,8 @@ public final class RpcServer implements AutoCloseable {
                     "UnknownMethod", "no handler for method " + methodId, false);
             return;
         }
-        long deadlineNanos = System.nanoTime() + TimeUnit.MICROSECONDS.toNanos(RpcDescriptor.deadlineMicros(frame));
+        long arrived = System.nanoTime();
+        long deadlineNanos = arrived + TimeUnit.MICROSECONDS.toNanos(RpcDescriptor.deadlineMicros(frame));
         long ack = RpcDescriptor.ack(frame);
         if (!registration.method().idempotent()) {
             DedupeTable.Admission admission = dedupe.admit(clientId, callId, ack, from);
@@ -323,25 +324,26 @@ public final class RpcServer implements AutoCloseable {
         boolean inline = registration.method().nonBlocking();
         ServerCall call = new ServerCall(from, registration.method(), clientId, callId, deadlineNanos, message, inline);
         if (inline) {
-            run(call, registration.handler(), stream);
+            run(call, registration.handler(), stream, arrived); // starts now: one clock read per call
             return;
         }
         try {
-            executor.execute(() -> run(call, registration.handler(), stream));
+            executor.execute(() -> run(call, registration.handler(), stream, System.nanoTime()));
         } catch (RejectedExecutionException e) {
             finish(call, stream, RpcDescriptor.STATUS_REMOTE_EXCEPTION, "Rejected", "server is shutting down");
             message.release();
         }
     }
 
-    private void run(ServerCall call, RpcHandler handler, int stream) {
+    /** Runs {@code call}'s handler, which starts at {@code now} (the caller's clock reading), and sends its outcome. */
+    private void run(ServerCall call, RpcHandler handler, int stream, long now) {
         CallKey key = call.inline() ? null : new CallKey(call.clientId(), call.callId());
         int status = 0;
         String errorClass = null;
         String errorMessage = null;
         long started = 0;
         try {
-            if (System.nanoTime() - call.deadlineNanos() > 0) {
+            if (now - call.deadlineNanos() > 0) {
                 deadlinesMissed.increment();
                 status = RpcDescriptor.STATUS_DEADLINE_EXCEEDED;
                 errorClass = "DeadlineExceeded";
@@ -351,7 +353,7 @@ public final class RpcServer implements AutoCloseable {
                     running.put(key, call);
                 }
                 executions.increment();
-                started = System.nanoTime();
+                started = now;
                 handler.handle(call);
                 handled(call, started, true);
             }

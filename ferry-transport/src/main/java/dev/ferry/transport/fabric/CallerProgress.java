@@ -25,6 +25,8 @@ import dev.ferry.fabric.CompletionBatch;
 final class CallerProgress {
 
     private static final int BATCH = 16;
+    /** A polling caller reads the clock once per this many turns ({@link #await}). */
+    private static final int CLOCK_TURNS = 8;
 
     private final FabricTransport transport;
     private final ProgressLoop loop;
@@ -174,7 +176,10 @@ final class CallerProgress {
             return false;
         }
         polling.incrementAndGet();
-        long start = System.nanoTime();
+        // The clock is read every CLOCK_TURNS turns (a reading costs about a turn's poll): the
+        // wait starts at the first reading, so it lasts up to CLOCK_TURNS turns beyond nanos.
+        long start = 0;
+        int turns = 0;
         try {
             do {
                 if (token.tryAcquire()) {
@@ -196,7 +201,15 @@ final class CallerProgress {
                     }
                 }
                 Thread.onSpinWait();
-            } while (!done.isDone() && System.nanoTime() - start < nanos);
+                if (++turns % CLOCK_TURNS == 0) {
+                    long now = System.nanoTime();
+                    if (start == 0) {
+                        start = now;
+                    } else if (now - start >= nanos) {
+                        break;
+                    }
+                }
+            } while (!done.isDone());
             return done.isDone();
         } finally {
             polling.decrementAndGet();

@@ -335,7 +335,11 @@ public final class RpcServer implements AutoCloseable {
         }
     }
 
-    /** Runs {@code call}'s handler, which starts at {@code now} (the caller's clock reading), and sends its outcome. */
+    /**
+     * Runs {@code call}'s handler, which starts at {@code now} (the caller's clock reading), and
+     * sends its outcome; the request's buffer goes back after that (posting a receive costs a
+     * call into the provider, which the client need not wait for).
+     */
     private void run(ServerCall call, RpcHandler handler, int stream, long now) {
         CallKey key = call.inline() ? null : new CallKey(call.clientId(), call.callId());
         int status = 0;
@@ -372,9 +376,12 @@ public final class RpcServer implements AutoCloseable {
             if (key != null) {
                 running.remove(key);
             }
+        }
+        try {
+            finish(call, stream, status, errorClass, errorMessage);
+        } finally {
             call.requestMessage().release();
         }
-        finish(call, stream, status, errorClass, errorMessage);
     }
 
     private void handled(ServerCall call, long started, boolean ok) {

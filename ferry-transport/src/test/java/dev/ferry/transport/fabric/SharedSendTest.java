@@ -184,17 +184,7 @@ class SharedSendTest extends FabricTransportFixture {
         TransportConfig config = config(provider);
         List<InboundMessage> held = new CopyOnWriteArrayList<>();
         AtomicReference<Throwable> closed = new AtomicReference<>();
-        Transport receiver = open(config, new MessageHandler() {
-            @Override
-            public void onMessage(Peer from, InboundMessage message) {
-                held.add(message);
-            }
-
-            @Override
-            public void onPeerClosed(Peer peer, Throwable cause) {
-                closed.set(cause);
-            }
-        });
+        Transport receiver = holdingReceiver(config, held, (peer, cause) -> closed.set(cause));
         Transport sender = open(config, (from, m) -> m.release());
         Peer peer = sender.connect(receiver.localAddress());
         sendSeq(peer, 7, 64 << 10).get(10, TimeUnit.SECONDS);
@@ -228,17 +218,7 @@ class SharedSendTest extends FabricTransportFixture {
         int messages = config.receiveBuffersPerLink() / 2; // held at once: within the link's credits
         List<InboundMessage> held = new CopyOnWriteArrayList<>();
         List<Peer> closed = new CopyOnWriteArrayList<>();
-        Transport receiver = open(config, new MessageHandler() {
-            @Override
-            public void onMessage(Peer from, InboundMessage message) {
-                held.add(message);
-            }
-
-            @Override
-            public void onPeerClosed(Peer peer, Throwable cause) {
-                closed.add(peer);
-            }
-        });
+        Transport receiver = holdingReceiver(config, held, (peer, cause) -> closed.add(peer));
         FabricTransport fabric = (FabricTransport) receiver;
         long receiverSendBuffers = sendPoolBuffers(receiver);
         Transport first = open(config, (from, m) -> m.release());
@@ -371,6 +351,22 @@ class SharedSendTest extends FabricTransportFixture {
             }
             assertFalse(allocator.sharedPrefix().isEmpty());
         }
+    }
+
+    /** A receiver that keeps every message in {@code held} and tells {@code closed} of each peer that goes. */
+    private Transport holdingReceiver(TransportConfig config, List<InboundMessage> held,
+            java.util.function.BiConsumer<Peer, Throwable> closed) {
+        return open(config, new MessageHandler() {
+            @Override
+            public void onMessage(Peer from, InboundMessage message) {
+                held.add(message);
+            }
+
+            @Override
+            public void onPeerClosed(Peer peer, Throwable cause) {
+                closed.accept(peer, cause);
+            }
+        });
     }
 
     private static boolean unmapped(MemorySegment view) {

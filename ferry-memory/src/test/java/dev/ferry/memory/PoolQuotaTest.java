@@ -192,6 +192,7 @@ class PoolQuotaTest {
             assertTrue(seen.size() <= quota / size, seen.size() + " buffer objects for " + quota / size + " slots");
         }
     }
+
     /**
      * Runs that keep their emptied slots still give their pages to another size class once the
      * pool is full: the whole quota in 4 KiB buffers, all released, then the whole quota again in

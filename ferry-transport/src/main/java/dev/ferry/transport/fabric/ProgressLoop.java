@@ -235,10 +235,7 @@ final class ProgressLoop {
     private int idle(int idle, CompletionBatch batch) {
         boolean crowded = pressure.overcommitted();
         if (spun && idle % SPIN_CLOCK_TURNS != 0 && !crowded && !transport.callers.polling()) {
-            lend(); // still within the spin, give or take a few turns
-            Thread.onSpinWait();
-            takeBack();
-            return idle + 1;
+            return spin(idle); // still within the spin, give or take a few turns
         }
         spun = false;
         long now = System.nanoTime();
@@ -248,11 +245,7 @@ final class ProgressLoop {
             return idle + 1;
         }
         if (idleNanos < SPIN_NANOS && !crowded) {
-            lend();
-            Thread.onSpinWait();
-            takeBack();
-            spun = true;
-            return idle + 1;
+            return spin(idle);
         }
         if (idleNanos < pollBudgetNanos && idleGap < pollBudgetNanos && !crowded) {
             lend();
@@ -285,6 +278,15 @@ final class ProgressLoop {
         } finally {
             parked = false;
         }
+        return idle + 1;
+    }
+
+    /** One turn of the spin: the token lent for a moment, so that a caller may post meanwhile. */
+    private int spin(int idle) {
+        lend();
+        Thread.onSpinWait();
+        takeBack();
+        spun = true;
         return idle + 1;
     }
 

@@ -27,7 +27,6 @@ class NetTransportTest extends AbstractTransportTest {
 
     @Override
     protected TransportConfig config() {
-        // As for tcp: 64 peers with 2 links each, 66 buffers of 16 KiB per link.
-        return onTestHost(TransportConfig.defaults("net").withPools(64L << 20, 320L << 20, 256L << 20));
+        return TcpTransportTest.connected("net");
     }
 }

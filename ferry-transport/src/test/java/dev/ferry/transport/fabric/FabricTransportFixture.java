@@ -46,11 +46,15 @@ abstract class FabricTransportFixture {
         return true;
     }
 
-    /** Closes {@code transport} from a thread of its own after {@code millis}; join the thread returned. */
-    static Thread closeLater(Transport transport, long millis) {
+    /**
+     * Closes {@code transport} from a thread of its own once {@code due} holds (or after 30 s);
+     * join the thread returned. A close due at a count of sends, not at a time, lands mid-stream
+     * however fast the sender runs.
+     */
+    static Thread closeWhen(Transport transport, BooleanSupplier due) {
         return Thread.ofPlatform().start(() -> {
             try {
-                Thread.sleep(millis);
+                waitFor(due, 30_000);
             } catch (InterruptedException e) {
                 return;
             }

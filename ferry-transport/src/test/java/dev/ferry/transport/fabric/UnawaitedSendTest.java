@@ -39,6 +39,8 @@ class UnawaitedSendTest extends FabricTransportFixture {
 
     private static final int STREAMS = 2;
     private static final int MESSAGES = 1_500;
+    /** Sends before the receiver closes under the sender, in the peer-failure cases. */
+    private static final int CLOSE_AFTER = 5_000;
 
     @ParameterizedTest
     @ValueSource(strings = {"shm", "tcp"})
@@ -143,10 +145,11 @@ class UnawaitedSendTest extends FabricTransportFixture {
         AtomicIntegerArray reports = new AtomicIntegerArray(most);
         AtomicInteger unreasoned = new AtomicInteger();
         AtomicInteger failed = new AtomicInteger();
-        Thread closer = closeLater(receiver, 100); // the link fails under the sender
+        AtomicInteger sent = new AtomicInteger();
+        Thread closer = closeWhen(receiver, () -> sent.get() >= CLOSE_AFTER); // the link fails under the sender
         int submitted = 0;
         try {
-            for (; submitted < most; submitted++) {
+            for (; submitted < most; submitted++, sent.lazySet(submitted)) {
                 OutboundMessage message = peer.allocate(64);
                 fill(message.segment(), 0, submitted);
                 int index = submitted;
@@ -197,13 +200,15 @@ class UnawaitedSendTest extends FabricTransportFixture {
         SendWindow window = ((FabricTransport) sender).window();
         java.util.List<java.util.concurrent.CompletableFuture<Void>> futures = new java.util.ArrayList<>();
         int most = 200_000;
-        Thread closer = closeLater(receiver, 100); // the link fails under the sender
+        AtomicInteger sent = new AtomicInteger();
+        Thread closer = closeWhen(receiver, () -> sent.get() >= CLOSE_AFTER); // the link fails under the sender
         boolean sawCount = false;
         try {
             for (int seq = 0; seq < most; seq++) {
                 OutboundMessage message = peer.allocate(64 + seq % 4096);
                 fill(message.segment(), 0, seq);
                 futures.add(peer.send(seq % STREAMS, message));
+                sent.lazySet(seq + 1);
                 sawCount |= window.awaitedSendsForTest() > 0;
             }
         } catch (TransportException e) {

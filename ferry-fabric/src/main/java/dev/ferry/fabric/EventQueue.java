@@ -13,7 +13,11 @@ import static dev.ferry.fabric.InfoDescriptor.offset;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
-/** An event queue ({@code fid_eq}) for connection management events. */
+/**
+ * An event queue ({@code fid_eq}) for connection management events. Its read buffers are its
+ * own, allocated once: a progress thread polls it on every timer turn, and a poll must not
+ * allocate. One reader at a time (reads are serialized on the queue).
+ */
 public final class EventQueue extends FabricObject {
 
     private static final int FI_CONNREQ = 1;
@@ -21,8 +25,21 @@ public final class EventQueue extends FabricObject {
     private static final int FI_SHUTDOWN = 3;
     private static final long ENTRY_BYTES = 256;
 
+    private final MemorySegment readFn;
+    private final MemorySegment sreadFn;
+    private final MemorySegment readErrFn;
+    /** The event's type, its entry and an error entry: written by the provider inside a read. */
+    private final Arena arena = Arena.ofShared();
+    private final MemorySegment event = arena.allocate(JAVA_INT);
+    private final MemorySegment entry = arena.allocate(ENTRY_BYTES, 8);
+    private final MemorySegment errorEntry = arena.allocate(EQ_ERR_ENTRY);
+
     EventQueue(long fid, Fabric fabric) {
         super(fid, fabric);
+        long ops = LibFabric.word(fid, OBJ_OPS);
+        this.readFn = LibFabric.function(ops, EQ_READ);
+        this.sreadFn = LibFabric.function(ops, EQ_SREAD);
+        this.readErrFn = LibFabric.function(ops, EQ_READERR);
     }
 
     /** The next event, or null if none waits. */
@@ -35,24 +52,20 @@ public final class EventQueue extends FabricObject {
         return read(Math.max(0, timeoutMillis));
     }
 
-    private ConnectionEvent read(int timeoutMillis) {
+    private synchronized ConnectionEvent read(int timeoutMillis) {
         ensureOpen();
-        long ops = LibFabric.word(fid, OBJ_OPS);
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment event = arena.allocate(JAVA_INT);
-            MemorySegment entry = arena.allocate(ENTRY_BYTES, 8);
+        try {
             // tcp's connection manager runs inside this read and trusts errno: see ListenerSocket.
             ListenerSocket.clearErrno();
             long rc = timeoutMillis < 0
-                    ? (long) LibFabric.L_JJJJJ.invokeExact(LibFabric.function(ops, EQ_READ), fid, event.address(),
-                            entry.address(), ENTRY_BYTES, 0L)
-                    : (long) LibFabric.L_JJJJIJ.invokeExact(LibFabric.function(ops, EQ_SREAD), fid, event.address(),
-                            entry.address(), ENTRY_BYTES, timeoutMillis, 0L);
+                    ? (long) LibFabric.L_JJJJJ.invokeExact(readFn, fid, event.address(), entry.address(), ENTRY_BYTES, 0L)
+                    : (long) LibFabric.L_JJJJIJ.invokeExact(sreadFn, fid, event.address(), entry.address(), ENTRY_BYTES,
+                            timeoutMillis, 0L);
             if (rc == -Errno.EAGAIN || rc == -110 /* ETIMEDOUT */) {
                 return null;
             }
             if (rc == -Errno.FI_EAVAIL) {
-                return readError(ops, arena);
+                return readError();
             }
             LibFabric.check(rc, "fi_eq_read");
             long fidOfEvent = entry.get(JAVA_LONG, offset(EQ_CM_ENTRY, "fid"));
@@ -70,9 +83,16 @@ public final class EventQueue extends FabricObject {
         }
     }
 
-    private ConnectionEvent readError(long ops, Arena arena) throws Throwable {
-        MemorySegment e = arena.allocate(EQ_ERR_ENTRY);
-        long rc = (long) LibFabric.L_JJJ.invokeExact(LibFabric.function(ops, EQ_READERR), fid, e.address(), 0L);
+    @Override
+    void afterClose() {
+        synchronized (this) { // a read that started before the close ends before its buffers go
+            arena.close();
+        }
+    }
+
+    private ConnectionEvent readError() throws Throwable {
+        MemorySegment e = errorEntry;
+        long rc = (long) LibFabric.L_JJJ.invokeExact(readErrFn, fid, e.address(), 0L);
         LibFabric.check(rc, "fi_eq_readerr");
         int errno = e.get(JAVA_INT, offset(EQ_ERR_ENTRY, "err"));
         return new ConnectionEvent(ConnectionEvent.Type.ERROR, e.get(JAVA_LONG, offset(EQ_ERR_ENTRY, "fid")), 0,

@@ -54,7 +54,7 @@ final class DirectPsClient implements PsBenchClient {
     @Override
     public CompletableFuture<Void> push(String table, int dimension, long[] ids, int count, float[] gradients) {
         MemorySegment source = MemorySegment.ofArray(gradients).asSlice(0, (long) count * dimension * Float.BYTES);
-        BatchPlan plan = BatchPlan.of(ids, 0, count, slots);
+        BatchPlan plan = plans.get().plan(ids, 0, count, slots);
         for (int p = 0; p < plan.parts(); p++) {
             int n = plan.partSize(p);
             MemorySegment rows = buffer((long) n * dimension * Float.BYTES);

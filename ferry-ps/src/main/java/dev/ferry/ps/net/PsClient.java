@@ -378,6 +378,11 @@ public final class PsClient implements AutoCloseable {
         return sparse.push(table, ids, gradients);
     }
 
+    /** Plans of pushes that succeeded, idle until the next push; for tests. */
+    int idlePushPlans() {
+        return sparse.idlePushPlans();
+    }
+
     // ------------------------------------------------------------------------------------------
     // Dense tensors
 

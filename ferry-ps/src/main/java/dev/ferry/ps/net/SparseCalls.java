@@ -19,7 +19,8 @@ import dev.ferry.rpc.RpcResponse;
  * The batching of a {@link PsClient}'s sparse pulls and pushes: a batch is planned over the
  * current {@link Route} ({@link BatchPlan}: ids deduplicated and split by owner), its parts
  * started on all their servers at once ({@link BatchParts}) and the answers scattered back into
- * the caller's order. Thread-safe; the only state is each thread's plan for its blocking pulls.
+ * the caller's order. Thread-safe; the only state is each thread's plan for its blocking pulls
+ * and the plans of pushes, used again once a push has succeeded.
  */
 final class SparseCalls {
 
@@ -29,9 +30,13 @@ final class SparseCalls {
      */
     private static final ThreadLocal<BatchPlan[]> PLANS = ThreadLocal.withInitial(() -> new BatchPlan[] {new BatchPlan()});
 
+    /** Idle plans of asynchronous pushes (one per push in flight is enough to allocate none). */
+    private static final int PUSH_PLANS = 64;
+
     private final RoutingFollower routing;
     private final BatchParts batches;
     private final TableDirectory directory;
+    private final PlanPool pushPlans = new PlanPool(PUSH_PLANS);
 
     SparseCalls(RoutingFollower routing, BatchParts batches, TableDirectory directory) {
         this.routing = routing;
@@ -168,13 +173,24 @@ final class SparseCalls {
             FiniteGradients.check(table, ids, gradients, dimension);
             byte[] name = PsDescriptor.nameBytes(table);
             Route r = routing.route();
-            BatchPlan plan = BatchPlan.of(ids, 0, ids.length, r.table().slots());
+            BatchPlan plan = pushPlans.take().plan(ids, 0, ids.length, r.table().slots());
             MemorySegment grads = MemorySegment.ofArray(gradients);
             CompletableFuture<?>[] parts = new CompletableFuture<?>[plan.parts()];
             for (int p = 0; p < plan.parts(); p++) {
                 parts[p] = batches.pushPart(r, plan, p, name, dimension, grads);
             }
-            return CompletableFuture.allOf(parts);
+            CompletableFuture<Void> all = CompletableFuture.allOf(parts);
+            all.whenComplete((v, failure) -> {
+                if (failure == null) {
+                    pushPlans.give(plan);
+                }
+            });
+            return all;
         });
+    }
+
+    /** Idle push plans; for tests. */
+    int idlePushPlans() {
+        return pushPlans.idle();
     }
 }

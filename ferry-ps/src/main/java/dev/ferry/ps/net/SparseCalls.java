@@ -179,13 +179,12 @@ final class SparseCalls {
             for (int p = 0; p < plan.parts(); p++) {
                 parts[p] = batches.pushPart(r, plan, p, name, dimension, grads);
             }
-            CompletableFuture<Void> all = CompletableFuture.allOf(parts);
-            all.whenComplete((v, failure) -> {
+            // The plan goes back before the caller hears of the push: its next push can take it.
+            return CompletableFuture.allOf(parts).whenComplete((v, failure) -> {
                 if (failure == null) {
                     pushPlans.give(plan);
                 }
             });
-            return all;
         });
     }
 

@@ -168,7 +168,7 @@ class PushPlanReuseTest extends PsNetTestBase {
         double perPush = (THREADS.getTotalThreadAllocatedBytes() - before) / (double) pushes;
         // A plan of 4,096 ids holds about 220 KB of arrays; planning each push afresh allocated that.
         System.out.printf(java.util.Locale.ROOT, "push of %d ids: %.0f B allocated per push over all threads%n", n, perPush);
-        assertTrue(perPush < 64 * 1024, perPush + " B allocated per push of " + n + " ids");
+        assertTrue(perPush < 32 * 1024, perPush + " B allocated per push of " + n + " ids");
         assertEquals(1, c.client().idlePushPlans());
     }
 }

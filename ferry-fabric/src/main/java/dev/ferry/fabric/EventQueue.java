@@ -2,6 +2,7 @@ package dev.ferry.fabric;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.concurrent.locks.ReentrantLock;
 
 import static dev.ferry.fabric.InfoDescriptor.EQ_CM_ENTRY;
 import static dev.ferry.fabric.InfoDescriptor.EQ_ERR_ENTRY;
@@ -16,7 +17,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 /**
  * An event queue ({@code fid_eq}) for connection management events. Its read buffers are its
  * own, allocated once: a progress thread polls it on every timer turn, and a poll must not
- * allocate. One reader at a time (reads are serialized on the queue).
+ * allocate. Reads are serialized, and a close waits for the read in progress (a bounded wait
+ * ends within its timeout) before the native queue and the buffers go.
  */
 public final class EventQueue extends FabricObject {
 
@@ -33,6 +35,8 @@ public final class EventQueue extends FabricObject {
     private final MemorySegment event = arena.allocate(JAVA_INT);
     private final MemorySegment entry = arena.allocate(ENTRY_BYTES, 8);
     private final MemorySegment errorEntry = arena.allocate(EQ_ERR_ENTRY);
+    /** Held by a read, and from just before the native close until the buffers are freed. */
+    private final ReentrantLock reading = new ReentrantLock();
 
     EventQueue(long fid, Fabric fabric) {
         super(fid, fabric);
@@ -52,9 +56,10 @@ public final class EventQueue extends FabricObject {
         return read(Math.max(0, timeoutMillis));
     }
 
-    private synchronized ConnectionEvent read(int timeoutMillis) {
-        ensureOpen();
+    private ConnectionEvent read(int timeoutMillis) {
+        reading.lock();
         try {
+            ensureOpen();
             // tcp's connection manager runs inside this read and trusts errno: see ListenerSocket.
             ListenerSocket.clearErrno();
             long rc = timeoutMillis < 0
@@ -80,18 +85,33 @@ public final class EventQueue extends FabricObject {
             };
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
+        } finally {
+            reading.unlock();
         }
     }
 
     @Override
+    void beforeClose() {
+        reading.lock(); // a read in progress ends before the native queue goes
+    }
+
+    @Override
     void afterClose() {
-        synchronized (this) { // a read that started before the close ends before its buffers go
+        try {
             arena.close();
+        } finally {
+            if (reading.isHeldByCurrentThread()) {
+                reading.unlock();
+            }
         }
     }
 
     private ConnectionEvent readError() throws Throwable {
         MemorySegment e = errorEntry;
+        // err_data and err_data_size are read as well as written: the provider frees the error
+        // data it handed out at the last read and copies into a buffer the caller names. Zeroed,
+        // they name none, and it hands out its own again.
+        e.fill((byte) 0);
         long rc = (long) LibFabric.L_JJJ.invokeExact(readErrFn, fid, e.address(), 0L);
         LibFabric.check(rc, "fi_eq_readerr");
         int errno = e.get(JAVA_INT, offset(EQ_ERR_ENTRY, "err"));

@@ -24,7 +24,7 @@ final class DirectPsClient implements PsBenchClient {
 
     private final List<ParameterServer> servers;
     private final SlotTable slots;
-    /** Each thread's pull plan, re-planned batch after batch, as PsClient's blocking pull does. */
+    /** Each thread's plan, re-planned batch after batch for its pulls and pushes (all done on the calling thread). */
     private final ThreadLocal<BatchPlan> plans = ThreadLocal.withInitial(BatchPlan::new);
     private final ThreadLocal<MemorySegment[]> scratch = ThreadLocal.withInitial(() -> new MemorySegment[1]);
 

@@ -239,8 +239,14 @@ final class BatchParts {
     // ------------------------------------------------------------------------------------------
     // Push
 
-    CompletableFuture<Void> pushPart(Route r, BatchPlan plan, int part, byte[] name, int dimension,
+    /**
+     * Pushes part {@code part} of {@code lease}'s plan. The plan is read by this part's request
+     * writer, on every send of the call, only while the lease lets it in; and by a retry (which
+     * copies what it needs) before this part's future completes.
+     */
+    CompletableFuture<Void> pushPart(Route r, PushLease lease, int part, byte[] name, int dimension,
             MemorySegment grads) {
+        BatchPlan plan = lease.plan;
         int n = plan.partSize(part);
         long dedupe = nextDedupeId();
         if (!routing.fits(n, dimension)) {
@@ -248,10 +254,17 @@ final class BatchParts {
         }
         return calls.call(r, plan.server(part), PsDescriptor.PUSH,
                 ClientCalls.bodyLength(PsDescriptor.pushBytes(name.length, n, dimension)), body -> {
-                    int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
-                    PsDescriptor.stamp(body, r.generation(), dedupe);
-                    plan.writeIds(part, body.asSlice(at));
-                    plan.sumGradients(part, grads, dimension, body.asSlice(at + (long) n * Long.BYTES));
+                    if (!lease.enter()) {
+                        throw PushLease.LATE; // a resend after the push ended: its call is complete
+                    }
+                    try {
+                        int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
+                        PsDescriptor.stamp(body, r.generation(), dedupe);
+                        plan.writeIds(part, body.asSlice(at));
+                        plan.sumGradients(part, grads, dimension, body.asSlice(at + (long) n * Long.BYTES));
+                    } finally {
+                        lease.exit();
+                    }
                 }).thenAccept(response -> {
                     try (response) {
                         routing.observe(PsDescriptor.trailerGeneration(response.segment()), r);

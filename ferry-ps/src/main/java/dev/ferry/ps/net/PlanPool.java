@@ -10,20 +10,26 @@ import dev.ferry.ps.BatchPlan;
  * thread's own plan will not do. A plan holds about 50 bytes per id of its largest batch; a
  * 4,096-id push planned afresh each time allocated some 200 KB. Lock-free and allocation-free:
  * a fixed array of slots, taken and given back by compare-and-set; a plan given back to a full
- * pool is dropped, and an empty pool makes a new plan. Thread-safe.
+ * pool is dropped, and so is one planned for more than the pool's largest batch (a plan keeps
+ * the arrays of its largest batch), and an empty pool makes a new plan. Thread-safe.
  */
 final class PlanPool {
 
     private final AtomicReferenceArray<BatchPlan> slots;
     private final int mask;
+    private final int largestBatch;
 
-    /** A pool of at most {@code capacity} idle plans (a power of two). */
-    PlanPool(int capacity) {
+    /**
+     * A pool of at most {@code capacity} idle plans (a power of two), each of a batch of at most
+     * {@code largestBatch} ids.
+     */
+    PlanPool(int capacity, int largestBatch) {
         if (Integer.bitCount(capacity) != 1) {
             throw new IllegalArgumentException("capacity " + capacity + " is not a power of two");
         }
         this.slots = new AtomicReferenceArray<>(capacity);
         this.mask = capacity - 1;
+        this.largestBatch = largestBatch;
     }
 
     /** An idle plan, or a new one if none is idle. */
@@ -39,11 +45,11 @@ final class PlanPool {
         return new BatchPlan();
     }
 
-    /**
-     * Gives back a plan nothing reads any more (every part of its batch completed, none in
-     * error: a failed part may still be encoded again by a resend racing its deadline).
-     */
+    /** Gives back a plan nothing reads any more ({@link PushLease} says when). */
     void give(BatchPlan plan) {
+        if (plan.count() > largestBatch) {
+            return;
+        }
         int start = start();
         for (int i = 0; i <= mask; i++) {
             int at = (start + i) & mask;

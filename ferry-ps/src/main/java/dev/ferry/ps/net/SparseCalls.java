@@ -31,12 +31,14 @@ final class SparseCalls {
     private static final ThreadLocal<BatchPlan[]> PLANS = ThreadLocal.withInitial(() -> new BatchPlan[] {new BatchPlan()});
 
     /** Idle plans of asynchronous pushes (one per push in flight is enough to allocate none). */
-    private static final int PUSH_PLANS = 64;
+    private static final int PUSH_PLANS = 16;
+    /** The largest push whose plan is kept for the next (a plan holds about 50 bytes per id). */
+    private static final int PUSH_PLAN_IDS = 65_536;
 
     private final RoutingFollower routing;
     private final BatchParts batches;
     private final TableDirectory directory;
-    private final PlanPool pushPlans = new PlanPool(PUSH_PLANS);
+    private final PlanPool pushPlans = new PlanPool(PUSH_PLANS, PUSH_PLAN_IDS);
 
     SparseCalls(RoutingFollower routing, BatchParts batches, TableDirectory directory) {
         this.routing = routing;
@@ -173,18 +175,15 @@ final class SparseCalls {
             FiniteGradients.check(table, ids, gradients, dimension);
             byte[] name = PsDescriptor.nameBytes(table);
             Route r = routing.route();
-            BatchPlan plan = pushPlans.take().plan(ids, 0, ids.length, r.table().slots());
+            PushLease lease = new PushLease(pushPlans.take().plan(ids, 0, ids.length, r.table().slots()), pushPlans);
             MemorySegment grads = MemorySegment.ofArray(gradients);
-            CompletableFuture<?>[] parts = new CompletableFuture<?>[plan.parts()];
-            for (int p = 0; p < plan.parts(); p++) {
-                parts[p] = batches.pushPart(r, plan, p, name, dimension, grads);
+            CompletableFuture<?>[] parts = new CompletableFuture<?>[lease.plan.parts()];
+            for (int p = 0; p < parts.length; p++) {
+                parts[p] = batches.pushPart(r, lease, p, name, dimension, grads);
             }
-            // The plan goes back before the caller hears of the push: its next push can take it.
-            return CompletableFuture.allOf(parts).whenComplete((v, failure) -> {
-                if (failure == null) {
-                    pushPlans.give(plan);
-                }
-            });
+            // The plan goes back before the caller hears of the push (its next push can take it),
+            // or when the last writer still inside it leaves.
+            return CompletableFuture.allOf(parts).whenComplete((v, failure) -> lease.end(failure == null));
         });
     }
 

@@ -39,7 +39,7 @@ class UnawaitedSendTest extends FabricTransportFixture {
 
     private static final int STREAMS = 2;
     private static final int MESSAGES = 1_500;
-    /** Sends before the receiver closes under the sender, in the peer-failure cases. */
+    /** Sends before the receiver starts closing under the sender, in the peer-failure cases. */
     private static final int CLOSE_AFTER = 5_000;
 
     @ParameterizedTest
@@ -145,11 +145,13 @@ class UnawaitedSendTest extends FabricTransportFixture {
         AtomicIntegerArray reports = new AtomicIntegerArray(most);
         AtomicInteger unreasoned = new AtomicInteger();
         AtomicInteger failed = new AtomicInteger();
-        AtomicInteger sent = new AtomicInteger();
-        Thread closer = closeWhen(receiver, () -> sent.get() >= CLOSE_AFTER); // the link fails under the sender
+        Closer closer = new Closer(receiver); // the link fails under the sender
         int submitted = 0;
         try {
-            for (; submitted < most; submitted++, sent.lazySet(submitted)) {
+            for (; submitted < most; submitted++) {
+                if (submitted == CLOSE_AFTER) {
+                    closer.closeNow();
+                }
                 OutboundMessage message = peer.allocate(64);
                 fill(message.segment(), 0, submitted);
                 int index = submitted;
@@ -166,7 +168,7 @@ class UnawaitedSendTest extends FabricTransportFixture {
         } catch (TransportException e) {
             assertTrue(e.reason() != TransportException.Reason.UNSPECIFIED, "a send failed without a reason: " + e);
         }
-        closer.join();
+        closer.thread.join();
         int n = submitted;
         assertTrue(n < most, "the sender never saw the peer fail");
         assertTrue(waitFor(() -> {
@@ -200,21 +202,22 @@ class UnawaitedSendTest extends FabricTransportFixture {
         SendWindow window = ((FabricTransport) sender).window();
         java.util.List<java.util.concurrent.CompletableFuture<Void>> futures = new java.util.ArrayList<>();
         int most = 200_000;
-        AtomicInteger sent = new AtomicInteger();
-        Thread closer = closeWhen(receiver, () -> sent.get() >= CLOSE_AFTER); // the link fails under the sender
+        Closer closer = new Closer(receiver); // the link fails under the sender
         boolean sawCount = false;
         try {
             for (int seq = 0; seq < most; seq++) {
+                if (seq == CLOSE_AFTER) {
+                    closer.closeNow();
+                }
                 OutboundMessage message = peer.allocate(64 + seq % 4096);
                 fill(message.segment(), 0, seq);
                 futures.add(peer.send(seq % STREAMS, message));
-                sent.lazySet(seq + 1);
                 sawCount |= window.awaitedSendsForTest() > 0;
             }
         } catch (TransportException e) {
             assertTrue(e.reason() != TransportException.Reason.UNSPECIFIED, "a send failed without a reason: " + e);
         }
-        closer.join();
+        closer.thread.join();
         assertTrue(futures.size() < most, "the sender never saw the peer fail");
         assertTrue(sawCount, "no send was ever counted as awaited");
         for (java.util.concurrent.CompletableFuture<Void> future : futures) {

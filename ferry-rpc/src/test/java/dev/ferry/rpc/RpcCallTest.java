@@ -6,10 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.IOException;
 import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -135,17 +133,18 @@ class RpcCallTest extends RpcTestBase {
     @MethodSource("providers")
     @Timeout(30)
     void unreachableServerFailsWithPeerUnavailable(String provider) throws Exception {
-        int port;
-        try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            port = socket.getLocalPort();
-        } catch (IOException e) {
-            throw new IllegalStateException(e);
-        }
         RpcClient client = client(rpc(), transport(provider).withConnectTimeoutMillis(500));
+        // Bound, not listening, held until the call failed: refused, and no listener can take the port.
+        java.net.Socket holder = new java.net.Socket();
+        holder.bind(new java.net.InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
+        int port = holder.getLocalPort();
         RpcChannel channel = client.channel("127.0.0.1:" + port);
         CompletableFuture<RpcResponse> future = channel.call(TestService.SIZED, TestService.REQUEST_HEADER,
                 TestService.request(1, 1), 700);
-        ExecutionException e = assertThrows(ExecutionException.class, () -> future.get(10, TimeUnit.SECONDS));
+        ExecutionException e;
+        try (holder) {
+            e = assertThrows(ExecutionException.class, () -> future.get(10, TimeUnit.SECONDS));
+        }
         PeerUnavailableException cause = assertInstanceOf(PeerUnavailableException.class, e.getCause());
         assertTrue(cause.getMessage().contains("127.0.0.1:" + port) && cause.getCause() != null, cause.getMessage());
         assertEquals(1, client.counters().unavailable());

@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.io.IOException;
 import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletionException;
@@ -84,13 +83,14 @@ public abstract class AbstractFailureReasonTest {
     @Test
     @Timeout(60)
     void anAddressNobodyListensOnIsUnreachable() throws IOException {
-        int port;
-        try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getByName(HOST))) {
-            port = socket.getLocalPort();
-        }
         Transport client = open(config().withConnectTimeoutMillis(2_000), RELEASE);
-        TransportException e = assertThrows(TransportException.class, () -> client.connect(HOST + ":" + port));
-        assertTrue(e.reason() == Reason.UNREACHABLE || e.reason() == Reason.TIMEOUT, "reason " + e.reason() + ": " + e);
+        // Bound, not listening, held through the attempt: refused, and no listener can take the port.
+        try (java.net.Socket holder = new java.net.Socket()) {
+            holder.bind(new java.net.InetSocketAddress(InetAddress.getByName(HOST), 0));
+            int port = holder.getLocalPort();
+            TransportException e = assertThrows(TransportException.class, () -> client.connect(HOST + ":" + port));
+            assertTrue(e.reason() == Reason.UNREACHABLE || e.reason() == Reason.TIMEOUT, "reason " + e.reason() + ": " + e);
+        }
     }
 
     @Test

@@ -10,11 +10,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
-import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -808,16 +806,18 @@ public abstract class AbstractTransportTest {
     @Test
     @Timeout(60)
     void connectToAPortWithoutListenerFails() throws Exception {
-        int port;
-        try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            port = socket.getLocalPort();
-        } catch (IOException e) {
-            throw new IllegalStateException(e);
-        }
         long timeout = 2_000;
         Transport client = open(config().withConnectTimeoutMillis(timeout), (from, message) -> message.release());
-        long start = System.nanoTime();
-        assertThrows(TransportException.class, () -> client.connect("127.0.0.1:" + port));
+        long start;
+        // A socket bound but not listening holds the port for the whole attempt: connections to it
+        // are refused, and no listener (the client's own included) can take it meanwhile. A port
+        // found free and given back could be taken by the next transport's listener.
+        try (java.net.Socket holder = new java.net.Socket()) {
+            holder.bind(new java.net.InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
+            int port = holder.getLocalPort();
+            start = System.nanoTime();
+            assertThrows(TransportException.class, () -> client.connect("127.0.0.1:" + port));
+        }
         long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
         assertTrue(took < timeout + 3_000, "connect took " + took + " ms with a timeout of " + timeout);
         // The transport still works afterwards.

@@ -680,14 +680,36 @@ public abstract class AbstractTransportTest {
         for (Thread sender : senders) {
             sender.join();
         }
-        assertTrue(waitFor(() -> {
+        boolean completed = waitFor(() -> {
             for (int c = 0; c < clients; c++) {
                 if (outstanding.get(c) != 0) {
                     return false;
                 }
             }
             return true;
-        }, 60_000), "sends never completed");
+        }, 60_000);
+        if (!completed) {
+            // Seen once in some thirty runs of the module on shm: say which clients and where their threads are.
+            StringBuilder stuck = new StringBuilder("sends never completed; server " + server.counters());
+            for (int c = 0; c < clients; c++) {
+                if (outstanding.get(c) != 0) {
+                    stuck.append("\nclient ").append(c).append(' ').append(clientTransports.get(c).localAddress())
+                            .append(": ").append(outstanding.get(c)).append(" outstanding, ").append(sent[c])
+                            .append(" sent, ").append(clientTransports.get(c).counters());
+                }
+            }
+            Thread.getAllStackTraces().forEach((thread, stack) -> {
+                if (thread.getName().startsWith("ferry")) {
+                    stuck.append("\n\"").append(thread.getName()).append("\" ").append(thread.getState());
+                    for (StackTraceElement frame : stack) {
+                        stuck.append("\n    at ").append(frame);
+                    }
+                }
+            });
+            System.out.println(stuck);
+            org.junit.jupiter.api.Assertions.fail(stuck.toString().lines().limit(70)
+                    .collect(java.util.stream.Collectors.joining("\n")));
+        }
         assertNull(senderFailure.get(), () -> "a send failed: " + senderFailure.get());
         long total = 0;
         for (long n : sent) {

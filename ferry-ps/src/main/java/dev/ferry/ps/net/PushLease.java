@@ -72,7 +72,7 @@ final class PushLease {
         }
     }
 
-    /** Writers inside now, and whether the push ended; for tests. */
+    /** Writers inside the plan now; for tests. */
     int writers() {
         return state & (DROPPED - 1);
     }

@@ -4,6 +4,10 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.net.ServerSocket;
 import java.util.SplittableRandom;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 import org.junit.jupiter.api.AfterEach;
@@ -391,6 +395,137 @@ class FabricTest {
             FabricException e = assertThrows(FabricException.class, () -> session.connect(sockaddr, 10_000));
             assertEquals(Errno.ECONNREFUSED, e.errno(), e.getMessage());
             assertTrue(e.getMessage().contains("ECONNREFUSED"), e.getMessage());
+        }
+    }
+
+    /**
+     * Listeners that refuse connection requests one after another from one client session,
+     * whose event queue reads each refusal as an error entry. The first refusals carry data, so
+     * each error entry hands out the provider's copy of it (err_data), which the next read
+     * frees: an entry reused without zeroing would name freed memory for the provider to copy
+     * into. Every connect fails with ECONNREFUSED, and the next one, accepted on the same queue,
+     * carries a message intact.
+     */
+    @Test
+    void rejectedConnectsInARowEachFailWithConnRefusedAndTheNextAcceptedOneWorks() throws Exception {
+        final int rejectionsWithData = 4;
+        final int rejectionsWithout = 2;
+        ExecutorService connector = Executors.newSingleThreadExecutor();
+        try (FabricSession server = FabricSession.open("tcp", EndpointType.MSG, FabricProviders.HOST, true, 64);
+             FabricSession client = FabricSession.open("tcp", EndpointType.MSG, FabricProviders.HOST, false, 64);
+             Fabric refuserFabric = Fabric.open(server.info())) {
+            EventQueue refuserEvents = refuserFabric.openEventQueue(16);
+            PassiveEndpoint refuser = refuserFabric.openPassiveEndpoint(server.info());
+            refuser.bind(refuserEvents);
+            refuser.listen();
+            byte[] refuserAddress = refuser.name();
+            for (int i = 0; i < rejectionsWithData + rejectionsWithout; i++) {
+                boolean withData = i < rejectionsWithData;
+                byte[] target = withData ? refuserAddress : server.address();
+                Future<FabricException> refused = connector.submit(
+                        () -> assertThrows(FabricException.class, () -> client.connect(target, 10_000)));
+                long deadline = System.nanoTime() + 10_000_000_000L;
+                ConnectionEvent request = null;
+                while (request == null) {
+                    assertTrue(System.nanoTime() < deadline, "no connection request within 10 s, rejection " + i);
+                    ConnectionEvent event = withData ? refuserEvents.poll() : server.pollEvent(0);
+                    if (event != null && event.type() == ConnectionEvent.Type.CONNREQ) {
+                        request = event;
+                    } else if (event != null) {
+                        event.close();
+                        fail("rejection " + i + ": the listener saw " + event + " before the request");
+                    }
+                }
+                try (ConnectionEvent r = request) {
+                    if (withData) {
+                        rejectWithData(refuser, r, new byte[16 + 8 * i]);
+                    } else {
+                        server.reject(r);
+                    }
+                }
+                FabricException e = refused.get(20, TimeUnit.SECONDS);
+                assertEquals(Errno.ECONNREFUSED, e.errno(), "rejection " + i + ": " + e.getMessage());
+                assertTrue(e.getMessage().contains("connect on tcp") && e.getMessage().contains("ECONNREFUSED"),
+                        e.getMessage());
+            }
+
+            Future<FabricSession.Connection> connected = connector.submit(() -> client.connect(server.address(),
+                    10_000));
+            FabricSession.Connection toClient = server.accept(10_000, null);
+            FabricSession.Connection toServer = connected.get(20, TimeUnit.SECONDS);
+            try (Arena arena = Arena.ofShared();
+                 CompletionBatch batch = new CompletionBatch(8)) {
+                MemorySegment rxBuf = arena.allocate(4096, 4096);
+                MemorySegment txBuf = arena.allocate(4096, 4096);
+                byte[] sent = new byte[1000];
+                for (int i = 0; i < sent.length; i++) {
+                    sent[i] = pattern(7, i);
+                }
+                MemorySegment.copy(sent, 0, txBuf, JAVA_BYTE, 0, sent.length);
+                MemoryRegion rxMr = server.domain().register(rxBuf);
+                MemoryRegion txMr = client.domain().register(txBuf);
+                rxMr.bind(toClient.endpoint());
+                txMr.bind(toServer.endpoint());
+                postUntilTaken(() -> toClient.endpoint().recv(rxBuf.address(), 4096, rxMr.descriptor(), toClient.peer(),
+                        1), server, client, batch, "recv");
+                postUntilTaken(() -> toServer.endpoint().send(txBuf.address(), sent.length, txMr.descriptor(),
+                        toServer.peer(), 2), server, client, batch, "send");
+                long received = -1;
+                boolean sendDone = false;
+                long deadline = System.nanoTime() + 10_000_000_000L;
+                while (received < 0 || !sendDone) {
+                    assertTrue(System.nanoTime() < deadline, "no completion within 10 s: received " + received
+                            + ", send done " + sendDone);
+                    int n = server.completionQueue().read(batch);
+                    assertTrue(n != CompletionQueue.ERROR_AVAILABLE, "error completion on the server");
+                    for (int k = 0; k < n; k++) {
+                        if (batch.context(k) == 1) {
+                            received = batch.length(k);
+                        }
+                    }
+                    n = client.completionQueue().read(batch);
+                    assertTrue(n != CompletionQueue.ERROR_AVAILABLE, "error completion on the client");
+                    for (int k = 0; k < n; k++) {
+                        sendDone |= batch.context(k) == 2;
+                    }
+                }
+                assertEquals(sent.length, received, "received length");
+                assertArrayEquals(sent, rxBuf.asSlice(0, sent.length).toArray(JAVA_BYTE), "received bytes");
+            } finally {
+                toServer.close();
+                toClient.close();
+            }
+        } finally {
+            connector.shutdownNow();
+            assertTrue(connector.awaitTermination(10, TimeUnit.SECONDS), "a connect never returned");
+        }
+    }
+
+    /**
+     * {@code fi_reject} with {@code data} for the refused peer, which tcp hands to it in the
+     * connect's error entry ({@link PassiveEndpoint#reject} passes none).
+     */
+    private static void rejectWithData(PassiveEndpoint listener, ConnectionEvent request, byte[] data) {
+        long cm = LibFabric.word(listener.fid, InfoDescriptor.EP_CM);
+        long handle = LibFabric.word(request.info().address, InfoDescriptor.offset(InfoDescriptor.INFO, "handle"));
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment param = arena.allocate(data.length);
+            MemorySegment.copy(data, 0, param, JAVA_BYTE, 0, data.length);
+            LibFabric.check((int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(cm, InfoDescriptor.CM_REJECT),
+                    listener.fid, handle, param.address(), (long) data.length), "fi_reject");
+        } catch (Throwable t) {
+            throw LibFabric.rethrow(t);
+        }
+    }
+
+    /** Retries {@code post} while it returns false, reading both queues in between (progress). */
+    private static void postUntilTaken(java.util.function.BooleanSupplier post, FabricSession server,
+            FabricSession client, CompletionBatch batch, String what) {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (!post.getAsBoolean()) {
+            assertTrue(System.nanoTime() < deadline, what + " kept returning EAGAIN");
+            assertEquals(0, server.completionQueue().read(batch), "a completion before " + what);
+            assertEquals(0, client.completionQueue().read(batch), "a completion before " + what);
         }
     }
 

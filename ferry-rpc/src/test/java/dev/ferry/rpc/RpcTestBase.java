@@ -53,7 +53,12 @@ abstract class RpcTestBase {
     }
 
     RpcServer listen(RpcServer server, TransportConfig config) {
-        server.listen(config);
+        return listen(server, config, TransportOpener.DEFAULT);
+    }
+
+    /** Listens on a transport {@code opener} opens (a {@link dev.ferry.rpc.fault.FaultInjector}, say). */
+    RpcServer listen(RpcServer server, TransportConfig config, TransportOpener opener) {
+        server.listen(config, opener);
         watched.add(server.transports().getLast());
         return server;
     }

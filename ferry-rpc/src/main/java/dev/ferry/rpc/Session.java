@@ -20,7 +20,12 @@ final class Session {
     volatile long epoch;
     volatile boolean ready;
     volatile long lastHeardNanos = System.nanoTime();
-    long lastPingNanos;
+    /**
+     * When the last heartbeat went, first the session's start: the first goes an interval after
+     * it (a just-opened session needs no proof of life, and {@code System.nanoTime()} has no
+     * fixed origin to count from zero). Timer thread only.
+     */
+    long lastPingNanos = System.nanoTime();
     /** Fails this session when a send on it fails: one handler for all its calls' sends. */
     final BiConsumer<Void, Throwable> onSendDone = (v, e) -> {
         if (e != null) {

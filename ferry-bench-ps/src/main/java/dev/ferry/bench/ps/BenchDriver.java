@@ -36,10 +36,28 @@ final class BenchDriver {
         return netlab == null ? Map.of() : netlab.counters();
     }
 
+    /** The share of a run's CPU in its JIT compilers above which the progress stream says so. */
+    static final double COMPILER_SHARE_NOTE = 0.05;
+
     /** The network's counters over the measured interval join the result's. */
     private RunResult withNetwork(RunResult r, Map<String, Long> before) {
         if (netlab != null) {
             r.counters().putAll(Netlab.delta(before, netlab.counters()));
+        }
+        return r;
+    }
+
+    /**
+     * Adds the JIT compilers' CPU in the measured interval ({@code compiler_cpu_us}) and says so on
+     * the progress stream where it is more than {@link #COMPILER_SHARE_NOTE} of the run's CPU: the
+     * run measured a warm-up, not a steady state.
+     */
+    private RunResult withCompilers(RunResult r, long compilerNanos) {
+        long nanos = Math.max(0, compilerNanos);
+        r.counters().put("compiler_cpu_us", nanos / 1_000);
+        if (r.cpuNanos() > 0 && nanos > COMPILER_SHARE_NOTE * r.cpuNanos()) {
+            progress.printf(Locale.ROOT, "  note: %s: the JIT compilers took %.0f%% of the measured CPU; a longer"
+                    + " --warmup measures the steady state%n", r.label(), 100.0 * nanos / r.cpuNanos());
         }
         return r;
     }
@@ -85,11 +103,14 @@ final class BenchDriver {
             cluster.sendAll(cluster.servers, "RESET");
             Map<String, Long> net0 = network();
             long cpu0 = cluster.cpuNanos();
+            long jit0 = cluster.compilerNanos();
             cluster.sendAll(workers, "MEASURE");
             wait("fetch", transport.label(), "measuring", c.durationSeconds, workers);
             cluster.sendAll(workers, "STOP");
             long cpu1 = cluster.cpuNanos();
-            RunResult r = withNetwork(cluster.collect("fetch", transport, true, workers, cpu1 - cpu0, null), net0);
+            long jit1 = cluster.compilerNanos();
+            RunResult r = withCompilers(withNetwork(cluster.collect("fetch", transport, true, workers, cpu1 - cpu0,
+                    null), net0), jit1 - jit0);
             r = format == dev.ferry.ps.PullFormat.F32 ? r : r.withTransport(r.transport() + "-" + format);
             return replicas == 0 ? r : r.withTransport(BenchOptions.withReplicas(r.transport(), replicas));
         }
@@ -121,6 +142,7 @@ final class BenchDriver {
             long measureFrom = start + (long) (warmup * 1e9);
             long measureUntil = Long.MAX_VALUE;
             long cpu0 = 0;
+            long jit0 = 0;
             Map<String, Long> net0 = Map.of();
             long released = 0;
             boolean measuring = false;
@@ -138,6 +160,7 @@ final class BenchDriver {
                     cluster.sendAll(cluster.servers, "RESET");
                     net0 = network();
                     cpu0 = cluster.cpuNanos();
+                    jit0 = cluster.compilerNanos();
                     measuring = true;
                     measureUntil = now + (long) (c.durationSeconds * 1e9);
                     go = "GO measure";
@@ -156,9 +179,10 @@ final class BenchDriver {
                 }
                 if (go.equals("GO stop")) {
                     long cpu1 = cluster.cpuNanos();
+                    long jit1 = cluster.compilerNanos();
                     cluster.sendAll(workers, go);
-                    RunResult r = withNetwork(cluster.collect("push", transport, flowControl, workers, cpu1 - cpu0,
-                            steps), net0);
+                    RunResult r = withCompilers(withNetwork(cluster.collect("push", transport, flowControl, workers,
+                            cpu1 - cpu0, steps), net0), jit1 - jit0);
                     return replicas == 0 ? r : r.withTransport(BenchOptions.withReplicas(r.transport(), replicas));
                 }
                 cluster.sendAll(workers, go);
@@ -322,10 +346,19 @@ final class BenchDriver {
         }
 
         long cpuNanos() {
+            return CpuTime.nanos(pids());
+        }
+
+        /** CPU time of the processes' JIT compiler threads so far (a lower bound, {@link CpuTime#compilerNanos}). */
+        long compilerNanos() {
+            return CpuTime.compilerNanos(pids());
+        }
+
+        private List<Long> pids() {
             List<Long> pids = new ArrayList<>();
             servers.forEach(s -> pids.add(s.pid()));
             workers.forEach(w -> pids.add(w.pid()));
-            return CpuTime.nanos(pids);
+            return pids;
         }
 
         RunResult collect(String workload, BenchTransport transport, boolean flowControl, List<Child> from,

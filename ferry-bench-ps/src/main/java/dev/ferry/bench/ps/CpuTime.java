@@ -1,6 +1,7 @@
 package dev.ferry.bench.ps;
 
 import java.io.IOException;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Collection;
@@ -34,6 +35,44 @@ final class CpuTime {
         long sum = 0;
         for (long pid : pids) {
             sum += Math.max(0, nanos(pid));
+        }
+        return sum;
+    }
+
+    /**
+     * CPU nanoseconds used so far by the JIT compiler threads of JVM {@code pid} (threads named
+     * {@code C1 CompilerThread<n>} or {@code C2 CompilerThread<n>}), or -1 if it is gone or this is
+     * not Linux. A lower bound: the JVM stops compiler threads that fall idle, and their time
+     * leaves {@code /proc} with them.
+     */
+    static long compilerNanos(long pid) {
+        long sum = 0;
+        try (DirectoryStream<Path> tasks = Files.newDirectoryStream(Path.of("/proc", Long.toString(pid), "task"))) {
+            for (Path task : tasks) {
+                try {
+                    String stat = Files.readString(task.resolve("stat"));
+                    int open = stat.indexOf('(');
+                    int close = stat.lastIndexOf(')');
+                    String name = stat.substring(open + 1, close);
+                    if (name.startsWith("C1 CompilerThre") || name.startsWith("C2 CompilerThre")) {
+                        String[] f = stat.substring(close + 2).split(" ");
+                        sum += (Long.parseLong(f[11]) + Long.parseLong(f[12])) * NANOS_PER_TICK;
+                    }
+                } catch (IOException | RuntimeException e) {
+                    // the thread ended while it was read: its time is gone with it
+                }
+            }
+            return sum;
+        } catch (IOException | RuntimeException e) {
+            return -1;
+        }
+    }
+
+    /** {@link #compilerNanos(long)} summed over {@code pids}; processes that are gone count 0. */
+    static long compilerNanos(Collection<Long> pids) {
+        long sum = 0;
+        for (long pid : pids) {
+            sum += Math.max(0, compilerNanos(pid));
         }
         return sum;
     }

@@ -103,13 +103,20 @@ class BenchmarkSmokeTest {
         o.workers = 4;
         o.batch = 256;
         o.flowControl = "on";
-        List<RunResult> results = PushBenchmark.run(o, new PrintStream(new ByteArrayOutputStream(), true,
-                StandardCharsets.UTF_8));
+        ByteArrayOutputStream progress = new ByteArrayOutputStream();
+        List<RunResult> results = PushBenchmark.run(o, new PrintStream(progress, true, StandardCharsets.UTF_8));
         check(results, "push", TRANSPORTS.size());
+        String printed = progress.toString(StandardCharsets.UTF_8);
         for (RunResult r : results) {
             assertEquals(256L * r.operations(), r.keys(), r.json());
             assertTrue(r.steps().getTotalCount() > 0, r.json());
             assertTrue(r.counters().get("server_peak_queue_depth") >= 1, r.json());
+            // The compilers' share of the measured CPU, and the note where it is above the threshold.
+            long compilerMicros = r.counters().get("compiler_cpu_us");
+            assertTrue(compilerMicros >= 0 && compilerMicros * 1_000 <= r.cpuNanos(), r.json());
+            boolean noted = printed.contains("note: " + r.label() + ": the JIT compilers took");
+            assertEquals(compilerMicros * 1_000 > BenchDriver.COMPILER_SHARE_NOTE * r.cpuNanos(), noted,
+                    r.json() + "\n" + printed);
         }
     }
 

@@ -5,6 +5,7 @@ import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Collection;
+import java.util.function.LongUnaryOperator;
 
 /**
  * CPU time of processes from {@code /proc/<pid>/stat}: user plus system time of all their
@@ -32,11 +33,7 @@ final class CpuTime {
 
     /** The sum over {@code pids}; processes that are gone count 0. */
     static long nanos(Collection<Long> pids) {
-        long sum = 0;
-        for (long pid : pids) {
-            sum += Math.max(0, nanos(pid));
-        }
-        return sum;
+        return sum(pids, CpuTime::nanos);
     }
 
     /**
@@ -70,9 +67,13 @@ final class CpuTime {
 
     /** {@link #compilerNanos(long)} summed over {@code pids}; processes that are gone count 0. */
     static long compilerNanos(Collection<Long> pids) {
+        return sum(pids, CpuTime::compilerNanos);
+    }
+
+    private static long sum(Collection<Long> pids, LongUnaryOperator nanosOf) {
         long sum = 0;
         for (long pid : pids) {
-            sum += Math.max(0, compilerNanos(pid));
+            sum += Math.max(0, nanosOf.applyAsLong(pid));
         }
         return sum;
     }

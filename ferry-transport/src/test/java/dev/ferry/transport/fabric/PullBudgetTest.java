@@ -154,6 +154,9 @@ class PullBudgetTest extends FabricTransportFixture {
      * A sender closed while its large messages are being pulled under a budget: its pulls are
      * dropped (the shortest-first choice must skip a failed peer's message, not stall on it), the
      * other sender's messages all arrive whole and in order, and the rendezvous pool is empty again.
+     * Each of the closed sender's messages holds the server's progress thread for 20 ms as it
+     * arrives, so that its 24 MiB cannot all be pulled between the first pull and the close: on a
+     * warm loopback they once were, and nothing died mid-pull.
      */
     @Test
     @Timeout(120)
@@ -176,7 +179,10 @@ class PullBudgetTest extends FabricTransportFixture {
                     fromSurvivor.incrementAndGet();
                 } else {
                     fromDoomed.incrementAndGet();
+                    Thread.sleep(20);
                 }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
             } finally {
                 message.release();
             }

@@ -3,6 +3,9 @@ package dev.ferry.fabric;
 import static dev.ferry.fabric.InfoDescriptor.CM_LISTEN;
 import static dev.ferry.fabric.InfoDescriptor.CM_REJECT;
 import static dev.ferry.fabric.InfoDescriptor.EP_CM;
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+
+import java.lang.foreign.Arena;
 
 /**
  * A passive endpoint ({@code fid_pep}): listens for connection requests, which arrive as
@@ -43,11 +46,21 @@ public final class PassiveEndpoint extends FabricObject {
 
     /** Refuses a connection request. */
     public void reject(ConnectionEvent request) {
+        reject(request, null);
+    }
+
+    /**
+     * Refuses a connection request, handing the requester {@code data} (null for none) with the
+     * refusal, where the provider carries it (tcp and verbs: in the connect's error entry).
+     */
+    public void reject(ConnectionEvent request, byte[] data) {
         ensureOpen();
         long handle = LibFabric.word(request.info().address, InfoDescriptor.offset(InfoDescriptor.INFO, "handle"));
-        try {
-            LibFabric.check((int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(cm, CM_REJECT), fid, handle, 0L, 0L),
-                    "fi_reject");
+        try (Arena arena = Arena.ofConfined()) {
+            long param = data == null ? 0L : arena.allocateFrom(JAVA_BYTE, data).address();
+            long length = data == null ? 0L : data.length;
+            LibFabric.check((int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(cm, CM_REJECT), fid, handle, param,
+                    length), "fi_reject");
         } catch (Throwable t) {
             throw LibFabric.rethrow(t);
         }

@@ -438,7 +438,7 @@ class FabricTest {
                 }
                 try (ConnectionEvent r = request) {
                     if (withData) {
-                        rejectWithData(refuser, r, new byte[16 + 8 * i]);
+                        refuser.reject(r, new byte[16 + 8 * i]);
                     } else {
                         server.reject(r);
                     }
@@ -498,23 +498,6 @@ class FabricTest {
         } finally {
             connector.shutdownNow();
             assertTrue(connector.awaitTermination(10, TimeUnit.SECONDS), "a connect never returned");
-        }
-    }
-
-    /**
-     * {@code fi_reject} with {@code data} for the refused peer, which tcp hands to it in the
-     * connect's error entry ({@link PassiveEndpoint#reject} passes none).
-     */
-    private static void rejectWithData(PassiveEndpoint listener, ConnectionEvent request, byte[] data) {
-        long cm = LibFabric.word(listener.fid, InfoDescriptor.EP_CM);
-        long handle = LibFabric.word(request.info().address, InfoDescriptor.offset(InfoDescriptor.INFO, "handle"));
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment param = arena.allocate(data.length);
-            MemorySegment.copy(data, 0, param, JAVA_BYTE, 0, data.length);
-            LibFabric.check((int) LibFabric.I_JJJJ.invokeExact(LibFabric.function(cm, InfoDescriptor.CM_REJECT),
-                    listener.fid, handle, param.address(), (long) data.length), "fi_reject");
-        } catch (Throwable t) {
-            throw LibFabric.rethrow(t);
         }
     }
 

@@ -100,6 +100,17 @@ class RequestWriterFailureTest extends RpcTestBase {
         }
     }
 
+    /** A recorded call after the failure, seed {@code seed}: its bytes exact and run exactly once. */
+    private void assertRecordsNext(Setup s, long seed) {
+        assertGoodCall(s.channel(), TestService.RECORD, seed);
+        assertEquals(1, runsBySeed.get(seed).get(), "runs of the good call after the failure");
+    }
+
+    /** Requests that reached the server since {@code before}. */
+    private static long requestsSince(Setup s, RpcServerCounters before) {
+        return s.server().counters().requests() - before.requests();
+    }
+
     @ParameterizedTest
     @MethodSource("providers")
     @Timeout(60)
@@ -158,11 +169,9 @@ class RequestWriterFailureTest extends RpcTestBase {
         assertEquals(2, runs.get(), "the writer ran for the send and the resend");
         assertTrue(s.client().counters().sessionFailures() >= 1);
 
-        assertGoodCall(s.channel(), TestService.RECORD, 3);
-        RpcServerCounters after = s.server().counters();
-        assertEquals(1, after.requests() - before.requests(), "requests that reached the server: the good one");
+        assertRecordsNext(s, 3);
+        assertEquals(1, requestsSince(s, before), "requests that reached the server: the good one");
         assertEquals(null, runsBySeed.get(2L), "the lost request ran");
-        assertEquals(1, runsBySeed.get(3L).get());
     }
 
     /**
@@ -193,9 +202,8 @@ class RequestWriterFailureTest extends RpcTestBase {
         writerFailure(future, TestService.RECORD, late);
         assertEquals(2, runs.get(), "the writer ran for the send and the resend");
 
-        assertGoodCall(s.channel(), TestService.RECORD, 3);
+        assertRecordsNext(s, 3);
         assertEquals(1, runsBySeed.get(2L).get(), "runs of the request whose resend failed");
-        assertEquals(1, runsBySeed.get(3L).get());
     }
 
     /**
@@ -254,10 +262,8 @@ class RequestWriterFailureTest extends RpcTestBase {
         assertTrue(waitFor(() -> sendBuffersInUse(s.client()) == sendBuffersBefore, 5_000), "send buffers in use: "
                 + sendBuffersInUse(s.client()) + ", before the call " + sendBuffersBefore);
 
-        assertGoodCall(s.channel(), TestService.RECORD, 3);
-        RpcServerCounters after = s.server().counters();
-        assertEquals(2, after.requests() - before.requests(), "requests that reached the server: not the resend");
-        assertEquals(1, runsBySeed.get(3L).get());
+        assertRecordsNext(s, 3);
+        assertEquals(2, requestsSince(s, before), "requests that reached the server: not the resend");
     }
 
     /**

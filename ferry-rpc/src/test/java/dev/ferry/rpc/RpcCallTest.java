@@ -7,13 +7,13 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.foreign.ValueLayout;
-import java.net.InetAddress;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
 import dev.ferry.rpc.fault.FaultInjector;
+import dev.ferry.transport.RefusedPort;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -134,19 +134,16 @@ class RpcCallTest extends RpcTestBase {
     @Timeout(30)
     void unreachableServerFailsWithPeerUnavailable(String provider) throws Exception {
         RpcClient client = client(rpc(), transport(provider).withConnectTimeoutMillis(500));
-        // Bound, not listening, held until the call failed: refused, and no listener can take the port.
-        java.net.Socket holder = new java.net.Socket();
-        holder.bind(new java.net.InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
-        int port = holder.getLocalPort();
-        RpcChannel channel = client.channel("127.0.0.1:" + port);
-        CompletableFuture<RpcResponse> future = channel.call(TestService.SIZED, TestService.REQUEST_HEADER,
-                TestService.request(1, 1), 700);
         ExecutionException e;
-        try (holder) {
+        String address;
+        try (RefusedPort refused = RefusedPort.onLoopback()) {
+            address = refused.address();
+            CompletableFuture<RpcResponse> future = client.channel(address).call(TestService.SIZED,
+                    TestService.REQUEST_HEADER, TestService.request(1, 1), 700);
             e = assertThrows(ExecutionException.class, () -> future.get(10, TimeUnit.SECONDS));
         }
         PeerUnavailableException cause = assertInstanceOf(PeerUnavailableException.class, e.getCause());
-        assertTrue(cause.getMessage().contains("127.0.0.1:" + port) && cause.getCause() != null, cause.getMessage());
+        assertTrue(cause.getMessage().contains(address) && cause.getCause() != null, cause.getMessage());
         assertEquals(1, client.counters().unavailable());
     }
 

@@ -6,8 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import java.io.IOException;
-import java.net.InetAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletionException;
@@ -82,13 +80,10 @@ public abstract class AbstractFailureReasonTest {
 
     @Test
     @Timeout(60)
-    void anAddressNobodyListensOnIsUnreachable() throws IOException {
+    void anAddressNobodyListensOnIsUnreachable() {
         Transport client = open(config().withConnectTimeoutMillis(2_000), RELEASE);
-        // Bound, not listening, held through the attempt: refused, and no listener can take the port.
-        try (java.net.Socket holder = new java.net.Socket()) {
-            holder.bind(new java.net.InetSocketAddress(InetAddress.getByName(HOST), 0));
-            int port = holder.getLocalPort();
-            TransportException e = assertThrows(TransportException.class, () -> client.connect(HOST + ":" + port));
+        try (RefusedPort refused = RefusedPort.on(HOST)) {
+            TransportException e = assertThrows(TransportException.class, () -> client.connect(refused.address()));
             assertTrue(e.reason() == Reason.UNREACHABLE || e.reason() == Reason.TIMEOUT, "reason " + e.reason() + ": " + e);
         }
     }

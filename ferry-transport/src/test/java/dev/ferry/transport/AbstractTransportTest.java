@@ -12,7 +12,6 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.net.InetAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -31,6 +30,7 @@ import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -707,8 +707,7 @@ public abstract class AbstractTransportTest {
                 }
             });
             System.out.println(stuck);
-            org.junit.jupiter.api.Assertions.fail(stuck.toString().lines().limit(70)
-                    .collect(java.util.stream.Collectors.joining("\n")));
+            fail(stuck.toString().lines().limit(70).collect(Collectors.joining("\n")));
         }
         assertNull(senderFailure.get(), () -> "a send failed: " + senderFailure.get());
         long total = 0;
@@ -831,14 +830,9 @@ public abstract class AbstractTransportTest {
         long timeout = 2_000;
         Transport client = open(config().withConnectTimeoutMillis(timeout), (from, message) -> message.release());
         long start;
-        // A socket bound but not listening holds the port for the whole attempt: connections to it
-        // are refused, and no listener (the client's own included) can take it meanwhile. A port
-        // found free and given back could be taken by the next transport's listener.
-        try (java.net.Socket holder = new java.net.Socket()) {
-            holder.bind(new java.net.InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
-            int port = holder.getLocalPort();
+        try (RefusedPort refused = RefusedPort.onLoopback()) {
             start = System.nanoTime();
-            assertThrows(TransportException.class, () -> client.connect("127.0.0.1:" + port));
+            assertThrows(TransportException.class, () -> client.connect(refused.address()));
         }
         long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
         assertTrue(took < timeout + 3_000, "connect took " + took + " ms with a timeout of " + timeout);

@@ -21,11 +21,7 @@ final class CpuTime {
     /** CPU nanoseconds used so far by {@code pid}, or -1 if it is gone or this is not Linux. */
     static long nanos(long pid) {
         try {
-            String stat = Files.readString(Path.of("/proc", Long.toString(pid), "stat"));
-            // The command name (field 2) is in parentheses and may hold spaces: count after it.
-            String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-            // Fields 14 (utime) and 15 (stime) of the line are 12 and 13 after the name.
-            return (Long.parseLong(f[11]) + Long.parseLong(f[12])) * NANOS_PER_TICK;
+            return cpuNanos(Files.readString(Path.of("/proc", Long.toString(pid), "stat")));
         } catch (IOException | RuntimeException e) {
             return -1;
         }
@@ -48,12 +44,9 @@ final class CpuTime {
             for (Path task : tasks) {
                 try {
                     String stat = Files.readString(task.resolve("stat"));
-                    int open = stat.indexOf('(');
-                    int close = stat.lastIndexOf(')');
-                    String name = stat.substring(open + 1, close);
+                    String name = stat.substring(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
                     if (name.startsWith("C1 CompilerThre") || name.startsWith("C2 CompilerThre")) {
-                        String[] f = stat.substring(close + 2).split(" ");
-                        sum += (Long.parseLong(f[11]) + Long.parseLong(f[12])) * NANOS_PER_TICK;
+                        sum += cpuNanos(stat);
                     }
                 } catch (IOException | RuntimeException e) {
                     // the thread ended while it was read: its time is gone with it
@@ -68,6 +61,14 @@ final class CpuTime {
     /** {@link #compilerNanos(long)} summed over {@code pids}; processes that are gone count 0. */
     static long compilerNanos(Collection<Long> pids) {
         return sum(pids, CpuTime::compilerNanos);
+    }
+
+    /** User plus system time of a {@code stat} line of {@code /proc} (a process's or a thread's). */
+    private static long cpuNanos(String stat) {
+        // The command name (field 2) is in parentheses and may hold spaces: count after it.
+        String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+        // Fields 14 (utime) and 15 (stime) of the line are 12 and 13 after the name.
+        return (Long.parseLong(f[11]) + Long.parseLong(f[12])) * NANOS_PER_TICK;
     }
 
     private static long sum(Collection<Long> pids, LongUnaryOperator nanosOf) {

@@ -17,9 +17,11 @@ import dev.ferry.transport.TransportConfig;
  * {@code (receiveBuffersPerLink + 2) x 256 KiB}. This configuration posts
  * {@value #RECEIVE_BUFFERS_PER_LINK} buffers per link, which covers the calls one client keeps in
  * flight to one server on a link (one per calling thread and server), and raises the receive pool
- * to at least {@value #MIN_RECEIVE_POOL_BYTES} bytes: 4.5 MiB per link, 14 links at full grant. A
- * process with more links than its pool covers gets smaller grants, and fails to open a link once
- * fewer than four buffers are left: raise {@code receivePoolBytes} with the number of peers.
+ * to at least {@value #MIN_RECEIVE_POOL_BYTES} bytes: 4.5 MiB per link, 12 links at full grant
+ * (an eighth of the pool is kept for links that join). Where more links are busy than the pool
+ * covers, they share it equally, down to four buffers each, and a link is refused (the dialer is
+ * told why) only once fewer than four buffers are left: raise {@code receivePoolBytes} with the
+ * number of peers.
  * Requests (ids, and a push's gradients) are unaffected: pushes of more than 256 KiB still go by
  * rendezvous, paced by the receiver as before.
  *
@@ -40,7 +42,7 @@ public final class PsTransport {
     /** Receive buffers, and so credits, per link. */
     public static final int RECEIVE_BUFFERS_PER_LINK = 16;
 
-    /** The least receive pool: room for 14 links at {@link #RECEIVE_BUFFERS_PER_LINK} buffers. */
+    /** The least receive pool: room for 12 busy links at {@link #RECEIVE_BUFFERS_PER_LINK} buffers, and newcomers. */
     public static final long MIN_RECEIVE_POOL_BYTES = 64L << 20;
 
     private PsTransport() {

@@ -251,7 +251,13 @@ final class ControlPlane implements AutoCloseable {
             }
             peer = fresh;
             applyAbilities(hello, fresh);
-            Link[] created = proxy.call(() -> transport.links.accept(fresh, hello));
+            Link[] created;
+            try {
+                created = proxy.call(() -> transport.links.accept(fresh, hello));
+            } catch (TransportException e) {
+                refuse(out, e); // the dialer learns why (a limit, an exhausted pool), not just an EOF
+                throw e;
+            }
             HandshakeDescriptor.writeAnswer(out, hello(null, created, fresh.memory != null));
             if (in.readBoolean()) { // the dialer maps this side's send slabs: set before its reader starts
                 proxy.call(() -> fresh.mapsOurs = true);
@@ -268,6 +274,15 @@ final class ControlPlane implements AutoCloseable {
                 ticket.failed(e);
             }
             closeQuietly(socket);
+        }
+    }
+
+    /** Tells the dialer why its links were not made; a failure to say so is kept with {@code why}. */
+    private static void refuse(DataOutputStream out, TransportException why) {
+        try {
+            HandshakeDescriptor.writeRefusal(out, why.getMessage());
+        } catch (IOException e) {
+            why.addSuppressed(e);
         }
     }
 

@@ -12,7 +12,12 @@ import dev.ferry.transport.TransportConfig;
  * receive queue that all links share (a reliable-datagram endpoint or a shared receive context)
  * it also keeps the count of buffers posted and granted, and moves grants: credits go back from
  * links idle for {@link #IDLE_LINK_NANOS} (down to {@link #CREDIT_FLOOR}), and links with recent
- * traffic are granted more, up to {@code receiveBuffersPerLink}. Progress thread only.
+ * traffic are granted more, up to {@code receiveBuffersPerLink}.
+ *
+ * <p>Busy links never take the whole queue: {@link #headroom} entries stay free for links that
+ * join (a worker that starts late, or reconnects), and where the queue cannot give every link in
+ * use all it wants, each gets an equal share of what the idle ones leave; a link above its share
+ * gives the rest back. Progress thread only.
  */
 final class CreditBalancer {
 
@@ -101,40 +106,41 @@ final class CreditBalancer {
     }
 
     /**
+     * Entries of a shared queue of {@code queue} that busy links do not grow into: room for links
+     * that join to be let in at their minimum grant, at least two links' worth (an eighth of a
+     * large queue, at most half of a small one).
+     */
+    static long headroom(long queue) {
+        return Math.min(queue / 2, Math.max(2L * CREDIT_FLOOR, queue / 8));
+    }
+
+    /**
      * Reviews the grants of a shared receive queue: credits go back from idle links, and links
      * with recent traffic are granted more from what no link holds (half of it at a time, so
-     * that one busy peer cannot take it all at once).
+     * that one busy peer cannot take it all at once), up to their share ({@link #share}) and never
+     * into the {@link #headroom}; a link above its share gives back the rest.
      */
     private int rebalance(long now) {
         long queue = Math.max(CREDIT_FLOOR, transport.links.receiveQueueEntries());
-        int want = config.receiveBuffersPerLink() + ReceiveCredits.RESERVE;
+        long room = queue - headroom(queue);
+        int share = share(now, room);
         int work = 0;
         List<Link> links = transport.links.all();
         for (int i = 0, n = links.size(); i < n; i++) {
             Link link = links.get(i);
-            // Only links the peer has spoken on: before that, its side may not know the link yet
-            // and would drop a grant or a RECLAIM sent to it.
-            if (!link.ready || !link.heard || link.peer.failure() != null || link.reclaimPending) {
+            if (!rebalanced(link)) {
                 continue;
             }
             long quiet = now - link.lastArrivalNanos;
-            if (quiet > IDLE_LINK_NANOS && link.granted > CREDIT_FLOOR) {
-                // Credits not yet returned are taken back without asking; the rest the peer gives.
-                int kept = link.credits.keepOwed(link.granted - CREDIT_FLOOR);
-                link.granted -= kept;
-                sharedGranted -= kept;
-                counters.creditsReclaimed.add(kept);
-                int ask = Math.min(link.granted, link.credits.peerHeld()) - CREDIT_FLOOR;
-                if (ask <= 0) {
-                    continue;
-                }
-                if (!transport.sends.queueControl(link, FrameDescriptor.RECLAIM, ask)) {
+            int keep = quiet > IDLE_LINK_NANOS ? CREDIT_FLOOR : share;
+            if (link.granted > keep) {
+                int asked = takeBack(link, keep);
+                if (asked < 0) {
                     return work;
                 }
-                link.reclaimPending = true;
-                work++;
-            } else if (quiet < ACTIVE_LINK_NANOS && link.granted < want) {
-                int extra = (int) Math.min(want - link.granted, (queue - sharedGranted) / 2);
+                work += asked;
+            } else if (quiet < ACTIVE_LINK_NANOS && link.granted < share) {
+                int extra = (int) Math.min(share - link.granted, (room - sharedGranted) / 2);
                 while (sharedPosted < sharedGranted + extra) {
                     RegisteredBuffer b = allocator.tryAllocate(PoolKind.RECEIVE, transport.receiveBytes);
                     if (b == null) {
@@ -155,6 +161,62 @@ final class CreditBalancer {
             }
         }
         return work;
+    }
+
+    /**
+     * Only links the peer has spoken on take part: before that, its side may not know the link
+     * yet and would drop a grant or a RECLAIM sent to it.
+     */
+    private static boolean rebalanced(Link link) {
+        return link.ready && link.heard && link.peer.failure() == null && !link.reclaimPending;
+    }
+
+    /**
+     * The grant of a link in use: {@code receiveBuffersPerLink} (and the reserve) if the
+     * {@code room} left beside the idle links' grants holds that for every link in use; else an
+     * equal part of it, never below {@link #CREDIT_FLOOR}.
+     */
+    private int share(long now, long room) {
+        int want = config.receiveBuffersPerLink() + ReceiveCredits.RESERVE;
+        long others = 0;
+        int inUse = 0;
+        List<Link> links = transport.links.all();
+        for (int i = 0, n = links.size(); i < n; i++) {
+            Link link = links.get(i);
+            if (link.peer.failure() != null || link.retiredTo != null) {
+                continue;
+            }
+            if (link.ready && link.heard && now - link.lastArrivalNanos <= IDLE_LINK_NANOS) {
+                inUse++;
+            } else {
+                others += link.granted;
+            }
+        }
+        if (inUse == 0 || (long) inUse * want <= room - others) {
+            return want;
+        }
+        return (int) Math.max(CREDIT_FLOOR, Math.min(want, (room - others) / inUse));
+    }
+
+    /**
+     * Takes {@code link}'s grant down towards {@code keep}: credits owed to the peer are kept
+     * without asking, the rest the peer is asked for (RECLAIM; it gives what it holds). 1 if a
+     * RECLAIM was queued, 0 if none was needed, -1 if no control buffer was free for it.
+     */
+    private int takeBack(Link link, int keep) {
+        int kept = link.credits.keepOwed(link.granted - keep);
+        link.granted -= kept;
+        sharedGranted -= kept;
+        counters.creditsReclaimed.add(kept);
+        int ask = Math.min(link.granted - keep, link.credits.peerHeld() - CREDIT_FLOOR);
+        if (ask <= 0) {
+            return 0;
+        }
+        if (!transport.sends.queueControl(link, FrameDescriptor.RECLAIM, ask)) {
+            return -1;
+        }
+        link.reclaimPending = true;
+        return 1;
     }
 
     /**

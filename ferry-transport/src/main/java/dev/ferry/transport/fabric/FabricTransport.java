@@ -496,6 +496,11 @@ final class FabricTransport implements Transport {
         return proxy.call(rendezvousKeys::counts);
     }
 
+    /** The shared receive queue's entries, buffers posted to it and credits granted on it; for tests. */
+    long[] sharedQueueUse() {
+        return proxy.call(() -> new long[] {links.receiveQueueEntries(), credits.sharedPosted(), credits.sharedGranted()});
+    }
+
     /** One line per link: its state, credits and queues; for diagnostics. */
     String describeLinks() {
         return proxy.call(() -> {

@@ -190,14 +190,15 @@ final class LinkTable {
     }
 
     /**
-     * Entries of a link's receive queue, or of the queue all links share: a shared receive
-     * context holds more (65,536 on tcp) than the receive pool fills, so the pool bounds it
-     * (buffers come from the allocator's power-of-two size class).
+     * Entries of a link's receive queue, or of the queue all links share: a shared queue holds
+     * what the receive pool fills, if that is less (a shared receive context holds 65,536 on tcp,
+     * a reliable-datagram endpoint 1,024 on shm; buffers come from the allocator's power-of-two
+     * size class).
      */
     long receiveQueueEntries() {
         long entries = session.info().rxSize();
         long buffer = Long.highestOneBit(transport.receiveBytes - 1L) << 1;
-        return transport.srx == null ? entries : Math.min(entries, config.receivePoolBytes() / buffer);
+        return sharedQueue ? Math.min(entries, config.receivePoolBytes() / buffer) : entries;
     }
 
     private int linksOpenNow() {

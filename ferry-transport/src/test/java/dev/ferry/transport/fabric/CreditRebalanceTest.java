@@ -11,6 +11,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -121,5 +124,88 @@ class CreditRebalanceTest extends FabricTransportFixture {
         }
         assertEquals(0, server.counters().linkFailures());
         assertEquals(0, server.counters().receiveBuffersHeld());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm", "tcp"})
+    void aQueueGrantedToBusyPeersStillAdmitsANewPeerAndSharesWithIt(String provider) throws Exception {
+        // Peers that want 66 credits per link (64 buffers and the reserve) and a shared queue of
+        // 32 buffers (1 MiB of 32 KiB buffers): one busy sender would take it all. A worker
+        // that joins a training job late must still get in, and get a share once it sends too.
+        TransportConfig config = TransportConfig.defaults(provider).withPools(16L << 20, 1L << 20, 16L << 20);
+        Recorder received = new Recorder();
+        Transport server = open(config, received);
+        FabricTransport fabric = (FabricTransport) server;
+        assumeTrue(fabric.sharesReceiveQueue(), provider + " links have receive queues of their own");
+        long queue = fabric.sharedQueueUse()[0];
+        assertEquals(32, queue, "the receive pool bounds the shared queue");
+        int early = 1;
+
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicInteger[] sent = new AtomicInteger[early];
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        Transport[] earlyClients = new Transport[early];
+        List<Thread> busy = new ArrayList<>();
+        try {
+            for (int c = 0; c < early; c++) {
+                earlyClients[c] = open(config, (from, m) -> m.release());
+                Peer peer = earlyClients[c].connect(server.localAddress());
+                int sender = c;
+                sent[c] = new AtomicInteger();
+                busy.add(Thread.ofPlatform().name("busy-sender-" + c).start(() -> {
+                    try {
+                        int next = 0;
+                        while (!stop.get()) {
+                            next = send(peer, sender, next, 50);
+                            sent[sender].set(next);
+                        }
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                    }
+                }));
+            }
+            // The busy senders' links grow until most of the queue is theirs.
+            assertTrue(waitFor(() -> fabric.sharedQueueUse()[2] >= queue / 2, 10_000),
+                    () -> "the busy senders were not granted the queue: " + fabric.describeLinks());
+            Thread.sleep(200);
+            long[] use = fabric.sharedQueueUse();
+            assertTrue(use[2] <= queue, "granted " + use[2] + " of " + queue);
+
+            int late = early;
+            Transport lateClient = open(config, (from, m) -> m.release());
+            Peer latePeer = lateClient.connect(server.localAddress());
+            int lateSent = send(latePeer, late, 0, 2_000);
+            assertTrue(waitFor(() -> received.count(late) == lateSent, 10_000),
+                    () -> "the late sender's messages arrived: " + received.count(late) + " of " + lateSent);
+            received.assertExactlyInOrder(late, lateSent);
+            // It was let in at the minimum (two links of the floor); busy, it was granted more.
+            int floor = ReceiveCredits.RESERVE + 2;
+            assertTrue(waitFor(() -> lateClient.counters().creditsAvailable() > 2 * floor, 10_000),
+                    () -> "the late sender's share did not grow: " + lateClient.counters().creditsAvailable()
+                            + " credits\n" + fabric.describeLinks());
+
+            stop.set(true);
+            for (Thread t : busy) {
+                t.join(30_000);
+            }
+            assertEquals(null, failure.get(), "a busy sender failed");
+            for (int c = 0; c < early; c++) {
+                int sender = c;
+                int total = sent[c].get();
+                assertTrue(waitFor(() -> received.count(sender) == total, 10_000));
+                received.assertExactlyInOrder(sender, total);
+                assertEquals(0, earlyClients[c].counters().linkFailures());
+            }
+            use = fabric.sharedQueueUse();
+            assertTrue(use[2] <= queue && use[2] <= use[1], "granted " + use[2] + ", posted " + use[1] + " of " + queue);
+            assertEquals(0, server.counters().linkFailures());
+            assertEquals(0, lateClient.counters().linkFailures());
+            assertEquals(0, server.counters().receiveBuffersHeld());
+        } finally {
+            stop.set(true);
+            for (Thread t : busy) {
+                t.join(30_000);
+            }
+        }
     }
 }

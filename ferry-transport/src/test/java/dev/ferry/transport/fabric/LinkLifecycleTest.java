@@ -136,6 +136,25 @@ class LinkLifecycleTest extends FabricTransportFixture {
         assertEquals(0, client.counters().linkFailures());
     }
 
+    @Test
+    void aPeerPastTheServersLinkCapIsToldWhyAndThePeersWithinItKeepWorking() throws Exception {
+        Recorder received = new Recorder();
+        Transport server = open(config("tcp").withLinks(1, 1), received);
+        Transport first = open(config("tcp").withLinks(1, 64), (from, m) -> m.release());
+        Peer peer = first.connect(server.localAddress());
+        sendAll(peer, 1, 100);
+        assertTrue(waitFor(() -> received.count() == 100, 10_000));
+
+        Transport second = open(config("tcp").withLinks(1, 64), (from, m) -> m.release());
+        TransportException refused = assertThrows(TransportException.class, () -> second.connect(server.localAddress()));
+        assertTrue(refused.getMessage().contains("refused the connection: maxLinks (1) reached"), refused.getMessage());
+
+        sendAll(peer, 1, 100);
+        assertTrue(waitFor(() -> received.count() == 200, 10_000));
+        assertEquals(1, server.counters().linksOpen());
+        assertEquals(0, first.counters().linkFailures());
+    }
+
     @ParameterizedTest
     @org.junit.jupiter.params.provider.CsvSource({"shm, 0", "shm, 2000", "tcp, 0", "tcp, 2000"})
     void progressThreadsThatSleepAtOnceOrPollLongDeliverEverythingInOrder(String provider, long idlePollMicros)

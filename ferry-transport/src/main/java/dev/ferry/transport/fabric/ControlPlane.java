@@ -255,6 +255,8 @@ final class ControlPlane implements AutoCloseable {
             try {
                 created = proxy.call(() -> transport.links.accept(fresh, hello));
             } catch (TransportException e) {
+                // Out of the table before the dialer hears: a redial at once must not meet this peer.
+                peers.remove(address, fresh);
                 refuse(out, e); // the dialer learns why (a limit, an exhausted pool), not just an EOF
                 throw e;
             }

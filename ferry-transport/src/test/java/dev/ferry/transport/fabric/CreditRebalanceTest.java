@@ -15,10 +15,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
+import dev.ferry.memory.PoolKind;
 import dev.ferry.transport.InboundMessage;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.OutboundMessage;
@@ -214,5 +216,44 @@ class CreditRebalanceTest extends FabricTransportFixture {
                 t.join(30_000);
             }
         }
+    }
+
+    @Test
+    void buffersReleasedAfterTheirPeerLeftStayCountedRightOnTheSharedQueue() throws Exception {
+        // shm: a reliable-datagram endpoint whose queue all links share. A buffer the application
+        // releases once no link is left cannot be posted again (no link names the endpoint) and
+        // is freed: the queue's count of buffers posted must drop with it, or a later peer is
+        // granted credits for buffers that are not there.
+        TransportConfig config = TransportConfig.defaults("shm").withPools(16L << 20, 1L << 20, 16L << 20);
+        List<InboundMessage> held = new CopyOnWriteArrayList<>();
+        Recorder received = new Recorder();
+        AtomicBoolean holding = new AtomicBoolean(true);
+        Transport server = open(config, (from, m) -> {
+            if (holding.get()) {
+                held.add(m);
+            } else {
+                received.onMessage(from, m);
+            }
+        });
+        FabricTransport fabric = (FabricTransport) server;
+        Transport first = open(config, (from, m) -> m.release());
+        send(first.connect(server.localAddress()), 0, 0, 10);
+        assertTrue(waitFor(() -> held.size() == 10, 10_000));
+        first.close();
+        assertTrue(waitFor(() -> server.counters().linksOpen() == 0, 10_000), () -> fabric.describeLinks());
+        holding.set(false);
+        held.forEach(InboundMessage::release);
+        assertTrue(waitFor(() -> server.counters().receiveBuffersHeld() == 0, 10_000));
+        long[] use = fabric.sharedQueueUse();
+        long inUse = fabric.allocator().stats().pool(PoolKind.RECEIVE).buffersInUse();
+        assertEquals(inUse, use[1], "buffers posted to the shared queue as counted, against receive buffers in use");
+
+        Transport second = open(config, (from, m) -> m.release());
+        int sent = send(second.connect(server.localAddress()), 1, 0, 2_000);
+        assertTrue(waitFor(() -> received.count(1) == sent, 10_000),
+                () -> "the second peer's messages arrived: " + received.count(1) + " of " + sent + "\n" + fabric.describeLinks());
+        received.assertExactlyInOrder(1, sent);
+        assertEquals(fabric.allocator().stats().pool(PoolKind.RECEIVE).buffersInUse(), fabric.sharedQueueUse()[1]);
+        assertEquals(0, server.counters().linkFailures());
     }
 }

@@ -63,6 +63,13 @@ class CreditRebalanceTest extends FabricTransportFixture {
         }
     }
 
+    /** A server on {@code config}'s provider; the test is skipped where its links do not share a receive queue. */
+    private FabricTransport sharedQueueServer(TransportConfig config, MessageHandler handler) {
+        FabricTransport server = (FabricTransport) open(config, handler);
+        assumeTrue(server.sharesReceiveQueue(), config.provider() + " links have receive queues of their own");
+        return server;
+    }
+
     private static int send(Peer peer, int sender, int from, int count) throws Exception {
         List<CompletableFuture<Void>> futures = new ArrayList<>();
         for (int i = from; i < from + count; i++) {
@@ -84,8 +91,7 @@ class CreditRebalanceTest extends FabricTransportFixture {
         // receiveBuffersPerLink, so there is room to grant a busy sender more.
         TransportConfig config = TransportConfig.defaults(provider).withPools(16L << 20, 16L << 20, 16L << 20);
         Recorder received = new Recorder();
-        Transport server = open(config, received);
-        assumeTrue(((FabricTransport) server).sharesReceiveQueue(), provider + " links have receive queues of their own");
+        Transport server = sharedQueueServer(config, received);
         int senders = 3;
         Transport[] clients = new Transport[senders];
         Peer[] peers = new Peer[senders];
@@ -136,9 +142,8 @@ class CreditRebalanceTest extends FabricTransportFixture {
         // that joins a training job late must still get in, and get a share once it sends too.
         TransportConfig config = TransportConfig.defaults(provider).withPools(16L << 20, 1L << 20, 16L << 20);
         Recorder received = new Recorder();
-        Transport server = open(config, received);
-        FabricTransport fabric = (FabricTransport) server;
-        assumeTrue(fabric.sharesReceiveQueue(), provider + " links have receive queues of their own");
+        FabricTransport fabric = sharedQueueServer(config, received);
+        Transport server = fabric;
         long queue = fabric.sharedQueueUse()[0];
         assertEquals(32, queue, "the receive pool bounds the shared queue");
         int early = 1;

@@ -107,6 +107,13 @@ public class BenchOptions {
                     + "this many rounds, and print CPU per op on/off (the best round of each). Default: off.")
     public int metricsRounds;
 
+    @Option(names = "--rounds", paramLabel = "<n>",
+            description = "Run every transport in turn, this many times over (round 1: each transport, round 2: each "
+                    + "again, ...); print each round's table, its ratios from that round, then each transport's best "
+                    + "ratio over the rounds. Runs minutes apart drift more than the transports of one round differ: "
+                    + "the best of 3 alternating rounds is how this project reports. Default: 1.")
+    public int rounds = 1;
+
     /** The first metrics port, or 0 when off. */
     int metricsBase() {
         return metricsPort != null ? metricsPort : metricsRounds > 0 ? 9400 : 0;
@@ -154,6 +161,9 @@ public class BenchOptions {
         }
         if (metricsPort != null && (metricsPort < 1 || metricsPort > 65000) || metricsRounds < 0) {
             throw new IllegalArgumentException("--metrics-port must be in [1, 65000], --metrics-compare >= 0");
+        }
+        if (rounds < 1 || rounds > 1 && metricsRounds > 0) {
+            throw new IllegalArgumentException("--rounds must be at least 1, and 1 with --metrics-compare (which has rounds of its own)");
         }
         if (!psTransport.equals("tuned") && !psTransport.equals("default")) {
             throw new IllegalArgumentException("--ps-transport is tuned or default: " + psTransport);

@@ -91,8 +91,9 @@ public final class FetchBenchmark implements Callable<Integer> {
     @Override
     public Integer call() {
         List<String> failed = new ArrayList<>();
-        List<RunResult> results = run(options, System.out, failed);
-        Report.print(results, System.out);
+        List<List<RunResult>> all = BestOfRounds.run(options.common.rounds, System.out,
+                () -> run(options, System.out, failed));
+        List<RunResult> results = all.getLast();
         if (options.formats().size() > 1) {
             PullFormatReport.print(results, System.out);
         }
@@ -101,9 +102,10 @@ public final class FetchBenchmark implements Callable<Integer> {
         }
         if (!options.common.noReport) {
             Path dir = Report.write(options.common.reportDir, "fetch", commandLine(spec), results);
-            System.out.println("report: " + dir.toAbsolutePath());
+            System.out.println("report" + (all.size() > 1 ? " (the last round)" : "") + ": " + dir.toAbsolutePath());
         }
-        return !failed.isEmpty() || results.stream().anyMatch(r -> r.errors() > 0 || r.operations() == 0) ? 1 : 0;
+        return !failed.isEmpty() || all.stream().flatMap(List::stream).anyMatch(r -> r.errors() > 0 || r.operations() == 0)
+                ? 1 : 0;
     }
 
     /** The command as typed, for the report. */

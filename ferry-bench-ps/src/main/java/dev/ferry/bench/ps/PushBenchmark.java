@@ -78,16 +78,18 @@ public final class PushBenchmark implements Callable<Integer> {
     @Override
     public Integer call() {
         List<String> failed = new ArrayList<>();
-        List<RunResult> results = run(options, System.out, failed);
-        Report.print(results, System.out);
+        List<List<RunResult>> all = BestOfRounds.run(options.common.rounds, System.out,
+                () -> run(options, System.out, failed));
+        List<RunResult> results = all.getLast();
         if (!failed.isEmpty()) {
             System.out.println("failed (no row): " + String.join(", ", failed));
         }
         if (!options.common.noReport) {
             Path dir = Report.write(options.common.reportDir, "push", FetchBenchmark.commandLine(spec), results);
-            System.out.println("report: " + dir.toAbsolutePath());
+            System.out.println("report" + (all.size() > 1 ? " (the last round)" : "") + ": " + dir.toAbsolutePath());
         }
-        return !failed.isEmpty() || results.stream().anyMatch(r -> r.errors() > 0 || r.operations() == 0) ? 1 : 0;
+        return !failed.isEmpty() || all.stream().flatMap(List::stream).anyMatch(r -> r.errors() > 0 || r.operations() == 0)
+                ? 1 : 0;
     }
 
     /** Runs from the command line. */

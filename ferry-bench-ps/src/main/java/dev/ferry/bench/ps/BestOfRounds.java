@@ -45,12 +45,12 @@ final class BestOfRounds {
         if (b == null) {
             return q;
         }
-        q[0] = quotient(r.meanMicros(), b.meanMicros());
-        q[1] = quotient(r.percentileMicros(99), b.percentileMicros(99));
-        q[2] = quotient(r.cpuMicrosPerOp(), b.cpuMicrosPerOp());
+        q[0] = Floor.quotient(r.meanMicros(), b.meanMicros());
+        q[1] = Floor.quotient(r.percentileMicros(99), b.percentileMicros(99));
+        q[2] = Floor.quotient(r.cpuMicrosPerOp(), b.cpuMicrosPerOp());
         RunResult floor = Floor.of(round);
         if (floor != null) {
-            q[3] = quotient(Floor.layerCpu(r, floor), Floor.layerCpu(b, floor));
+            q[3] = Floor.quotient(Floor.layerCpu(r, floor), Floor.layerCpu(b, floor));
         }
         return q;
     }
@@ -112,9 +112,5 @@ final class BestOfRounds {
 
     private static String cell(double ratio, int round) {
         return Double.isFinite(ratio) ? String.format(Locale.ROOT, "%.2fx (r%d)", ratio, round) : "-";
-    }
-
-    private static double quotient(double value, double base) {
-        return Double.isFinite(value) && Double.isFinite(base) && base > 0 ? value / base : Double.NaN;
     }
 }

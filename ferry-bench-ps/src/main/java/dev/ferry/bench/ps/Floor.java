@@ -71,7 +71,8 @@ final class Floor {
         return f;
     }
 
-    private static double quotient(double value, double base) {
+    /** {@code value / base}, or NaN where either is not finite or the base is not positive. */
+    static double quotient(double value, double base) {
         return Double.isFinite(value) && Double.isFinite(base) && base > 0 ? value / base : Double.NaN;
     }
 

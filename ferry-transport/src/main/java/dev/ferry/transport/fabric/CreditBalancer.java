@@ -131,15 +131,14 @@ final class CreditBalancer {
             if (!rebalanced(link)) {
                 continue;
             }
-            long quiet = now - link.lastArrivalNanos;
-            int keep = quiet > IDLE_LINK_NANOS ? CREDIT_FLOOR : share;
+            int keep = idle(link, now) ? CREDIT_FLOOR : share;
             if (link.granted > keep) {
                 int asked = takeBack(link, keep);
                 if (asked < 0) {
                     return work;
                 }
                 work += asked;
-            } else if (quiet < ACTIVE_LINK_NANOS && link.granted < share) {
+            } else if (now - link.lastArrivalNanos < ACTIVE_LINK_NANOS && link.granted < share) {
                 int extra = (int) Math.min(share - link.granted, (room - sharedGranted) / 2);
                 while (sharedPosted < sharedGranted + extra) {
                     RegisteredBuffer b = allocator.tryAllocate(PoolKind.RECEIVE, transport.receiveBytes);
@@ -171,6 +170,11 @@ final class CreditBalancer {
         return link.ready && link.heard && link.peer.failure() == null && !link.reclaimPending;
     }
 
+    /** Whether {@code link} has had no frame for {@link #IDLE_LINK_NANOS}: it keeps only the floor. */
+    private static boolean idle(Link link, long now) {
+        return now - link.lastArrivalNanos > IDLE_LINK_NANOS;
+    }
+
     /**
      * The grant of a link in use: {@code receiveBuffersPerLink} (and the reserve) if the
      * {@code room} left beside the idle links' grants holds that for every link in use; else an
@@ -186,7 +190,7 @@ final class CreditBalancer {
             if (link.peer.failure() != null || link.retiredTo != null) {
                 continue;
             }
-            if (link.ready && link.heard && now - link.lastArrivalNanos <= IDLE_LINK_NANOS) {
+            if (link.ready && link.heard && !idle(link, now)) {
                 inUse++;
             } else {
                 others += link.granted;

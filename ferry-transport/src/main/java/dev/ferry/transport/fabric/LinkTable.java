@@ -119,7 +119,7 @@ final class LinkTable {
             throw new TransportException(Reason.LIMIT_REACHED, "maxLinks (" + config.maxLinks() + ") reached");
         }
         CreditBalancer credits = transport.credits;
-        int minimum = ReceiveCredits.RESERVE + 2;
+        int minimum = CreditBalancer.CREDIT_FLOOR;
         int want = config.receiveBuffersPerLink() + ReceiveCredits.RESERVE;
         long queue = Math.max(minimum, receiveQueueEntries());
         Link[] made = new Link[count];

@@ -107,7 +107,7 @@ class CreditRebalanceTest extends FabricTransportFixture {
         while (System.nanoTime() < until) {
             next[0] = send(peers[0], 0, next[0], 100);
         }
-        int floor = ReceiveCredits.RESERVE + 2;
+        int floor = CreditBalancer.CREDIT_FLOOR;
         assertTrue(waitFor(() -> clients[1].counters().creditsAvailable() <= floor
                 && clients[2].counters().creditsAvailable() <= floor, 10_000),
                 () -> "idle senders still hold " + clients[1].counters().creditsAvailable() + " and "
@@ -146,70 +146,56 @@ class CreditRebalanceTest extends FabricTransportFixture {
         Transport server = fabric;
         long queue = fabric.sharedQueueUse()[0];
         assertEquals(32, queue, "the receive pool bounds the shared queue");
-        int early = 1;
-
         AtomicBoolean stop = new AtomicBoolean();
-        AtomicInteger[] sent = new AtomicInteger[early];
+        AtomicInteger earlySent = new AtomicInteger();
         AtomicReference<Throwable> failure = new AtomicReference<>();
-        Transport[] earlyClients = new Transport[early];
-        List<Thread> busy = new ArrayList<>();
-        try {
-            for (int c = 0; c < early; c++) {
-                earlyClients[c] = open(config, (from, m) -> m.release());
-                Peer peer = earlyClients[c].connect(server.localAddress());
-                int sender = c;
-                sent[c] = new AtomicInteger();
-                busy.add(Thread.ofPlatform().name("busy-sender-" + c).start(() -> {
-                    try {
-                        int next = 0;
-                        while (!stop.get()) {
-                            next = send(peer, sender, next, 50);
-                            sent[sender].set(next);
-                        }
-                    } catch (Throwable e) {
-                        failure.compareAndSet(null, e);
-                    }
-                }));
+        Transport early = open(config, (from, m) -> m.release());
+        Peer earlyPeer = early.connect(server.localAddress());
+        Thread busy = Thread.ofPlatform().name("busy-sender").start(() -> {
+            try {
+                int next = 0;
+                while (!stop.get()) {
+                    next = send(earlyPeer, 0, next, 50);
+                    earlySent.set(next);
+                }
+            } catch (Throwable e) {
+                failure.compareAndSet(null, e);
             }
-            // The busy senders' links grow until most of the queue is theirs.
+        });
+        try {
+            // The busy sender's links grow until most of the queue is theirs.
             assertTrue(waitFor(() -> fabric.sharedQueueUse()[2] >= queue / 2, 10_000),
-                    () -> "the busy senders were not granted the queue: " + fabric.describeLinks());
+                    () -> "the busy sender was not granted the queue: " + fabric.describeLinks());
             Thread.sleep(200);
             long[] use = fabric.sharedQueueUse();
             long room = queue - CreditBalancer.headroom(queue);
             assertTrue(use[2] <= room, "granted " + use[2] + " of " + queue + ": busy links grew into the room kept for newcomers");
 
-            int late = early;
             Transport lateClient = open(config, (from, m) -> m.release());
             Peer latePeer = lateClient.connect(server.localAddress());
-            // It was let in at the minimum (two links of the floor); kept busy, it is granted more.
-            int floor = ReceiveCredits.RESERVE + 2;
-            int lateSent = send(latePeer, late, 0, 2_000);
+            // It was let in at the minimum (at most two links at the floor); kept busy, it is granted more.
+            int floor = CreditBalancer.CREDIT_FLOOR;
+            int lateSent = send(latePeer, 1, 0, 2_000);
             long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
             while (lateClient.counters().creditsAvailable() <= 2 * floor && System.nanoTime() < until) {
-                lateSent = send(latePeer, late, lateSent, 50);
+                lateSent = send(latePeer, 1, lateSent, 50);
                 Thread.sleep(15); // the receiver's credit returns, flushed every 10 ms
             }
             assertTrue(lateClient.counters().creditsAvailable() > 2 * floor,
                     () -> "the late sender's share did not grow: " + lateClient.counters().creditsAvailable()
                             + " credits\n" + fabric.describeLinks());
             int lateTotal = lateSent;
-            assertTrue(waitFor(() -> received.count(late) == lateTotal, 10_000),
-                    () -> "the late sender's messages arrived: " + received.count(late) + " of " + lateTotal);
-            received.assertExactlyInOrder(late, lateTotal);
+            assertTrue(waitFor(() -> received.count(1) == lateTotal, 10_000),
+                    () -> "the late sender's messages arrived: " + received.count(1) + " of " + lateTotal);
+            received.assertExactlyInOrder(1, lateTotal);
 
             stop.set(true);
-            for (Thread t : busy) {
-                t.join(30_000);
-            }
-            assertEquals(null, failure.get(), "a busy sender failed");
-            for (int c = 0; c < early; c++) {
-                int sender = c;
-                int total = sent[c].get();
-                assertTrue(waitFor(() -> received.count(sender) == total, 10_000));
-                received.assertExactlyInOrder(sender, total);
-                assertEquals(0, earlyClients[c].counters().linkFailures());
-            }
+            busy.join(30_000);
+            assertEquals(null, failure.get(), "the busy sender failed");
+            int earlyTotal = earlySent.get();
+            assertTrue(waitFor(() -> received.count(0) == earlyTotal, 10_000));
+            received.assertExactlyInOrder(0, earlyTotal);
+            assertEquals(0, early.counters().linkFailures());
             use = fabric.sharedQueueUse();
             assertTrue(use[2] <= queue && use[2] <= use[1], "granted " + use[2] + ", posted " + use[1] + " of " + queue);
             assertEquals(0, server.counters().linkFailures());
@@ -217,9 +203,7 @@ class CreditRebalanceTest extends FabricTransportFixture {
             assertEquals(0, server.counters().receiveBuffersHeld());
         } finally {
             stop.set(true);
-            for (Thread t : busy) {
-                t.join(30_000);
-            }
+            busy.join(30_000);
         }
     }
 

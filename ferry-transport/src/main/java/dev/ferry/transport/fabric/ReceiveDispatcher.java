@@ -269,8 +269,10 @@ final class ReceiveDispatcher {
 
     /** A receive completed in error (its link closed under it, or the provider failed it). */
     void onReceiveFailed(RegisteredBuffer buffer, Link link, String error) {
-        if (srx != null && !transport.isClosed()) {
-            // A link closed in the middle of a message: the buffer is the context's again.
+        assert transport.holdsFabric();
+        if (sharedQueue && !transport.isClosed()) {
+            // A link closed in the middle of a message, or a frame longer than the buffer
+            // (FI_ETRUNC on shm): the buffer is the shared queue's again, which counts it as posted.
             postShared(buffer);
             return;
         }

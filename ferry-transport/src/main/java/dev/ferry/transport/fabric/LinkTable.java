@@ -131,8 +131,10 @@ final class LinkTable {
                 long left = queue - granted;
                 grant = (int) Math.min(want, Math.max(minimum, left / 32));
                 if (left < minimum) {
-                    throw new TransportException(Reason.LIMIT_REACHED, "the shared receive queue (" + queue + " entries) is fully granted to "
-                            + linksOpenNow() + " links");
+                    TransportException full = new TransportException(Reason.LIMIT_REACHED, "the shared receive queue (" + queue
+                            + " entries) is fully granted to " + linksOpenNow() + " links");
+                    unmake(made, i);
+                    throw full;
                 }
             } else {
                 grant = (int) Math.min(want, queue);
@@ -148,13 +150,7 @@ final class LinkTable {
             }
             if (got.size() < toPost && (!sharedQueue ? got.size() : posted + got.size() - granted) < minimum) {
                 got.forEach(RegisteredBuffer::release);
-                for (int j = 0; j < i; j++) {
-                    if (made[j].reserved != null) {
-                        for (RegisteredBuffer b : made[j].reserved) {
-                            b.release();
-                        }
-                    }
-                }
+                unmake(made, i);
                 throw new TransportException(Reason.POOL_EXHAUSTED, "receive pool exhausted (" + config.receivePoolBytes()
                         + " bytes): raise receivePoolBytes or lower receiveBuffersPerLink");
             }
@@ -187,6 +183,26 @@ final class LinkTable {
         System.arraycopy(made, 0, all, peer.links.length, count);
         peer.links = all;
         return made;
+    }
+
+    /**
+     * Undoes the first {@code n} links of a {@link #create} that failed part way: the peer never
+     * learned of them, so they leave the table and their grants are free again. Buffers they
+     * posted to a shared queue stay there, counted as posted; those set aside are freed.
+     */
+    private void unmake(Link[] made, int n) {
+        for (int i = 0; i < n; i++) {
+            Link link = made[i];
+            byId.remove(link.id);
+            links.remove(link);
+            transport.credits.withdraw(link);
+            if (link.reserved != null) {
+                for (RegisteredBuffer b : link.reserved) {
+                    b.release();
+                }
+                link.reserved = null;
+            }
+        }
     }
 
     /**

@@ -155,6 +155,53 @@ class LinkLifecycleTest extends FabricTransportFixture {
         assertEquals(0, first.counters().linkFailures());
     }
 
+    @Test
+    void aHandshakeRefusedPartWayThroughItsLinksLeavesNoGrantBehind() throws Exception {
+        // tcp's shared receive context (shm's peers have one link, made alone): a queue of 32
+        // buffers holds eight links at the minimum grant, so a hello that asks for twelve has
+        // eight made and the ninth refused. The eight must go with the refusal, their grants
+        // with them, or the queue stays fully granted to links nobody has.
+        TransportConfig config = TransportConfig.defaults("tcp").withPools(16L << 20, 1L << 20, 16L << 20)
+                .withLinks(16, 4096);
+        Recorder received = new Recorder();
+        FabricTransport server = (FabricTransport) open(config, received);
+        org.junit.jupiter.api.Assumptions.assumeTrue(server.sharesReceiveQueue(), "tcp links have receive queues of their own");
+        int n = 12;
+        String address = server.localAddress();
+        int colon = address.lastIndexOf(':');
+        try (java.net.Socket socket = new java.net.Socket(address.substring(0, colon), Integer.parseInt(address.substring(colon + 1)))) {
+            socket.setSoTimeout(10_000);
+            var out = new java.io.DataOutputStream(socket.getOutputStream());
+            var in = new java.io.DataInputStream(socket.getInputStream());
+            HandshakeDescriptor.writeGreeting(out, false, new byte[dev.ferry.transport.SharedSecret.NONCE_BYTES]);
+            HandshakeDescriptor.readStatus(address, in, true);
+            HandshakeDescriptor.readNonce(in);
+            HandshakeDescriptor.readBytes(in);
+            HandshakeDescriptor.writeBytes(out, new byte[0]);
+            int[] ids = new int[n];
+            int[] grants = new int[n];
+            for (int i = 0; i < n; i++) {
+                ids[i] = i + 1;
+                grants[i] = 8;
+            }
+            HandshakeDescriptor.writeHello(out, new HandshakeDescriptor.Hello("127.0.0.1:9", new byte[] {1, 2, 3, 4}, ids,
+                    ids.clone(), grants, config.eagerThreshold(), "", 0, -1, "", false));
+            out.flush();
+            TransportException refused = assertThrows(TransportException.class,
+                    () -> HandshakeDescriptor.readAnswer(address, in, n));
+            assertTrue(refused.getMessage().contains("fully granted"), refused.getMessage());
+        }
+        assertTrue(waitFor(() -> server.sharedQueueUse()[2] == 0, 10_000),
+                () -> "granted after the refusal: " + server.sharedQueueUse()[2] + "\n" + server.describeLinks());
+
+        Transport client = open(config, (from, m) -> m.release());
+        Peer peer = client.connect(server.localAddress());
+        sendAll(peer, 1, 100);
+        assertTrue(waitFor(() -> received.count() == 100, 10_000));
+        assertEquals(1, server.counters().linksOpen());
+        assertEquals(0, server.counters().linkFailures());
+    }
+
     @ParameterizedTest
     @org.junit.jupiter.params.provider.CsvSource({"shm, 0", "shm, 2000", "tcp, 0", "tcp, 2000"})
     void progressThreadsThatSleepAtOnceOrPollLongDeliverEverythingInOrder(String provider, long idlePollMicros)

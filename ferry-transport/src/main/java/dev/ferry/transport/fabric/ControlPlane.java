@@ -223,6 +223,7 @@ final class ControlPlane implements AutoCloseable {
 
     private void handshake(Socket socket, HandshakeGate.Ticket ticket) {
         FabricPeer peer = null;
+        boolean refused = false;
         try {
             socket.setTcpNoDelay(true);
             socket.setSoTimeout((int) config.connectTimeoutMillis());
@@ -258,6 +259,7 @@ final class ControlPlane implements AutoCloseable {
                 // Out of the table before the dialer hears: a redial at once must not meet this peer.
                 peers.remove(address, fresh);
                 refuse(out, e); // the dialer learns why (a limit, an exhausted pool), not just an EOF
+                refused = e.reason() == Reason.LIMIT_REACHED || e.reason() == Reason.POOL_EXHAUSTED;
                 throw e;
             }
             HandshakeDescriptor.writeAnswer(out, hello(null, created, fresh.memory != null));
@@ -270,7 +272,12 @@ final class ControlPlane implements AutoCloseable {
             channels.startReader(peer);
         } catch (IOException | RuntimeException e) {
             if (peer != null) {
-                LOG.log(System.Logger.Level.WARNING, "handshake with " + peer.address() + " failed", e);
+                if (refused) {
+                    // Expected under load (maxLinks, a fully granted queue): the reason is enough.
+                    LOG.log(System.Logger.Level.WARNING, "refused " + peer.address() + " at its handshake: " + e.getMessage());
+                } else {
+                    LOG.log(System.Logger.Level.WARNING, "handshake with " + peer.address() + " failed", e);
+                }
                 channels.peerLost(peer, new TransportException(Reason.PEER_FAILED, "handshake with " + peer.address() + " failed: " + e.getMessage(), e));
             } else if (!transport.isClosed()) {
                 ticket.failed(e);

@@ -84,12 +84,12 @@ final class ControlChannels {
                         int remoteId = in.readInt();
                         int remoteToken = in.readInt();
                         int grant = in.readInt();
-                        proxy.run(() -> transport.links.onLinkOpened(peer, id, remoteId, remoteToken, grant));
+                        proxy.run(() -> transport.links.routes.onLinkOpened(peer, id, remoteId, remoteToken, grant));
                     }
                     case ControlChannel.LINK_REFUSED -> {
                         int id = in.readInt();
                         String reason = in.readUTF();
-                        proxy.run(() -> transport.links.onLinkRefused(peer, id, reason));
+                        proxy.run(() -> transport.links.routes.onLinkRefused(peer, id, reason));
                     }
                     default -> throw new IOException("unknown control message " + type);
                 }
@@ -115,7 +115,7 @@ final class ControlChannels {
             if (route < 0 || route >= routes) {
                 throw new TransportException(Reason.BAD_INPUT, "no route " + route);
             }
-            made = proxy.call(() -> transport.links.openRequested(peer, route, remoteId, remoteToken, grant));
+            made = proxy.call(() -> transport.links.routes.openRequested(peer, route, remoteId, remoteToken, grant));
         } catch (TransportException e) {
             peer.control.linkRefused(remoteId, e.getMessage());
             return;

@@ -76,7 +76,7 @@ final class FabricPeer implements Peer {
     Link link(int stream) {
         int route = Math.floorMod(stream, routes.length());
         Link link = routes.get(route);
-        return link != null ? link : transport.links.openRoute(this, route);
+        return link != null ? link : transport.links.routes.openRoute(this, route);
     }
 
     @Override

@@ -61,7 +61,7 @@ final class FabricTransport implements Transport {
     final EndpointType type;
     final CompletionQueue cq;
     /** Where the queue cannot sleep: the word peers on this host ring after posting to us; else null. */
-    private final Doorbell doorbell;
+    final Doorbell doorbell;
     /** Whether receive completions name their sender (shared endpoints with FI_SOURCE). */
     final boolean sources;
     /** The receive context all connected links share, where the provider offers one; else null. */
@@ -363,67 +363,7 @@ final class FabricTransport implements Transport {
 
     /** Progress thread, on the way out: fails every peer, then frees fabric and memory. */
     void shutdown(CompletionBatch batch) {
-        assert loop.inProgressThread() && holdsFabric();
-        TransportException cause = new TransportException(Reason.CLOSED, "transport closed");
-        List<FabricPeer> all = new ArrayList<>(peers.values());
-        awaitPeersGone(all);
-        for (FabricPeer peer : all) {
-            links.teardown(peer, cause, false);
-        }
-        links.closeOverdue(System.nanoTime(), true); // the endpoints of peers torn down before, with reads in flight
-        sends.awaited.releaseLent(0, true);
-        links.teardowns.closeMappings(); // also the slabs of messages the application still holds
-        for (Object command; (command = proxy.poll()) != null; ) {
-            if (command instanceof OutboundFrame frame) {
-                sends.failSend(frame, cause);
-            }
-        }
-        loop.closeIdler(); // hand-overs from now on: ProgressProxy.failAfterShutdown
-        rendezvousKeys.close();
-        if (doorbell != null) {
-            doorbell.close();
-        }
-        session.close();
-        batch.close();
-        callers.close();
-        ops.close();
-        try {
-            allocator.close();
-        } catch (IllegalStateException e) {
-            // Buffers the application still holds: their memory is gone, released later as no-ops.
-            LOG.log(System.Logger.Level.DEBUG, "closed with buffers in use: " + e.getMessage());
-        }
-    }
-
-    /**
-     * Tells every peer this side is going (its control channel ends) and waits, a second at
-     * most, until each has torn its links to this side down and closed its end. Only then are
-     * this side's endpoints and memory freed: a peer still sending into them would otherwise
-     * write to memory that is gone (providers such as shm hand a peer in the same process this
-     * side's own receive region).
-     */
-    private void awaitPeersGone(List<FabricPeer> all) {
-        for (FabricPeer peer : all) {
-            if (peer.established) {
-                try {
-                    peer.control.socket.shutdownOutput();
-                } catch (IOException e) {
-                    // the channel is gone already: so is the peer's side of it
-                }
-            }
-        }
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
-        for (FabricPeer peer : all) {
-            try {
-                if (peer.established && !peer.controlEnded.await(Math.max(0, deadline - System.nanoTime()),
-                        TimeUnit.NANOSECONDS)) {
-                    LOG.log(System.Logger.Level.DEBUG, "closing without a goodbye from " + peer.address());
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return;
-            }
-        }
+        new TransportShutdown(this).run(batch);
     }
 
     private static void closeQuietly(AutoCloseable closeable) {

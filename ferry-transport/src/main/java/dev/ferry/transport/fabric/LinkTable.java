@@ -27,8 +27,8 @@ import dev.ferry.transport.admission.DropLog;
 /**
  * Every link of the transport: creates them (with their receive buffers and first grant),
  * connects and accepts their endpoints, follows the fabric's connection events, finds the link
- * of an arriving frame; a peer's teardown is {@link LinkTeardown}'s. Token holder only, but
- * for {@link #openRoute}, {@link #all} and the counts.
+ * of an arriving frame; the links a stream's routes open later are {@link LinkRoutes}'s, a
+ * peer's teardown is {@link LinkTeardown}'s. Token holder only, but for {@link #all} and the counts.
  */
 final class LinkTable {
 
@@ -73,6 +73,8 @@ final class LinkTable {
     private int connecting;
     private volatile int linksOpen;
     final LinkTeardown teardowns;
+    /** The links a stream's routes open after the handshake. */
+    final LinkRoutes routes;
 
     LinkTable(FabricTransport transport) {
         this.transport = transport;
@@ -81,6 +83,7 @@ final class LinkTable {
         this.type = transport.type;
         this.sharedQueue = transport.sharedQueue;
         this.teardowns = new LinkTeardown(transport, this);
+        this.routes = new LinkRoutes(transport, this);
     }
 
     /** Every link made so far; a snapshot for other threads. */
@@ -283,7 +286,7 @@ final class LinkTable {
     }
 
     /** Opens a connected endpoint for {@code link}, posts its receives, and asks the peer to accept. */
-    private void connectLink(Link link, byte[] fabricAddress) {
+    void connectLink(Link link, byte[] fabricAddress) {
         Endpoint ep = session.openEndpointTo(fabricAddress);
         link.endpoint = ep;
         link.address = Fi.ADDR_UNSPEC;
@@ -301,100 +304,6 @@ final class LinkTable {
         TransportEvents.linkOpened(config.provider(), link.peer.address(), link.id, linksOpen);
         link.peer.ready.complete(null);
         transport.sends.activate(link);
-    }
-
-    /**
-     * Opens the link of {@code route} to {@code peer}: any thread, on a stream's first use of
-     * the route. Blocks for the progress thread's answer (not for the peer's): frames queue on
-     * the new link until it is up. Where no further link may open, the route shares route 0.
-     */
-    Link openRoute(FabricPeer peer, int route) {
-        return transport.proxy.call(() -> {
-            Link existing = peer.routes.get(route);
-            if (existing != null) {
-                return existing;
-            }
-            Link first = peer.routes.get(0);
-            Link made;
-            try {
-                made = create(peer, 1)[0];
-            } catch (TransportException e) {
-                LOG.log(System.Logger.Level.DEBUG, "route " + route + " to " + peer.address() + " shares "
-                        + first + ": " + e.getMessage());
-                peer.routes.set(route, first);
-                return first;
-            }
-            made.route = route;
-            peer.routes.set(route, made);
-            transport.control.requestLink(peer, route, made.id, made.token, made.granted);
-            return made;
-        });
-    }
-
-    /** The peer asks for a link of {@code route} (checked by the caller). */
-    Link openRequested(FabricPeer peer, int route, int remoteId, int remoteToken, int grant) {
-        assert transport.holdsFabric();
-        if (peer.failure() != null) {
-            throw new TransportException(Reason.PEER_FAILED, "no route " + route);
-        }
-        Link link = create(peer, 1)[0];
-        link.remoteId = remoteId;
-        link.remoteToken = remoteToken;
-        link.route = route;
-        link.credits.returned(grant);
-        // A route this side has not opened itself sends on the peer's link.
-        peer.routes.compareAndSet(route, null, link);
-        connecting++; // the peer's connection request comes next
-        return link;
-    }
-
-    /** The peer accepted a link this side asked for. */
-    void onLinkOpened(FabricPeer peer, int id, int remoteId, int remoteToken, int grant) {
-        assert transport.holdsFabric();
-        Link link = byId.get(id);
-        if (link == null || link.peer != peer || link.endpoint != null || link.retiredTo != null) {
-            linkFailure(peer.links[0], "the peer opened unknown link " + id);
-            return;
-        }
-        if (peer.failure() != null) {
-            return;
-        }
-        link.remoteId = remoteId;
-        link.remoteToken = remoteToken;
-        link.credits.returned(grant);
-        connectLink(link, peer.remoteFabricAddress);
-    }
-
-    /**
-     * The peer refused a link this side asked for (its {@code maxLinks} or receive pool). The
-     * route shares the first link, and what queued on the refused one moves there, in order.
-     */
-    void onLinkRefused(FabricPeer peer, int id, String reason) {
-        assert transport.holdsFabric();
-        Link link = byId.get(id);
-        if (link == null || link.peer != peer || link.endpoint != null || peer.failure() != null) {
-            return;
-        }
-        LOG.log(System.Logger.Level.DEBUG, peer.address() + " refused " + link + ": " + reason);
-        Link first = peer.routes.get(0);
-        link.retiredTo = first;
-        peer.routes.set(link.route, first);
-        peer.links = Arrays.stream(peer.links).filter(l -> l != link).toArray(Link[]::new);
-        transport.credits.withdraw(link);
-        if (link.reserved != null) {
-            for (RegisteredBuffer b : link.reserved) {
-                b.release();
-            }
-            link.reserved = null;
-        }
-        while (!link.queue.isEmpty()) {
-            OutboundFrame frame = link.queue.poll();
-            link.waiting.decrementAndGet();
-            frame.link = first;
-            first.waiting.incrementAndGet();
-            first.queue.add(frame);
-        }
-        transport.sends.activate(first);
     }
 
     // ------------------------------------------------------------------------------------------
@@ -470,6 +379,16 @@ final class LinkTable {
         }
         link.reserved = null;
         ep.accept();
+    }
+
+    /** The link made with {@code id}, or null: the map itself, for the control plane's answers. */
+    Link made(int id) {
+        return byId.get(id);
+    }
+
+    /** A peer's connection request for a link made here comes next. */
+    void expectConnection() {
+        connecting++;
     }
 
     /** The link a frame names, or null. */

@@ -263,8 +263,8 @@ class CreditRebalanceTest extends FabricTransportFixture {
         FabricTransport sender = (FabricTransport) client;
         FabricPeer toServer = (FabricPeer) peer;
         sender.proxy.call(() -> toServer.eagerLimit = 4 * 1024); // past the server's receives of 256 bytes
-        // Within one shm inject (4 KiB): a longer frame, moved by CMA, left the receiver's
-        // progress thread spinning in fi_cq_readfrom on libfabric 1.17 when tried here.
+        // Within one shm inject (4 KiB): a longer frame, moved by CMA, spins the receiver's
+        // progress thread for ever on libfabric 1.17 (OversizeFrameTest, docs/fabric-transport.md).
         OutboundMessage big = peer.allocate(2 * 1024);
         big.segment().set(ValueLayout.JAVA_INT_UNALIGNED, 0, 1);
         try {

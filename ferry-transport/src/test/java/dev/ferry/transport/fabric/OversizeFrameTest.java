@@ -1,7 +1,6 @@
 package dev.ferry.transport.fabric;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -88,28 +87,31 @@ class OversizeFrameTest extends FabricTransportFixture {
     @ParameterizedTest
     @ValueSource(ints = {5 * 1024, 64 * 1024, 1 << 20})
     void shmReceiverSurvivesOversizeFramesByCma(int size) throws Exception {
-        hostileSenderLeavesTheOthersServed("shm", size);
+        hostileSenderLeavesTheOthersServed("shm", size, true);
     }
 
     @ParameterizedTest
     @ValueSource(ints = {2 * 1024})
     void shmReceiverSurvivesOversizeFramesWithinAnInject(int size) throws Exception {
-        hostileSenderLeavesTheOthersServed("shm", size);
+        // FI_ETRUNC: shm's error completion names no sender, so no link can be failed for it.
+        hostileSenderLeavesTheOthersServed("shm", size, false);
     }
 
     @ParameterizedTest
     @ValueSource(ints = {2 * 1024, 5 * 1024, 64 * 1024, 1 << 20})
     void tcpReceiverSurvivesOversizeFrames(int size) throws Exception {
-        hostileSenderLeavesTheOthersServed("tcp", size);
+        // tcp's provider drops the hostile's connection: its next send fails and it goes.
+        hostileSenderLeavesTheOthersServed("tcp", size, true);
     }
 
     /**
      * A hostile client sends frames of {@code size} bytes to a server whose receive buffers hold
      * 256, while a bystander streams small messages to the same server: the bystander's messages
-     * keep arriving, in order, with no gap of more than {@link #GAP_MILLIS}; the hostile's frames
-     * are never delivered; the shared queue's count of buffers posted stays the buffers in use.
+     * keep arriving, in order, with no gap of more than {@link #GAP_MILLIS} ms; the hostile's frames
+     * are never delivered; the shared queue's count of buffers posted stays the buffers in use;
+     * and, if {@code hostileFails}, the server ends up failing the hostile peer, with a reason.
      */
-    private void hostileSenderLeavesTheOthersServed(String provider, int size) throws Exception {
+    private void hostileSenderLeavesTheOthersServed(String provider, int size, boolean hostileFails) throws Exception {
         List<Long> fromBystander = new CopyOnWriteArrayList<>();
         AtomicLong hostileDelivered = new AtomicLong();
         AtomicLong lastArrival = new AtomicLong(System.nanoTime());
@@ -180,21 +182,29 @@ class OversizeFrameTest extends FabricTransportFixture {
         for (int i = 0; i < total; i++) {
             assertEquals(i, fromBystander.get(i), "the bystander's order");
         }
+        System.out.println("ferry-test: " + provider + ", frames of " + size + " bytes: the bystander's longest wait "
+                + longestGap.get() / 1_000_000 + " ms over " + total + " messages");
         assertTrue(longestGap.get() < TimeUnit.MILLISECONDS.toNanos(GAP_MILLIS),
                 "the bystander waited " + longestGap.get() / 1_000_000 + " ms for a message");
         assertEquals(0, hostileDelivered.get(), "an oversize frame was delivered");
         assertEquals(0, bystander.counters().linkFailures());
-        Throwable failure = ((FabricPeer) hostileAtServer.get()).failure();
-        if (failure != null) {
-            // A receiver that can tell which peer sent the frame fails that peer's link, with a reason.
-            assertNotNull(failure instanceof TransportException t ? t.reason() : null, failure.toString());
+        FabricPeer hostileHere = (FabricPeer) hostileAtServer.get();
+        if (hostileFails) {
+            assertTrue(waitFor(() -> hostileHere.failure() != null, 10_000), "the hostile peer was not failed");
+            Throwable failure = hostileHere.failure();
+            TransportException.Reason reason = failure instanceof TransportException t ? t.reason() : null;
+            assertTrue(reason == TransportException.Reason.PEER_FAILED || reason == TransportException.Reason.BAD_INPUT,
+                    "the hostile peer failed with " + failure);
         }
         assertTrue(waitFor(() -> server.counters().receiveBuffersHeld() == 0, 10_000));
         assertQueueCountedRight(server);
     }
 
-    /** How long the bystander may wait for its next message while the hostile sends. */
-    private static final long GAP_MILLIS = 300;
+    /**
+     * How long the bystander may wait for its next message while the hostile sends: the stall
+     * on shm is for ever; the bound leaves room for a loaded two-core machine's scheduling.
+     */
+    private static final long GAP_MILLIS = 500;
 
     private static void assertQueueCountedRight(FabricTransport server) throws InterruptedException {
         if (!server.sharesReceiveQueue()) {

@@ -100,4 +100,16 @@ final class Link {
                 + " releasesOwed=" + releases.size() + " reclaimPending=" + reclaimPending
                 + " quietMs=" + (System.nanoTime() - lastArrivalNanos) / 1_000_000;
     }
+
+    /** Frees the receive buffers set aside for this link's own queue, if its endpoint never took them. Token holder. */
+    void freeReserved() {
+        if (reserved != null) {
+            for (RegisteredBuffer b : reserved) {
+                if (b != null) {
+                    b.release();
+                }
+            }
+            reserved = null;
+        }
+    }
 }

@@ -2,7 +2,6 @@ package dev.ferry.transport.fabric;
 
 import java.util.Arrays;
 
-import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.TransportException.Reason;
 
@@ -102,12 +101,7 @@ final class LinkRoutes {
         peer.routes.set(link.route, first);
         peer.links = Arrays.stream(peer.links).filter(l -> l != link).toArray(Link[]::new);
         transport.credits.withdraw(link);
-        if (link.reserved != null) {
-            for (RegisteredBuffer b : link.reserved) {
-                b.release();
-            }
-            link.reserved = null;
-        }
+        link.freeReserved();
         while (!link.queue.isEmpty()) {
             OutboundFrame frame = link.queue.poll();
             link.waiting.decrementAndGet();

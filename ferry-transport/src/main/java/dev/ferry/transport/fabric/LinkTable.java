@@ -57,7 +57,7 @@ final class LinkTable {
     private final DropLog providerDrops = new DropLog(LOG, "fabric listener");
     private final EndpointType type;
     private final boolean sharedQueue;
-    /** Every link made, in order; read by other threads for counters (it only grows). */
+    /** Every link made, in order, but those undone at a refused creation; read by other threads for counters. */
     private final List<Link> links = new CopyOnWriteArrayList<>();
     /**
      * Links by id. Ids are random, so that a frame naming a link is also the link's token: on a
@@ -199,12 +199,7 @@ final class LinkTable {
             byId.remove(link.id);
             links.remove(link);
             transport.credits.withdraw(link);
-            if (link.reserved != null) {
-                for (RegisteredBuffer b : link.reserved) {
-                    b.release();
-                }
-                link.reserved = null;
-            }
+            link.freeReserved();
         }
     }
 

@@ -100,14 +100,7 @@ final class LinkTeardown {
             transport.credits.withdraw(link);
             transport.sends.failQueued(link, cause);
             transport.receives.dropHeld(link);
-            if (link.reserved != null) {
-                for (RegisteredBuffer b : link.reserved) {
-                    if (b != null) {
-                        b.release();
-                    }
-                }
-                link.reserved = null;
-            }
+            link.freeReserved();
             if (type == EndpointType.MSG && link.endpoint != null && !link.endpoint.isClosed()) {
                 if (link.closeCause == null) {
                     int reads = transport.ops.orphanReads(link, (kind, target, of, bytes) -> transport.pulls.detach(bytes));

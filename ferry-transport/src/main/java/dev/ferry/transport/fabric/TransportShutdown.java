@@ -18,40 +18,40 @@ final class TransportShutdown {
 
     private static final System.Logger LOG = System.getLogger("dev.ferry.transport.fabric");
 
-    private final FabricTransport t;
+    private final FabricTransport transport;
 
     TransportShutdown(FabricTransport transport) {
-        this.t = transport;
+        this.transport = transport;
     }
 
     /** Fails every peer, then frees fabric and memory. */
     void run(CompletionBatch batch) {
-        assert t.loop.inProgressThread() && t.holdsFabric();
+        assert transport.loop.inProgressThread() && transport.holdsFabric();
         TransportException cause = new TransportException(Reason.CLOSED, "transport closed");
-        List<FabricPeer> all = new ArrayList<>(t.peers.values());
+        List<FabricPeer> all = new ArrayList<>(transport.peers.values());
         awaitPeersGone(all);
         for (FabricPeer peer : all) {
-            t.links.teardown(peer, cause, false);
+            transport.links.teardown(peer, cause, false);
         }
-        t.links.closeOverdue(System.nanoTime(), true); // the endpoints of peers torn down before, with reads in flight
-        t.sends.awaited.releaseLent(0, true);
-        t.links.teardowns.closeMappings(); // also the slabs of messages the application still holds
-        for (Object command; (command = t.proxy.poll()) != null; ) {
+        transport.links.closeOverdue(System.nanoTime(), true); // the endpoints of peers torn down before, with reads in flight
+        transport.sends.awaited.releaseLent(0, true);
+        transport.links.teardowns.closeMappings(); // also the slabs of messages the application still holds
+        for (Object command; (command = transport.proxy.poll()) != null; ) {
             if (command instanceof OutboundFrame frame) {
-                t.sends.failSend(frame, cause);
+                transport.sends.failSend(frame, cause);
             }
         }
-        t.loop.closeIdler(); // hand-overs from now on: ProgressProxy.failAfterShutdown
-        t.rendezvousKeys.close();
-        if (t.doorbell != null) {
-            t.doorbell.close();
+        transport.loop.closeIdler(); // hand-overs from now on: ProgressProxy.failAfterShutdown
+        transport.rendezvousKeys.close();
+        if (transport.doorbell != null) {
+            transport.doorbell.close();
         }
-        t.session.close();
+        transport.session.close();
         batch.close();
-        t.callers.close();
-        t.ops.close();
+        transport.callers.close();
+        transport.ops.close();
         try {
-            t.allocator.close();
+            transport.allocator.close();
         } catch (IllegalStateException e) {
             // Buffers the application still holds: their memory is gone, released later as no-ops.
             LOG.log(System.Logger.Level.DEBUG, "closed with buffers in use: " + e.getMessage());

@@ -106,7 +106,7 @@ final class AwaitedReleases {
             } else {
                 window.release(frame.link, frame.length);
                 frame.free();
-                SendPump.failFuture(frame, cause);
+                SendOutcomes.failFuture(frame, cause);
             }
         }
     }
@@ -119,7 +119,7 @@ final class AwaitedReleases {
     void abandon(OutboundFrame frame, Throwable cause, long now) {
         if (!frame.delivered) {
             window.release(frame.link, frame.length);
-            frame.settleEarly(SendPump.asFailure(cause));
+            frame.settleEarly(SendOutcomes.asFailure(cause));
         }
         frame.abandoned = true;
         frame.lentUntil = now + LENT_GRACE_NANOS;

@@ -267,7 +267,7 @@ final class FabricTransport implements Transport {
                 sends.enqueue(frame);
             } else if (loop.finished()) {
                 frame.free(); // a callback run by the last drain of hand-overs: nothing posts any more
-                SendPump.failFuture(frame, new TransportException(Reason.CLOSED, "transport closed"));
+                SendOutcomes.failFuture(frame, new TransportException(Reason.CLOSED, "transport closed"));
             } else if (callers.mustDefer()) {
                 callers.defer(frame);
             } else {
@@ -285,7 +285,7 @@ final class FabricTransport implements Transport {
     void handOver(OutboundFrame frame) {
         if (!proxy.send(frame)) {
             frame.free(); // never posted: no rendezvous key, no window taken by the progress thread
-            SendPump.failFuture(frame, new TransportException(Reason.CLOSED, "transport closed"));
+            SendOutcomes.failFuture(frame, new TransportException(Reason.CLOSED, "transport closed"));
         } else if (loop.finished()) {
             proxy.failAfterShutdown(); // the progress thread's last drain may have missed it
         }

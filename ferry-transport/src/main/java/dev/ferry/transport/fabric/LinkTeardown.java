@@ -121,11 +121,11 @@ final class LinkTeardown {
                     // The shared endpoint stays: the link's sends fail now (the provider may never
                     // complete a send to a peer that is gone), their buffers once they complete.
                     transport.ops.orphanSends(link, (kind, target, of, bytes) ->
-                            transport.sends.onMessageOrphaned((OutboundFrame) target, of, cause));
+                            transport.sends.outcomes.onMessageOrphaned((OutboundFrame) target, of, cause));
                 }
             }
         }
-        transport.sends.failRendezvous(peer, cause);
+        transport.sends.outcomes.failRendezvous(peer, cause);
         if (peer.fabricConnection != null) {
             // Each incarnation of a peer inserts its address again: without the removal a peer
             // that reconnects fills the address vector (256 entries) and is refused from then on.
@@ -201,11 +201,11 @@ final class LinkTeardown {
     private void dropped(byte kind, Object target, Link link, long bytes, Throwable cause) {
         switch (kind) {
             case OperationTable.RECV -> ((RegisteredBuffer) target).release();
-            case OperationTable.SEND_MESSAGE -> transport.sends.onMessageDropped((OutboundFrame) target, link, cause);
+            case OperationTable.SEND_MESSAGE -> transport.sends.outcomes.onMessageDropped((OutboundFrame) target, link, cause);
             case OperationTable.SEND_CONTROL -> transport.sends.onControlSent((RegisteredBuffer) target);
             case OperationTable.READ -> transport.pulls.abandon((InboundFrame) target, bytes);
             case OperationTable.ORPHANED_READ -> transport.pulls.settle((InboundFrame) target, bytes);
-            case OperationTable.ORPHANED_SEND -> transport.sends.onOrphanEnded((OutboundFrame) target);
+            case OperationTable.ORPHANED_SEND -> transport.sends.outcomes.onOrphanEnded((OutboundFrame) target);
             default -> { }
         }
     }

@@ -393,7 +393,7 @@ final class ProgressLoop {
                 }
                 case OperationTable.SEND_MESSAGE -> {
                     ops.release(slot);
-                    transport.sends.onMessageSent((OutboundFrame) target);
+                    transport.sends.outcomes.onMessageSent((OutboundFrame) target);
                 }
                 case OperationTable.SEND_CONTROL -> {
                     ops.release(slot);
@@ -412,7 +412,7 @@ final class ProgressLoop {
                 }
                 case OperationTable.ORPHANED_SEND -> {
                     ops.release(slot);
-                    transport.sends.onOrphanEnded((OutboundFrame) target);
+                    transport.sends.outcomes.onOrphanEnded((OutboundFrame) target);
                 }
                 case OperationTable.DEAD -> { }
                 default -> {
@@ -450,7 +450,7 @@ final class ProgressLoop {
         switch (kind) {
             case OperationTable.RECV -> transport.receives.onReceiveFailed((RegisteredBuffer) target, link, what);
             case OperationTable.SEND_MESSAGE -> {
-                transport.sends.onMessageFailed((OutboundFrame) target, link,
+                transport.sends.outcomes.onMessageFailed((OutboundFrame) target, link,
                         new TransportException(Reason.PEER_FAILED, "send to " + link.peer.address() + " failed: " + what));
                 links.linkFailure(link, "send failed: " + what);
             }
@@ -463,7 +463,7 @@ final class ProgressLoop {
                 links.linkFailure(link, "rendezvous read failed: " + what);
             }
             case OperationTable.ORPHANED_READ -> links.readEnded(link, (InboundFrame) target, bytes);
-            case OperationTable.ORPHANED_SEND -> transport.sends.onOrphanEnded((OutboundFrame) target);
+            case OperationTable.ORPHANED_SEND -> transport.sends.outcomes.onOrphanEnded((OutboundFrame) target);
             default -> LOG.log(System.Logger.Level.WARNING, "error completion for an idle slot: " + error);
         }
     }

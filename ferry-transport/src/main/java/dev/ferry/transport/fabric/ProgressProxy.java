@@ -143,7 +143,7 @@ final class ProgressProxy {
                 for (Object command; (command = poll()) != null; ) {
                     if (command instanceof OutboundFrame frame) {
                         frame.free();
-                        SendPump.failFuture(frame, cause);
+                        SendOutcomes.failFuture(frame, cause);
                     }
                 }
             } finally {

@@ -179,7 +179,7 @@ final class ReceiveDispatcher {
         switch (kind) {
             case FrameDescriptor.EAGER -> {
                 long released = FrameDescriptor.cookie(frame); // a release riding along (PendingReleases)
-                if (released != 0 && !transport.sends.onRendezvousDone(link, released)) {
+                if (released != 0 && !transport.sends.outcomes.onRendezvousDone(link, released)) {
                     recycle(buffer, link);
                     links.linkFailure(link, "rendezvous release for unknown cookie " + released);
                     return;
@@ -201,7 +201,7 @@ final class ReceiveDispatcher {
                 int n = (int) FrameDescriptor.length(frame);
                 for (int i = 0; i < n; i++) {
                     long cookie = FrameDescriptor.released(frame, i);
-                    if (!transport.sends.onRendezvousDone(link, cookie)) {
+                    if (!transport.sends.outcomes.onRendezvousDone(link, cookie)) {
                         links.linkFailure(link, "release of unknown cookie " + cookie);
                         break;
                     }
@@ -211,7 +211,7 @@ final class ReceiveDispatcher {
             case FrameDescriptor.RNDV_DONE -> {
                 long cookie = FrameDescriptor.cookie(frame);
                 recycle(buffer, link);
-                if (!transport.sends.onRendezvousDone(link, cookie)) {
+                if (!transport.sends.outcomes.onRendezvousDone(link, cookie)) {
                     links.linkFailure(link, "rendezvous release for unknown cookie " + cookie);
                 }
             }

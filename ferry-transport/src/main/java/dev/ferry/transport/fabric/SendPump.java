@@ -16,9 +16,9 @@ import dev.ferry.transport.TransportException.Reason;
  * frames first (rendezvous releases, credit reclaims and yields), then messages (eager, the
  * request of a rendezvous, or a reference to a shared slab), then a credit return where one is
  * due and nothing carried it. An eager frame carries a release this side owes
- * ({@link PendingReleases}). Completes sends, and owns the small buffers of control frames and
- * the sends whose payload the peer has not released yet ({@link AwaitedReleases}). Progress
- * thread only.
+ * ({@link PendingReleases}). Owns the small buffers of control frames and the sends whose
+ * payload the peer has not released yet ({@link AwaitedReleases}); what becomes of a message
+ * once posted is {@link SendOutcomes}'. Progress thread only.
  */
 final class SendPump {
 
@@ -35,6 +35,8 @@ final class SendPump {
     private final ArrayDeque<RegisteredBuffer> controlBuffers = new ArrayDeque<>();
     /** Rendezvous sends and messages by reference, until the peer releases them (or fails). */
     final AwaitedReleases awaited;
+    /** What becomes of the messages once posted. */
+    final SendOutcomes outcomes;
     private long nextCookie = 1;
     /** Test hook: sends still to refuse as a provider would ({@link #refuseForTest}). */
     private volatile int refusals;
@@ -46,6 +48,7 @@ final class SendPump {
         this.rendezvousKeys = transport.rendezvousKeys;
         this.counters = transport.counters;
         this.awaited = new AwaitedReleases(this, window, rendezvousKeys, counters);
+        this.outcomes = new SendOutcomes(transport, this, awaited);
         for (int i = 0; i < CONTROL_BUFFERS; i++) {
             controlBuffers.add(allocator.tryAllocate(PoolKind.SEND, FrameDescriptor.HEADER + 8 * PendingReleases.CAPACITY));
         }
@@ -68,7 +71,7 @@ final class SendPump {
         }
         if (link.peer.failure() != null) {
             link.waiting.decrementAndGet();
-            failSend(frame, link.peer.failure());
+            outcomes.failSend(frame, link.peer.failure());
             return;
         }
         link.queue.add(frame);
@@ -260,7 +263,7 @@ final class SendPump {
                     return false;
                 }
                 window.release(link, frame.length);
-                failSend(frame, new TransportException(Reason.LIMIT_REACHED, "cannot register a rendezvous payload: " + e.getMessage(), e));
+                outcomes.failSend(frame, new TransportException(Reason.LIMIT_REACHED, "cannot register a rendezvous payload: " + e.getMessage(), e));
                 return true; // consumed: this message failed, the ones behind it may go
             }
             ok = send(link, whole.address(), FrameDescriptor.RNDV_REQ_BYTES, frame.buffer.descriptor(), slot, true);
@@ -362,113 +365,8 @@ final class SendPump {
         return false;
     }
 
-    /**
-     * The send of a message completed: an eager one is done; a rendezvous waits for the release. A
-     * message by reference is delivered (its future settles and its window comes back, as an eager
-     * one's, unless its release came first and did that); its buffer goes back once the release
-     * has come too.
-     */
-    void onMessageSent(OutboundFrame frame) {
-        if (frame.type == FrameDescriptor.EAGER) {
-            completeSend(frame);
-        } else if (frame.type == FrameDescriptor.RNDV_SHARED && !frame.abandoned) {
-            awaited.delivered(frame);
-            awaited.sendEnded(frame);
-        }
-    }
-
     void onControlSent(RegisteredBuffer buffer) {
         controlBuffers.add(buffer);
-    }
-
-    /**
-     * The peer released the payload of rendezvous {@code cookie} on {@code link}: the send is
-     * done. False if no such send was made on that link (the caller fails the link).
-     */
-    boolean onRendezvousDone(Link link, long cookie) {
-        OutboundFrame sent = awaited.released(link, cookie);
-        if (sent == null) {
-            return false;
-        }
-        if (sent.type == FrameDescriptor.RNDV_SHARED) {
-            // The release proves delivery, also when it comes before the send's completion.
-            awaited.delivered(sent);
-            awaited.returned(sent);
-            return true;
-        }
-        rendezvousKeys.revoke(cookie);
-        completeSend(sent);
-        return true;
-    }
-
-    /**
-     * The send completed: the message is in the peer's receive buffer (eager) or was pulled
-     * (rendezvous). It stays a success even if the peer failed since: it was delivered.
-     */
-    private void completeSend(OutboundFrame frame) {
-        window.release(frame.link, frame.length);
-        activate(frame.link);
-        counters.messagesSent.increment();
-        counters.bytesSent.add(frame.length);
-        frame.finish(null);
-    }
-
-    /**
-     * A message's send completed in error. A rendezvous request no longer waiting for its release
-     * was settled already (released by its peer, or failed with it at a teardown that kept the
-     * endpoint open for reads, {@link LinkTeardown}): its window and buffer are not given back twice.
-     */
-    void onMessageFailed(OutboundFrame frame, Link link, TransportException cause) {
-        boolean pending = awaited.forget(frame.cookie);
-        if (frame.type == FrameDescriptor.RNDV_SHARED) {
-            if (frame.abandoned || frame.returned) {
-                awaited.sendEnded(frame); // a teardown's grace frees it, or the release came: it goes now
-                return;
-            }
-            // Failed in error, but the peer may have the frame: its buffer is lent, not reused at once.
-            frame.sendEnded = true;
-            awaited.abandon(frame, cause, System.nanoTime());
-            return;
-        } else if (!pending && frame.type == FrameDescriptor.RNDV_REQ) {
-            return;
-        }
-        rendezvousKeys.revoke(frame.cookie);
-        window.release(link, frame.length);
-        frame.free();
-        failFuture(frame, cause);
-    }
-
-    /** A message's send was dropped with its endpoint: an eager one fails (a rendezvous with its peer). */
-    void onMessageDropped(OutboundFrame frame, Link link, Throwable cause) {
-        if (frame.type == FrameDescriptor.EAGER) {
-            window.release(link, frame.length);
-            frame.free();
-            failFuture(frame, cause);
-        } else if (frame.type == FrameDescriptor.RNDV_SHARED && !frame.abandoned) {
-            awaited.sendEnded(frame); // released already: it goes; else the teardown lends it
-        }
-    }
-
-    /**
-     * Teardown on a shared endpoint: an eager send the provider still has fails now (its window
-     * back, its future settled); its buffer waits for the send's completion
-     * ({@link OperationTable#ORPHANED_SEND}, {@link #onOrphanEnded}). A provider need not ever
-     * complete a send to a peer that is gone (shm does not, once the peer's region is unmapped).
-     */
-    void onMessageOrphaned(OutboundFrame frame, Link link, Throwable cause) {
-        if (frame.type == FrameDescriptor.EAGER) {
-            window.release(link, frame.length);
-            frame.settleEarly(asFailure(cause));
-        }
-    }
-
-    /** An orphaned send completed, in success or error, or was dropped at the shutdown: its buffer goes back. */
-    void onOrphanEnded(OutboundFrame frame) {
-        if (frame.type == FrameDescriptor.EAGER) {
-            frame.finish(null);
-        } else if (frame.type == FrameDescriptor.RNDV_SHARED && !frame.abandoned) {
-            awaited.sendEnded(frame);
-        }
     }
 
     /** Teardown: fails what waits on {@code link} and takes back its control frames' buffers. */
@@ -479,31 +377,10 @@ final class SendPump {
             if (frame.admitted) {
                 window.release(link, frame.length);
             }
-            failSend(frame, cause);
+            outcomes.failSend(frame, cause);
         }
         while (!link.control.isEmpty()) {
             controlBuffers.add(link.control.poll().buffer);
         }
-    }
-
-    /** Teardown: fails the sends to {@code peer} it had not released ({@link AwaitedReleases#failPeer}). */
-    void failRendezvous(FabricPeer peer, Throwable cause) {
-        awaited.failPeer(peer, cause);
-    }
-
-    void failSend(OutboundFrame frame, Throwable cause) {
-        rendezvousKeys.revoke(frame.cookie);
-        frame.free();
-        failFuture(frame, cause);
-    }
-
-    static void failFuture(OutboundFrame frame, Throwable cause) {
-        frame.finish(asFailure(cause));
-    }
-
-    /** {@code cause} as a send's failure: itself if a {@link TransportException}, else wrapped with its reason. */
-    static TransportException asFailure(Throwable cause) {
-        return cause instanceof TransportException t ? t
-                : new TransportException(TransportException.reasonOf(cause, Reason.PEER_FAILED), cause.getMessage(), cause);
     }
 }

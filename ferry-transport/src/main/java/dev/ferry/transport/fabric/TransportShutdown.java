@@ -38,7 +38,7 @@ final class TransportShutdown {
         transport.links.teardowns.closeMappings(); // also the slabs of messages the application still holds
         for (Object command; (command = transport.proxy.poll()) != null; ) {
             if (command instanceof OutboundFrame frame) {
-                transport.sends.failSend(frame, cause);
+                transport.sends.outcomes.failSend(frame, cause);
             }
         }
         transport.loop.closeIdler(); // hand-overs from now on: ProgressProxy.failAfterShutdown

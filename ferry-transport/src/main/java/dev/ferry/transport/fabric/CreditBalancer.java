@@ -139,7 +139,8 @@ final class CreditBalancer {
                 }
                 work += asked;
             } else if (now - link.lastArrivalNanos < ACTIVE_LINK_NANOS && link.granted < share) {
-                int extra = (int) Math.min(share - link.granted, (room - sharedGranted) / 2);
+                // Half of what is left, rounded up: the last credit of the room is granted too.
+                int extra = (int) Math.min(share - link.granted, (room - sharedGranted + 1) / 2);
                 while (sharedPosted < sharedGranted + extra) {
                     RegisteredBuffer b = allocator.tryAllocate(PoolKind.RECEIVE, transport.receiveBytes);
                     if (b == null) {

@@ -166,10 +166,15 @@ class CreditRebalanceTest extends FabricTransportFixture {
             // The busy sender's links grow until most of the queue is theirs.
             assertTrue(waitFor(() -> fabric.sharedQueueUse()[2] >= queue / 2, 10_000),
                     () -> "the busy sender was not granted the queue: " + fabric.describeLinks());
+            // Grown by half of what is left at each review, it ends with all of the room: the last
+            // credit too, none of the headroom.
+            long room = queue - CreditBalancer.headroom(queue);
+            assertTrue(waitFor(() -> fabric.sharedQueueUse()[2] == room, 10_000),
+                    () -> "the busy sender's grant stopped short of the room (" + room + " of " + queue + "): "
+                            + fabric.describeLinks());
             Thread.sleep(200);
             long[] use = fabric.sharedQueueUse();
-            long room = queue - CreditBalancer.headroom(queue);
-            assertTrue(use[2] <= room, "granted " + use[2] + " of " + queue + ": busy links grew into the room kept for newcomers");
+            assertEquals(room, use[2], "granted " + use[2] + " of " + queue + ": busy links grew into the room kept for newcomers");
 
             Transport lateClient = open(config, (from, m) -> m.release());
             Peer latePeer = lateClient.connect(server.localAddress());

@@ -288,7 +288,7 @@ final class BenchDriver {
                         }
                         prefix = Netlab.in(netlab.receiverNamespace());
                     }
-                    cluster.servers.add(Child.start("server " + i, prefix, PsBenchServer.class, o.childJvmOptions,
+                    cluster.servers.add(Child.start("server " + i, prefix, PsBenchServer.class, o.childJvm(),
                             args.toList()));
                 }
                 for (int p = 0; p < processes; p++) {
@@ -306,7 +306,7 @@ final class BenchDriver {
                             .with("metricsPort", cluster.metricsPort(o.servers + p)).toList());
                     cluster.workers.add(Child.start("client " + p,
                             netlab != null ? Netlab.in(netlab.senderNamespace(p)) : List.of(),
-                            PsBenchWorker.class, o.childJvmOptions, args));
+                            PsBenchWorker.class, o.childJvm(), args));
                 }
                 for (Child server : cluster.servers) {
                     cluster.addresses.add(server.expect("READY", START_TIMEOUT_MILLIS));

@@ -82,6 +82,13 @@ public class BenchOptions {
                     + "its bandwidth-delay product plus three quarters of the receiver's port buffer.")
     public long pullBudget = -1;
 
+    @Option(names = "--progress-nice", paramLabel = "<n>",
+            description = "Nice value (-20 to 19) of the transports' progress threads and Netty event loops in every "
+                    + "benchmark process (the ferry.transport.progressNice property; gRPC's threads are not touched): "
+                    + "below 0 they run first when they wake on busy cores. Below 0 needs root or CAP_SYS_NICE. "
+                    + "Default: 0, as the JVM makes them.")
+    public int progressNice;
+
     @Option(names = "--seed", paramLabel = "<n>", description = "Seed of the id streams. Default: 1.")
     public long seed = 1;
 
@@ -95,6 +102,16 @@ public class BenchOptions {
     @Option(names = "--child-jvm-options", split = " ", paramLabel = "<opts>",
             description = "JVM options of the server and client processes. Default: -Xms256m -Xmx2g.")
     public List<String> childJvmOptions = List.of("-Xms256m", "-Xmx2g");
+
+    /** The child processes' JVM options: {@code --child-jvm-options} and what the other options ask of the JVM. */
+    public List<String> childJvm() {
+        if (progressNice == 0) {
+            return childJvmOptions;
+        }
+        List<String> all = new java.util.ArrayList<>(childJvmOptions);
+        all.add("-D" + dev.ferry.transport.ProgressNice.PROPERTY + "=" + progressNice);
+        return all;
+    }
 
     @Option(names = "--metrics-port", paramLabel = "<port>",
             description = "Serve Prometheus metrics from every benchmark process: server i on port+i, client process p "
@@ -182,6 +199,9 @@ public class BenchOptions {
                             + "with no network; use tcp, netty or grpc");
                 }
             }
+        }
+        if (progressNice < -20 || progressNice > 19) {
+            throw new IllegalArgumentException("--progress-nice takes a nice value from -20 to 19: " + progressNice);
         }
         if (!pullThreads.equals("transport") && !pullThreads.equals("handler")) {
             throw new IllegalArgumentException("--pull-threads is transport or handler: " + pullThreads);

@@ -51,6 +51,23 @@ class OptionsTest {
     }
 
     @Test
+    void theProgressThreadsNiceValueReachesTheChildJvmsAndIsChecked() {
+        PushBenchmark push = new PushBenchmark();
+        new CommandLine(push).parseArgs("--progress-nice", "-10", "--child-jvm-options", "-Xmx1g");
+        push.options.check();
+        assertEquals(List.of("-Xmx1g", "-Dferry.transport.progressNice=-10"), push.options.common.childJvm());
+        PushBenchmark plain = new PushBenchmark();
+        new CommandLine(plain).parseArgs();
+        assertEquals(List.of("-Xms256m", "-Xmx2g"), plain.options.common.childJvm(), "0 adds nothing");
+        for (String bad : List.of("-21", "20")) {
+            PushBenchmark p = new PushBenchmark();
+            new CommandLine(p).parseArgs("--progress-nice", bad);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, p.options::check);
+            assertTrue(e.getMessage().contains("--progress-nice"), e.getMessage());
+        }
+    }
+
+    @Test
     void theNetlabTakesOnlyTransportsThatCrossANetwork() {
         PushBenchmark push = new PushBenchmark();
         new CommandLine(push).parseArgs("--network", "netlab", "--transports", "tcp,netty,grpc", "--netlab-hosts", "8");

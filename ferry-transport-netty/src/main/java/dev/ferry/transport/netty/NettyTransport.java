@@ -3,6 +3,7 @@ package dev.ferry.transport.netty;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
+import dev.ferry.transport.ProgressNice;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
@@ -95,6 +96,7 @@ final class NettyTransport implements Transport {
     private final HandshakeGate gate;
 
     NettyTransport(TransportConfig config, MessageHandler handler) {
+        int nice = ProgressNice.requested(); // a bad value is refused before anything is opened
         this.config = config;
         this.handler = handler;
         this.window = new ByteWindow(config.sendWindowBytesPerProcess());
@@ -106,7 +108,7 @@ final class NettyTransport implements Transport {
         Class<? extends ServerChannel> serverClass = epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class;
         this.socketClass = epoll ? EpollSocketChannel.class : NioSocketChannel.class;
         this.group = new MultiThreadIoEventLoopGroup(NettyTuning.threads(),
-                new DefaultThreadFactory("ferry-netty", true), io);
+                eventLoopThreads(nice), io);
         try {
             ServerBootstrap server = new ServerBootstrap()
                     .group(group)
@@ -454,5 +456,18 @@ final class NettyTransport implements Transport {
         if (!onOwnLoop) {
             shutdown.awaitUninterruptibly(10, TimeUnit.SECONDS);
         }
+    }
+
+    /** The event loops' threads, each at the nice value asked for ({@link ProgressNice}) once it starts. */
+    private static DefaultThreadFactory eventLoopThreads(int nice) {
+        return new DefaultThreadFactory("ferry-netty", true) {
+            @Override
+            protected Thread newThread(Runnable r, String name) {
+                return super.newThread(() -> {
+                    ProgressNice.applyToCurrentThread(nice);
+                    r.run();
+                }, name);
+            }
+        };
     }
 }

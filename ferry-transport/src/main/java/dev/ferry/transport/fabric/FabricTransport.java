@@ -18,6 +18,7 @@ import dev.ferry.memory.RegisteredAllocator;
 import dev.ferry.memory.RegisteredBuffer;
 import dev.ferry.transport.MessageHandler;
 import dev.ferry.transport.Peer;
+import dev.ferry.transport.ProgressNice;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.TransportCounters;
@@ -95,6 +96,7 @@ final class FabricTransport implements Transport {
     private volatile boolean closed;
 
     FabricTransport(TransportConfig config, MessageHandler handler) {
+        int nice = ProgressNice.requested(); // a bad value is refused before anything is opened
         this.config = config;
         this.handler = handler;
         this.window = new SendWindow(config.sendWindowBytesPerLink(), config.sendWindowBytesPerPeer(),
@@ -109,7 +111,7 @@ final class FabricTransport implements Transport {
         this.sharedQueue = type == EndpointType.RDM || srx != null;
         this.rendezvousKeys = new RendezvousKeys(session.domain());
         this.ops = new OperationTable(SLOTS);
-        this.loop = new ProgressLoop(this, doorbell);
+        this.loop = new ProgressLoop(this, doorbell, nice);
         this.proxy = new ProgressProxy(loop, config.connectTimeoutMillis() + 5_000);
         RegisteredAllocator alloc = null;
         ControlPlane plane = null;

@@ -6,6 +6,7 @@ import dev.ferry.fabric.CompletionQueue;
 import dev.ferry.fabric.EndpointType;
 import dev.ferry.fabric.Fi;
 import dev.ferry.memory.RegisteredBuffer;
+import dev.ferry.transport.ProgressNice;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.TransportException.Reason;
 
@@ -51,6 +52,8 @@ final class ProgressLoop {
     private final CpuPressure pressure = CpuPressure.open();
     /** Idle progress while work comes in dense bursts: keeps polling this long before sleeping. */
     private final long pollBudgetNanos;
+    /** The nice value this thread asks for when it starts ({@link ProgressNice}). */
+    private final int nice;
     private volatile boolean parked;
     /** Sleeping a short slice, without its wait object, while a caller polls: woken by unpark. */
     private volatile boolean napping;
@@ -73,12 +76,13 @@ final class ProgressLoop {
      */
     private final boolean sendsMoveAlone;
 
-    ProgressLoop(FabricTransport transport, Doorbell doorbell) {
+    ProgressLoop(FabricTransport transport, Doorbell doorbell, int nice) {
         this.transport = transport;
         this.cq = transport.cq;
         this.sources = transport.sources;
         this.connected = transport.type == EndpointType.MSG;
         this.pollBudgetNanos = transport.config.idlePollMicros() * 1_000L;
+        this.nice = nice;
         this.thread = Thread.ofPlatform().daemon().unstarted(this::run);
         this.idler = cq.waitable() ? new CompletionQueueIdler(transport, this)
                 : doorbell != null ? new DoorbellIdler(transport, this, doorbell) : new ParkIdler(this, thread);
@@ -125,6 +129,7 @@ final class ProgressLoop {
     }
 
     private void run() {
+        ProgressNice.applyToCurrentThread(nice);
         CompletionBatch batch = new CompletionBatch(BATCH);
         int idle = 0;
         // Held to the end of the shutdown; after it, every holder finds the transport closed and

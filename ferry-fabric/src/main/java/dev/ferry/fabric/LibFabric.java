@@ -35,7 +35,9 @@ final class LibFabric {
         defaultEnvironment();
         SignalGuard.init();
         try {
-            return open();
+            SymbolLookup lib = open();
+            SpinLockYield.install();
+            return lib;
         } finally {
             SignalGuard.restore();
         }

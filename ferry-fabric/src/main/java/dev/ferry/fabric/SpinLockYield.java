@@ -1,7 +1,6 @@
 package dev.ferry.fabric;
 
 import java.io.IOException;
-import java.io.InputStream;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -9,9 +8,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SymbolLookup;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 
 /**
  * libfabric's spin locks, made to give the core away when they wait. libfabric 1.17's shm
@@ -88,34 +84,9 @@ final class SpinLockYield {
     /** The helper, loaded once. */
     private static synchronized SymbolLookup helper() throws IOException {
         if (helper == null) {
-            helper = load();
+            helper = NativeHelper.load(SpinLockYield.class, "libferrylocks.so");
         }
         return helper;
-    }
-
-    /** The helper for this machine, from the module's resources, through a temporary file deleted once loaded. */
-    private static SymbolLookup load() throws IOException {
-        String machine = switch (System.getProperty("os.arch")) {
-            case "amd64", "x86_64" -> "x86_64";
-            case "aarch64", "arm64" -> "aarch64";
-            default -> System.getProperty("os.arch");
-        };
-        String resource = "native/" + machine + "/libferrylocks.so";
-        if (!System.getProperty("os.name").startsWith("Linux")) {
-            throw new UnsupportedOperationException("the spin-lock helper is built for Linux only");
-        }
-        Path file = Files.createTempFile("ferry-locks-", ".so");
-        try {
-            try (InputStream in = SpinLockYield.class.getResourceAsStream(resource)) {
-                if (in == null) {
-                    throw new UnsupportedOperationException("no " + resource + " for this machine in the jar");
-                }
-                Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
-            }
-            return SymbolLookup.libraryLookup(file, Arena.global());
-        } finally {
-            Files.deleteIfExists(file);
-        }
     }
 
     /** The helper's lock, for tests: {@code int ferry_spin_lock(pthread_spinlock_t *)}. */

@@ -1,17 +1,14 @@
 package dev.ferry.ps;
 
 import java.io.IOException;
-import java.io.InputStream;
-import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SymbolLookup;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
+
+import dev.ferry.fabric.NativeHelper;
 
 /**
  * Software prefetch of cache lines into the second-level cache, through a small native helper
@@ -86,31 +83,11 @@ final class LinePrefetch {
      * loader, which is deleted once loaded (the mapping stays).
      */
     private static MethodHandle load() throws IOException {
-        String machine = switch (System.getProperty("os.arch")) {
-            case "amd64", "x86_64" -> "x86_64";
-            case "aarch64", "arm64" -> "aarch64";
-            default -> System.getProperty("os.arch");
-        };
-        String resource = "native/" + machine + "/libferryprefetch.so";
-        if (!System.getProperty("os.name").startsWith("Linux")) {
-            throw new UnsupportedOperationException("the prefetch helper is built for Linux only");
-        }
-        Path file = Files.createTempFile("ferry-prefetch-", ".so");
-        try {
-            try (InputStream in = LinePrefetch.class.getResourceAsStream(resource)) {
-                if (in == null) {
-                    throw new UnsupportedOperationException("no " + resource + " for this machine in the jar");
-                }
-                Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
-            }
-            SymbolLookup library = SymbolLookup.libraryLookup(file, Arena.global());
-            MemorySegment function = library.find("ferry_prefetch_l2")
-                    .orElseThrow(() -> new IOException("no ferry_prefetch_l2 in " + resource));
-            return Linker.nativeLinker().downcallHandle(function,
-                    FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_INT),
-                    Linker.Option.critical(true));
-        } finally {
-            Files.deleteIfExists(file);
-        }
+        SymbolLookup library = NativeHelper.load(LinePrefetch.class, "libferryprefetch.so");
+        MemorySegment function = library.find("ferry_prefetch_l2")
+                .orElseThrow(() -> new IOException("no ferry_prefetch_l2 in libferryprefetch.so"));
+        return Linker.nativeLinker().downcallHandle(function,
+                FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.JAVA_INT),
+                Linker.Option.critical(true));
     }
 }

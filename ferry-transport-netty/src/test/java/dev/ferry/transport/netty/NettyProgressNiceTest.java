@@ -8,17 +8,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.ferry.transport.OutboundMessage;
 import dev.ferry.transport.Peer;
 import dev.ferry.transport.ProgressNice;
+import dev.ferry.transport.TaskStat;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 import dev.ferry.transport.Transports;
-import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
@@ -35,8 +31,8 @@ class NettyProgressNiceTest {
 
     @Test
     void eventLoopsRunAtTheValueAskedAndStillDeliver() throws Exception {
-        List<Long> before = tidsNamed("ferry-netty-");
-        int ours = niceOf(Long.parseLong(Path.of("/proc/thread-self").toRealPath().getFileName().toString()));
+        List<Long> before = TaskStat.tidsNamed("ferry-netty-");
+        int ours = TaskStat.niceOf(TaskStat.currentTid());
         Assumptions.assumeTrue(ours < 19, "this thread already runs at nice 19");
         int target = Math.min(19, ours + 5); // a lower priority: no privilege needed
         System.setProperty(ProgressNice.PROPERTY, Integer.toString(target));
@@ -58,11 +54,11 @@ class NettyProgressNiceTest {
                 Thread.sleep(5);
             }
             assertEquals(50, received.get());
-            List<Long> loops = tidsNamed("ferry-netty-");
+            List<Long> loops = TaskStat.tidsNamed("ferry-netty-");
             loops.removeAll(before);
             assertFalse(loops.isEmpty(), "no event loop thread found");
             for (long tid : loops) {
-                assertEquals(target, niceOf(tid), "event loop thread " + tid);
+                assertEquals(target, TaskStat.niceOf(tid), "event loop thread " + tid);
             }
         }
     }
@@ -73,26 +69,5 @@ class NettyProgressNiceTest {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> Transports.open(TransportConfig.defaults("netty"), (from, m) -> m.release()));
         assertTrue(e.getMessage().contains(ProgressNice.PROPERTY), e.getMessage());
-    }
-
-    private static int niceOf(long tid) throws IOException {
-        String stat = Files.readString(Path.of("/proc/self/task/" + tid + "/stat"));
-        return Integer.parseInt(stat.substring(stat.lastIndexOf(')') + 2).split(" ")[16]);
-    }
-
-    private static List<Long> tidsNamed(String prefix) throws IOException {
-        List<Long> tids = new ArrayList<>();
-        try (Stream<Path> tasks = Files.list(Path.of("/proc/self/task"))) {
-            for (Path task : (Iterable<Path>) tasks::iterator) {
-                try {
-                    if (Files.readString(task.resolve("comm")).startsWith(prefix)) {
-                        tids.add(Long.parseLong(task.getFileName().toString()));
-                    }
-                } catch (IOException gone) {
-                    // the thread ended meanwhile
-                }
-            }
-        }
-        return tids;
     }
 }

@@ -6,14 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.stream.Stream;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -23,6 +20,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 import dev.ferry.transport.Peer;
 import dev.ferry.transport.ProgressNice;
+import dev.ferry.transport.TaskStat;
 import dev.ferry.transport.Transport;
 import dev.ferry.transport.TransportConfig;
 
@@ -58,9 +56,9 @@ class ProgressNiceTest extends FabricTransportFixture {
         int[] seen = new int[3];
         Thread t = Thread.ofPlatform().start(() -> {
             try {
-                seen[0] = niceOf(currentTid());
+                seen[0] = TaskStat.niceOf(TaskStat.currentTid());
                 seen[1] = ProgressNice.applyToCurrentThread(target) ? 1 : 0;
-                seen[2] = niceOf(currentTid());
+                seen[2] = TaskStat.niceOf(TaskStat.currentTid());
             } catch (IOException e) {
                 throw new AssertionError(e);
             }
@@ -69,16 +67,16 @@ class ProgressNiceTest extends FabricTransportFixture {
         assertEquals(1, seen[1], "refused");
         assertEquals(target, seen[2], "nice after the call (before: " + seen[0] + ")");
         // 0 leaves the thread alone: no call is made.
-        int before = niceOf(currentTid());
+        int before = TaskStat.niceOf(TaskStat.currentTid());
         assertTrue(ProgressNice.applyToCurrentThread(0));
-        assertEquals(before, niceOf(currentTid()));
+        assertEquals(before, TaskStat.niceOf(TaskStat.currentTid()));
     }
 
     @ParameterizedTest
     @ValueSource(strings = {"shm", "tcp"})
     void aTransportsProgressThreadRunsAtTheValueAskedAndStillDelivers(String provider) throws Exception {
-        List<Long> before = tidsNamed("ferry-progress-");
-        int ours = niceOf(currentTid());
+        List<Long> before = TaskStat.tidsNamed("ferry-progress-");
+        int ours = TaskStat.niceOf(TaskStat.currentTid());
         int target = lowerPriorityThanOurs();
         System.setProperty(ProgressNice.PROPERTY, Integer.toString(target));
         TransportConfig config = TransportConfig.defaults(provider);
@@ -98,23 +96,23 @@ class ProgressNiceTest extends FabricTransportFixture {
             f.get(20, TimeUnit.SECONDS);
         }
         assertTrue(waitFor(() -> received.get() == 100, 10_000), "delivered " + received.get() + " of 100");
-        List<Long> mine = tidsNamed("ferry-progress-");
+        List<Long> mine = TaskStat.tidsNamed("ferry-progress-");
         mine.removeAll(before);
         assertEquals(2, mine.size(), "the two transports' progress threads: " + mine);
         for (long tid : mine) {
-            assertEquals(target, niceOf(tid), "progress thread " + tid);
+            assertEquals(target, TaskStat.niceOf(tid), "progress thread " + tid);
         }
-        assertEquals(ours, niceOf(currentTid()), "the calling thread keeps its own");
+        assertEquals(ours, TaskStat.niceOf(TaskStat.currentTid()), "the calling thread keeps its own");
     }
 
     @Test
     void aBadValueIsRefusedBeforeTheTransportOpensAnything() throws Exception {
-        List<Long> before = tidsNamed("ferry-progress-");
+        List<Long> before = TaskStat.tidsNamed("ferry-progress-");
         System.setProperty(ProgressNice.PROPERTY, "-40");
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> open(TransportConfig.defaults("shm"), (from, m) -> m.release()));
         assertTrue(e.getMessage().contains(ProgressNice.PROPERTY), e.getMessage());
-        assertEquals(before, tidsNamed("ferry-progress-"), "a progress thread was started");
+        assertEquals(before, TaskStat.tidsNamed("ferry-progress-"), "a progress thread was started");
         assertFalse(Thread.getAllStackTraces().keySet().stream()
                 .anyMatch(t -> t.getName().startsWith("ferry-progress-") && !t.isDaemon()));
     }
@@ -124,36 +122,8 @@ class ProgressNiceTest extends FabricTransportFixture {
      * skipped where this thread already runs at the lowest.
      */
     static int lowerPriorityThanOurs() throws IOException {
-        int ours = niceOf(currentTid());
+        int ours = TaskStat.niceOf(TaskStat.currentTid());
         org.junit.jupiter.api.Assumptions.assumeTrue(ours < 19, "this thread already runs at nice 19");
         return Math.min(19, ours + 5);
-    }
-
-    static long currentTid() throws IOException {
-        return Long.parseLong(Path.of("/proc/thread-self").toRealPath().getFileName().toString());
-    }
-
-    /** The kernel's nice value of thread {@code tid} of this process: field 19 of its stat line. */
-    static int niceOf(long tid) throws IOException {
-        String stat = Files.readString(Path.of("/proc/self/task/" + tid + "/stat"));
-        String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-        return Integer.parseInt(fields[16]);
-    }
-
-    /** This process's threads whose name starts with {@code prefix}, by kernel thread id. */
-    static List<Long> tidsNamed(String prefix) throws IOException {
-        List<Long> tids = new ArrayList<>();
-        try (Stream<Path> tasks = Files.list(Path.of("/proc/self/task"))) {
-            for (Path task : (Iterable<Path>) tasks::iterator) {
-                try {
-                    if (Files.readString(task.resolve("comm")).startsWith(prefix)) {
-                        tids.add(Long.parseLong(task.getFileName().toString()));
-                    }
-                } catch (IOException gone) {
-                    // the thread ended meanwhile
-                }
-            }
-        }
-        return tids;
     }
 }

@@ -60,7 +60,12 @@ final class SpinLockYield {
                         + -rc + " (" + PROPERTY + "=false hides this)");
                 return 0;
             }
-            LOG.log(System.Logger.Level.DEBUG, "libfabric's spin locks yield after a short spin (" + rc + " call sites)");
+            if (rc == 0) {
+                LOG.log(System.Logger.Level.INFO, "libfabric's spin locks stay as they are: it calls no "
+                        + "pthread_spin_lock through its call table");
+            } else {
+                LOG.log(System.Logger.Level.DEBUG, "libfabric's spin locks yield after a short spin (" + rc + " call sites)");
+            }
             return rc;
         } catch (Throwable t) {
             LOG.log(System.Logger.Level.WARNING, "libfabric's spin locks keep spinning: " + t

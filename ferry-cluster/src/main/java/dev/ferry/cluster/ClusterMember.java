@@ -460,7 +460,10 @@ public final class ClusterMember implements AutoCloseable {
         });
     }
 
-    /** Leaves: the member node goes at once (no session timeout to wait for). The server stays open. */
+    /**
+     * Leaves: the member node goes at once (no session timeout to wait for), then a drained
+     * member's drain request. The server stays open.
+     */
     @Override
     public void close() {
         events.shutdownNow();
@@ -475,19 +478,23 @@ public final class ClusterMember implements AutoCloseable {
         if (cache != null) {
             cache.close();
         }
-        try {
-            if (draining && drained.isDone()) {
-                zk.delete().forPath(paths.drain(info.id()));
-            }
-        } catch (Exception e) {
-            LOG.log(Level.FINE, "deleting the drain request", e);
-        }
+        // The member node before the drain request: the other way round, a controller that read
+        // the members in between saw this member live and no longer leaving, and planned a move of
+        // groups to it as it exited; the pushes to those groups then waited on forwards to a
+        // closed server. The controller reads the drain requests first (Controller#reconcile).
         try {
             if (node != null) {
                 node.close();
             }
         } catch (Exception e) {
             LOG.log(Level.FINE, "closing the member node", e);
+        }
+        try {
+            if (draining && drained.isDone()) {
+                zk.delete().forPath(paths.drain(info.id()));
+            }
+        } catch (Exception e) {
+            LOG.log(Level.FINE, "deleting the drain request", e);
         }
         zk.close();
     }

@@ -82,8 +82,11 @@ final class Controller {
         }
         Stat stat = new Stat();
         Assignment current = Assignment.decode(zk.getData().storingStatIn(stat).forPath(paths.assignment));
-        Map<String, String> live = liveMembers();
+        // The drain requests before the members: a member that drained deletes its node, then its
+        // request (ClusterMember#close), and this session reads in order, so a request found gone
+        // means the member node is gone too; never a leaver seen live and not leaving.
         Set<String> draining = new HashSet<>(zk.getChildren().forPath(paths.drain));
+        Map<String, String> live = liveMembers();
         Assignment next = current;
         Move move = current.move();
         if (move != null && live.containsKey(move.from()) && live.containsKey(move.to())) {

@@ -70,6 +70,9 @@ final class OutgoingMove {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, remainingMillis - 100));
         boolean unknown = false; // an earlier attempt may have been merged there
         while (true) {
+            if (ended && ownedBy(server)) {
+                return; // cancelled while this push waited for the lock: the groups stay here, and so does the push
+            }
             RuntimeException unreachable;
             // First the pushes whose forward ran out of time: this body may carry their effect.
             if (!unsent.flush(id, f -> MoveCalls.send(target, f.method(), f.body()))) {

@@ -20,8 +20,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Turns of the pause instruction before a waiter yields: a few microseconds. */
-#define SPINS 256
+/* Turns of the pause instruction before a waiter yields (a few microseconds at 256); set once,
+ * before the hook, by ferry_set_spin_turns. */
+static int spins = 256;
+
+void ferry_set_spin_turns(int turns) {
+    spins = turns < 1 ? 1 : turns;
+}
 
 /* 1 where this libc's unlocked word is 1 and locking decrements it (x86-64), 0 where unlocked is 0
  * and locking exchanges 1 in (the generic implementation). Set by ferry_hook_spin_lock. */
@@ -39,7 +44,7 @@ int ferry_spin_lock(pthread_spinlock_t *lock) {
         }
         int turns = 0;
         while (decrementing ? *word <= 0 : *word != 0) {
-            if (++turns < SPINS) {
+            if (++turns < spins) {
 #if defined(__x86_64__) || defined(__i386__)
                 __builtin_ia32_pause();
 #elif defined(__aarch64__)

@@ -28,6 +28,10 @@ final class SpinLockYield {
 
     /** The system property that turns the change off ({@code false}). */
     static final String PROPERTY = "ferry.fabric.yieldingLocks";
+    /** The system property with the turns of the pause instruction before a waiter yields (1 to 65,536). */
+    static final String SPINS_PROPERTY = "ferry.fabric.yieldingLockSpins";
+    /** Turns before a waiter yields by default: about 10 us on x86-64. */
+    static final int DEFAULT_SPINS = 256;
 
     private static final System.Logger LOG = System.getLogger("dev.ferry.fabric");
     private static final String LIBRARY = "libfabric.so";
@@ -45,9 +49,19 @@ final class SpinLockYield {
         if ("false".equalsIgnoreCase(System.getProperty(PROPERTY, "true").trim())) {
             return 0;
         }
+        int spins;
+        try {
+            spins = spins(System.getProperty(SPINS_PROPERTY));
+        } catch (IllegalArgumentException e) {
+            // Read while libfabric loads, where a throw would leave only a NoClassDefFoundError.
+            LOG.log(System.Logger.Level.WARNING, e.getMessage() + "; the default is used");
+            spins = DEFAULT_SPINS;
+        }
         try {
             SymbolLookup helper = helper();
             Linker linker = Linker.nativeLinker();
+            linker.downcallHandle(helper.find("ferry_set_spin_turns").orElseThrow(),
+                    FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT)).invokeExact(spins);
             FunctionDescriptor byName = FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS);
             MethodHandle hook = linker.downcallHandle(helper.find("ferry_hook_spin_lock").orElseThrow(), byName);
             hooked = linker.downcallHandle(helper.find("ferry_spin_lock_hooked").orElseThrow(), byName);
@@ -72,6 +86,30 @@ final class SpinLockYield {
                     + " (" + PROPERTY + "=false hides this)");
             return 0;
         }
+    }
+
+    /**
+     * The turns of {@value #SPINS_PROPERTY}: {@value #DEFAULT_SPINS} if unset (a bad value is said
+     * at WARNING when libfabric loads, and the default used).
+     *
+     * @throws IllegalArgumentException if set to anything but a number from 1 to 65,536
+     */
+    static int spins(String value) {
+        if (value == null || value.isBlank()) {
+            return DEFAULT_SPINS;
+        }
+        int turns;
+        try {
+            turns = Integer.parseInt(value.strip());
+        } catch (NumberFormatException e) {
+            turns = 0;
+        }
+        if (turns < 1 || turns > 65_536) {
+            throw new IllegalArgumentException("-D" + SPINS_PROPERTY + "=" + value
+                    + ": turns of the pause instruction before a waiting thread yields, 1 to 65536 (default "
+                    + DEFAULT_SPINS + ")");
+        }
+        return turns;
     }
 
     /** libfabric's calls to {@code pthread_spin_lock} that now go to the yielding lock, read from its table. */

@@ -34,6 +34,19 @@ class SpinLockYieldTest {
     }
 
     @Test
+    void theSpinTurnsAreANumberFromOneTo65536() {
+        assertEquals(SpinLockYield.DEFAULT_SPINS, SpinLockYield.spins(null));
+        assertEquals(SpinLockYield.DEFAULT_SPINS, SpinLockYield.spins(" "));
+        assertEquals(1, SpinLockYield.spins("1"));
+        assertEquals(65_536, SpinLockYield.spins(" 65536 "));
+        for (String bad : List.of("0", "-3", "65537", "lots", "2.5")) {
+            IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                    () -> SpinLockYield.spins(bad));
+            assertTrue(e.getMessage().contains(SpinLockYield.SPINS_PROPERTY + "=" + bad), e.getMessage());
+        }
+    }
+
+    @Test
     void itExcludesAndSharesTheLockWordWithTheLibcLock() throws Throwable {
         // Six threads, half locking with the helper, half with libc's own, on one lock word that
         // libc initialised, each unlocking with libc's: every increment of a plain counter kept.

@@ -50,7 +50,14 @@ public class PsException extends RuntimeException {
          * A replicated slot group has fewer in-sync copies than a push needs (the cluster's
          * minimum in-sync setting): durability first, the push is refused until a copy is rebuilt.
          */
-        NOT_ENOUGH_REPLICAS(false);
+        NOT_ENOUGH_REPLICAS(false),
+        /**
+         * The server refused a push without applying any of it: the pushes ahead of it on the
+         * same slot groups (forwarded to a slot move's target, or replicated to a backup) held
+         * them for the whole deadline. Sent again with its dedupe id, it is applied once; the
+         * client does so within its retry budget.
+         */
+        BUSY(false);
 
         private final boolean badRequest;
 

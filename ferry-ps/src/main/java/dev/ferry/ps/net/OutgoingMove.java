@@ -39,11 +39,11 @@ final class OutgoingMove {
         return groups[group];
     }
 
-    /** Takes {@link #forwarding} within the call's time, else fails the push, which changed nothing yet. */
+    /** Takes {@link #forwarding} within the call's time, else refuses the push ({@code BUSY}), which changed nothing yet. */
     void lockForwarding(long remainingMillis) {
         try {
             if (!forwarding.tryLock(Math.max(0, remainingMillis - 100), TimeUnit.MILLISECONDS)) {
-                throw new PsException(PsException.Code.CLOSED, "the push was not applied: the pushes forwarded to "
+                throw new PsException(PsException.Code.BUSY, "the push was not applied: the pushes forwarded to "
                         + "the move's target " + target.address() + " ahead of it took its whole deadline");
             }
         } catch (InterruptedException e) {

@@ -464,7 +464,7 @@ final class Replicator implements AutoCloseable {
     private static void lock(ReentrantLock lock, long deadline) {
         try {
             if (!lock.tryLock(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
-                throw new PsException(PsException.Code.CLOSED, "the push was not applied: the pushes replicated "
+                throw new PsException(PsException.Code.BUSY, "the push was not applied: the pushes replicated "
                         + "ahead of it on the same slot groups took its whole deadline");
             }
         } catch (InterruptedException e) {

@@ -84,8 +84,8 @@ final class RetryPolicy {
     }
 
     /**
-     * Whether a part that failed so is tried again: after {@code WRONG_SERVER} (nothing was
-     * applied), or an unavailable server (gone or restarted; its rows are reassigned), and after
+     * Whether a part that failed so is tried again: after {@code WRONG_SERVER} or {@code BUSY}
+     * (nothing was applied), or an unavailable server (gone or restarted; its rows are reassigned), and after
      * a timeout for a pull, and for a push in a cluster run by a controller: its servers record a
      * push's dedupe id with its rows (and pass it on to backups, moves and copies), so the same
      * push sent again is applied at most once wherever it lands. A fixed cluster's servers keep
@@ -98,7 +98,7 @@ final class RetryPolicy {
         }
         Throwable cause = ClientCalls.unwrap(failure);
         if (cause instanceof PsException ps) {
-            return ps.code() == PsException.Code.WRONG_SERVER;
+            return ps.code() == PsException.Code.WRONG_SERVER || ps.code() == PsException.Code.BUSY;
         }
         return cause instanceof PeerUnavailableException
                 || cause instanceof RpcTimeoutException && (idempotent || dedupes());

@@ -180,6 +180,48 @@ class ForwardTimeoutTest extends RawMembersTestBase {
         }
     }
 
+    /**
+     * X's forward fails until its deadline (3 s), holding the move's forwarding lock; Y on the same
+     * row, with 0.7 s, waits for the lock and is refused {@code BUSY} before it changes anything
+     * (it used to be {@code CLOSED}, which clients do not retry: the demo's failure when a move's
+     * target had gone). Sent again with its id once X gave up, Y is applied exactly once.
+     */
+    @Test
+    void aPushThatWaitedBehindAForwardOutOfTimeIsRefusedBusyUnappliedAndItsRetryCountsOnce() throws Exception {
+        start();
+        int group = RoutingTable.groupOf(ID);
+        long a = 0x4A;
+        long x = 0x4B;
+        long y = 0x4C;
+        assertNull(push(false, P, 1, a, -1, 5_000), "A acknowledged at P");
+        servers.get(P).moveOut(1, new int[] {group}, addresses.get(T));
+        java.util.concurrent.CountDownLatch xHolds = new java.util.concurrent.CountDownLatch(1);
+        MoveSource.afterMovingApplied = xHolds::countDown;
+        MoveSource.forwardFault = body -> PsDescriptor.generation(MemorySegment.ofArray(body)) == x;
+        java.util.concurrent.CompletableFuture<PsException.Code> xOutcome = java.util.concurrent.CompletableFuture
+                .supplyAsync(() -> {
+                    try {
+                        return push(false, P, 1, x, -10, 3_000);
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                });
+        try {
+            assertEquals(true, xHolds.await(10, TimeUnit.SECONDS), "X applied, its forward under way");
+            MoveSource.afterMovingApplied = null;
+            assertEquals(PsException.Code.BUSY, push(false, P, 1, y, -100, 700), "Y refused while X held the row");
+            assertArrayEquals(new float[] {11, 11}, value(false, P), "Y changed nothing");
+            assertEquals(PsException.Code.CLOSED, xOutcome.get(15, TimeUnit.SECONDS), "X's forward ran out of time");
+        } finally {
+            MoveSource.afterMovingApplied = null;
+        }
+        MoveSource.forwardFault = null;
+        assertNull(push(false, P, 1, y, -100, 5_000), "Y sent again: acknowledged");
+        assertNull(push(false, P, 1, y, -100, 5_000), "and again: deduped");
+        assertArrayEquals(new float[] {111, 111}, value(false, P), "A, X and Y exactly once each");
+        assertArrayEquals(new float[] {111, 111}, value(false, T), "the target holds the same row");
+    }
+
     private void retryAfterTheFlipIsDeduped(boolean dense, int group) throws Exception {
         start();
         long a = 0x1A;

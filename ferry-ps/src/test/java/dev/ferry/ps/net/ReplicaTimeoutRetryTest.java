@@ -150,6 +150,8 @@ class ReplicaTimeoutRetryTest extends PsNetTestBase {
         assertTrue(policy.retryable(new dev.ferry.rpc.RpcTimeoutException(1, "x", 500, "no answer"), true, 0, policy.start()),
                 "a pull is");
         assertTrue(!policy.retryable(new PsException(PsException.Code.CLOSED, "x"), false, 0, policy.start()));
+        assertTrue(policy.retryable(new PsException(PsException.Code.BUSY, "x"), false, 0, policy.start()),
+                "a push refused unapplied is retried everywhere");
     }
 
     private RoutingFollower routingOf(List<String> fixed) {

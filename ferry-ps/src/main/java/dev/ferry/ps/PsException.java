@@ -57,7 +57,14 @@ public class PsException extends RuntimeException {
          * them for the whole deadline. Sent again with its dedupe id, it is applied once; the
          * client does so within its retry budget.
          */
-        BUSY(false);
+        BUSY(false),
+        /**
+         * The server applied the push, but a copy it owes (its rows forwarded to a slot move's
+         * target) did not finish within the deadline: as after a timeout, the push may or may
+         * not count. Sent again with its dedupe id it counts once where the servers record those
+         * ids (a controller's cluster), and the client does so there.
+         */
+        UNCONFIRMED(false);
 
         private final boolean badRequest;
 

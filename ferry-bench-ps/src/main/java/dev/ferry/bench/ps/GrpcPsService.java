@@ -73,7 +73,7 @@ final class GrpcPsService extends ParameterServiceGrpc.ParameterServiceImplBase 
             case UNKNOWN_TABLE -> Status.NOT_FOUND;
             case READ_ONLY -> Status.FAILED_PRECONDITION;
             case TABLE_FULL -> Status.RESOURCE_EXHAUSTED;
-            case CLOSED, BUSY -> Status.UNAVAILABLE;
+            case CLOSED, BUSY, UNCONFIRMED -> Status.UNAVAILABLE;
             default -> Status.INVALID_ARGUMENT;
         };
         return status.withDescription(e.code() + ": " + e.getMessage());

@@ -62,7 +62,8 @@ final class OutgoingMove {
      * @param ifOutOfTime records the push as unsent when the deadline comes first
      * @throws PsException {@code WRONG_SERVER} if the target owns the groups already and never
      *                     saw this push (the push must be retried there); {@code CLOSED} if an
-     *                     earlier attempt may have been merged there, or the deadline came first
+     *                     earlier attempt may have been merged there; {@code UNCONFIRMED} if the
+     *                     deadline came first
      */
     void sendForward(PsServer server, RpcMethod method, String what, byte[] body, long remainingMillis,
             Predicate<byte[]> fault, Runnable ifOutOfTime) {
@@ -107,7 +108,7 @@ final class OutgoingMove {
             if (System.nanoTime() > deadline) {
                 // Applied here, maybe not there: its rows go again with its id before any later copy of them.
                 ifOutOfTime.run();
-                throw new PsException(PsException.Code.CLOSED, "the push was applied but its " + what
+                throw new PsException(PsException.Code.UNCONFIRMED, "the push was applied but its " + what
                         + " could not be copied to the move's target " + target.address() + " in time: "
                         + unreachable.getMessage());
             }

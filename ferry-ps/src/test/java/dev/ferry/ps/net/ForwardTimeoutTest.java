@@ -23,7 +23,7 @@ import dev.ferry.rpc.RequestWriter;
 
 /**
  * A move P -&gt; T whose forward of push X runs out of time (a fault hook fails every attempt as
- * if T did not answer): X is applied and recorded on P and answered {@code CLOSED}. The next push
+ * if T did not answer): X is applied and recorded on P and answered {@code UNCONFIRMED}. The next push
  * Y on the same row forwards the row, which holds X, to T; without X's id, X's retry at T after
  * the flip was applied a second time there. Now X's row goes to T again with X's id before Y's
  * forward. Sparse rows and dense tensors; raw requests with chosen dedupe ids, in-process members
@@ -158,7 +158,7 @@ class ForwardTimeoutTest extends RawMembersTestBase {
 
             MoveSource.forwardFault = body -> PsDescriptor.generation(MemorySegment.ofArray(body)) == x;
             try {
-                assertEquals(PsException.Code.CLOSED, push(dense, P, gen, x, -10, 700), "X not acknowledged");
+                assertEquals(PsException.Code.UNCONFIRMED, push(dense, P, gen, x, -10, 700), "X not acknowledged");
             } catch (ExecutionException e) {
                 assertEquals(dev.ferry.rpc.RpcTimeoutException.class, e.getCause().getClass(), e::toString);
             }
@@ -211,7 +211,7 @@ class ForwardTimeoutTest extends RawMembersTestBase {
             MoveSource.afterMovingApplied = null;
             assertEquals(PsException.Code.BUSY, push(false, P, 1, y, -100, 700), "Y refused while X held the row");
             assertArrayEquals(new float[] {11, 11}, value(false, P), "Y changed nothing");
-            assertEquals(PsException.Code.CLOSED, xOutcome.get(15, TimeUnit.SECONDS), "X's forward ran out of time");
+            assertEquals(PsException.Code.UNCONFIRMED, xOutcome.get(15, TimeUnit.SECONDS), "X's forward ran out of time");
         } finally {
             MoveSource.afterMovingApplied = null;
         }
@@ -238,9 +238,9 @@ class ForwardTimeoutTest extends RawMembersTestBase {
             outcome = push(dense, P, 1, x, -10, 700);
         } catch (ExecutionException e) {
             assertEquals(dev.ferry.rpc.RpcTimeoutException.class, e.getCause().getClass(), e::toString);
-            outcome = PsException.Code.CLOSED; // the client's deadline came first on a loaded machine
+            outcome = PsException.Code.UNCONFIRMED; // the client's deadline came first on a loaded machine
         }
-        assertEquals(PsException.Code.CLOSED, outcome, "X applied at P, its forward out of time: not acknowledged");
+        assertEquals(PsException.Code.UNCONFIRMED, outcome, "X applied at P, its forward out of time: not acknowledged");
         assertArrayEquals(new float[] {1, 1}, value(dense, T), "X's forward never reached T");
 
         // Y waits for X's forwarding to give up (one forward at a time), then forwards the row holding X.

@@ -152,6 +152,9 @@ class ReplicaTimeoutRetryTest extends PsNetTestBase {
         assertTrue(!policy.retryable(new PsException(PsException.Code.CLOSED, "x"), false, 0, policy.start()));
         assertTrue(policy.retryable(new PsException(PsException.Code.BUSY, "x"), false, 0, policy.start()),
                 "a push refused unapplied is retried everywhere");
+        assertTrue(!policy.retryable(new PsException(PsException.Code.UNCONFIRMED, "x"), false, 0, policy.start()),
+                "a push applied with a copy unfinished is not retried where servers keep no dedupe ids");
+        assertTrue(policy.retryable(new PsException(PsException.Code.UNCONFIRMED, "x"), true, 0, policy.start()));
     }
 
     private RoutingFollower routingOf(List<String> fixed) {

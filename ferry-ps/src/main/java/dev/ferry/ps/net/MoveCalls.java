@@ -86,11 +86,17 @@ final class MoveCalls {
         return body;
     }
 
-    /** One blocking call; the server's refusals come back as {@link PsException}s. */
+    /** One blocking call with {@link #CALL_MILLIS}; the server's refusals come back as {@link PsException}s. */
     static void send(RpcChannel target, RpcMethod method, byte[] body) {
+        send(target, method, body, CALL_MILLIS);
+    }
+
+    /** One blocking call with {@code millis} (at least 1); the server's refusals come back as {@link PsException}s. */
+    static void send(RpcChannel target, RpcMethod method, byte[] body, long millis) {
+        long deadline = Math.max(1, millis);
         RequestWriter writer = segment -> MemorySegment.copy(MemorySegment.ofArray(body), 0, segment, 0, body.length);
         try {
-            RpcResponse response = target.call(method, body.length, writer, CALL_MILLIS).get(CALL_MILLIS + 1_000,
+            RpcResponse response = target.call(method, body.length, writer, deadline).get(deadline + 1_000,
                     TimeUnit.MILLISECONDS);
             response.release();
         } catch (ExecutionException e) {

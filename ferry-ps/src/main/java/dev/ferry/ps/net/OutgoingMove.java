@@ -75,8 +75,11 @@ final class OutgoingMove {
                 return; // cancelled while this push waited for the lock: the groups stay here, and so does the push
             }
             RuntimeException unreachable;
+            // No attempt outlives the push's deadline: one to a target that went away held the
+            // lock, and every push on the moving groups behind it, for a whole CALL_MILLIS.
+            long attempt = Math.min(MoveCalls.CALL_MILLIS, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
             // First the pushes whose forward ran out of time: this body may carry their effect.
-            if (!unsent.flush(id, f -> MoveCalls.send(target, f.method(), f.body()))) {
+            if (!unsent.flush(id, f -> MoveCalls.send(target, f.method(), f.body(), attempt))) {
                 unreachable = new IllegalStateException("the pushes whose forward ran out of time could not be sent "
                         + "again first"); // this body was not sent: nothing more is unknown
             } else {
@@ -84,7 +87,8 @@ final class OutgoingMove {
                     if (fault != null && fault.test(body)) {
                         throw new IllegalStateException("no answer (a test's fault)");
                     }
-                    MoveCalls.send(target, method, body);
+                    MoveCalls.send(target, method, body,
+                            Math.min(attempt, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
                     return;
                 } catch (RuntimeException e) {
                     unreachable = e;

@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Timeout;
  * while a client pushes to the moving group. P's pushes wait on forwards to T: the one holding
  * the forwarding lock runs out of time ({@code UNCONFIRMED}, or the client's deadline first), the
  * ones behind it are refused unapplied ({@code BUSY}); the client sends each again with its dedupe
- * id, and once the move is cancelled (as the controller does when T's member node goes) P
+ * id, and once the move is cancelled (3 s later, as the controller does when T's member node goes) P
  * acknowledges them. No push reaches the caller as an error (before {@code BUSY} and {@code
  * UNCONFIRMED} they did, as {@code CLOSED}), and every row ends exactly the sum of the pushes
  * acknowledged to it: none lost, none counted twice. In-process members on tcp, routing tables
@@ -65,7 +65,9 @@ class MoveTargetLostTest extends RawMembersTestBase {
                 servers.get(P).moveOut(1, new int[] {group}, addresses.get(T));
                 pushers.await(50); // forwarded to T
                 servers.get(T).close();
-                Thread.sleep(1_500); // the pushes to the group wait on forwards nobody answers
+                // Past the client's 2 s deadline: the pushes to the group wait on forwards nobody
+                // answers and come back BUSY or UNCONFIRMED, and the client sends them again.
+                Thread.sleep(3_000);
                 long beforeCancel = pushers.acked.get();
                 servers.get(P).endMove(1); // the controller cancels the move: P keeps the group
                 pushers.await(50);

@@ -58,13 +58,13 @@ final class SpinLockYield {
             spins = DEFAULT_SPINS;
         }
         try {
-            SymbolLookup helper = helper();
+            SymbolLookup library = helper();
             Linker linker = Linker.nativeLinker();
-            linker.downcallHandle(helper.find("ferry_set_spin_turns").orElseThrow(),
+            linker.downcallHandle(library.find("ferry_set_spin_turns").orElseThrow(),
                     FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT)).invokeExact(spins);
             FunctionDescriptor byName = FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS);
-            MethodHandle hook = linker.downcallHandle(helper.find("ferry_hook_spin_lock").orElseThrow(), byName);
-            hooked = linker.downcallHandle(helper.find("ferry_spin_lock_hooked").orElseThrow(), byName);
+            MethodHandle hook = linker.downcallHandle(library.find("ferry_hook_spin_lock").orElseThrow(), byName);
+            hooked = linker.downcallHandle(library.find("ferry_spin_lock_hooked").orElseThrow(), byName);
             int rc;
             try (Arena arena = Arena.ofConfined()) {
                 rc = (int) hook.invokeExact(arena.allocateFrom(LIBRARY));

@@ -78,10 +78,7 @@ final class LinePrefetch {
         }
     }
 
-    /**
-     * The helper for this machine, from the module's resources: copied to a temporary file for the
-     * loader, which is deleted once loaded (the mapping stays).
-     */
+    /** The helper for this machine, from the module's resources ({@link NativeHelper}). */
     private static MethodHandle load() throws IOException {
         SymbolLookup library = NativeHelper.load(LinePrefetch.class, "libferryprefetch.so");
         MemorySegment function = library.find("ferry_prefetch_l2")

@@ -41,15 +41,8 @@ final class OutgoingMove {
 
     /** Takes {@link #forwarding} within the call's time, else refuses the push ({@code BUSY}), which changed nothing yet. */
     void lockForwarding(long remainingMillis) {
-        try {
-            if (!forwarding.tryLock(Math.max(0, remainingMillis - 100), TimeUnit.MILLISECONDS)) {
-                throw new PsException(PsException.Code.BUSY, "the push was not applied: the pushes forwarded to "
-                        + "the move's target " + target.address() + " ahead of it took its whole deadline");
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new PsException(PsException.Code.CLOSED, "the push was not applied: interrupted");
-        }
+        PushLocks.lockOrBusy(forwarding, TimeUnit.MILLISECONDS.toNanos(remainingMillis - 100),
+                "the pushes forwarded to the move's target " + target.address() + " ahead of it");
     }
 
     /**
@@ -75,11 +68,8 @@ final class OutgoingMove {
                 return; // cancelled while this push waited for the lock: the groups stay here, and so does the push
             }
             RuntimeException unreachable;
-            // No attempt outlives the push's deadline: one to a target that went away held the
-            // lock, and every push on the moving groups behind it, for a whole CALL_MILLIS.
-            long attempt = Math.min(MoveCalls.CALL_MILLIS, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
             // First the pushes whose forward ran out of time: this body may carry their effect.
-            if (!unsent.flush(id, f -> MoveCalls.send(target, f.method(), f.body(), attempt))) {
+            if (!unsent.flush(id, f -> MoveCalls.send(target, f.method(), f.body(), attemptMillis(deadline)))) {
                 unreachable = new IllegalStateException("the pushes whose forward ran out of time could not be sent "
                         + "again first"); // this body was not sent: nothing more is unknown
             } else {
@@ -87,8 +77,7 @@ final class OutgoingMove {
                     if (fault != null && fault.test(body)) {
                         throw new IllegalStateException("no answer (a test's fault)");
                     }
-                    MoveCalls.send(target, method, body,
-                            Math.min(attempt, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
+                    MoveCalls.send(target, method, body, attemptMillis(deadline));
                     return;
                 } catch (RuntimeException e) {
                     unreachable = e;
@@ -123,6 +112,15 @@ final class OutgoingMove {
                 throw new PsException(PsException.Code.CLOSED, "interrupted while forwarding a push");
             }
         }
+    }
+
+    /**
+     * One attempt's time: no attempt outlives the push's {@code deadline} (one to a target that
+     * went away held the lock, and every push on the moving groups behind it, for a whole {@link
+     * MoveCalls#CALL_MILLIS}).
+     */
+    private static long attemptMillis(long deadline) {
+        return Math.min(MoveCalls.CALL_MILLIS, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
     }
 
     /** Whether {@code server} owns this move's groups in its current routing table. */

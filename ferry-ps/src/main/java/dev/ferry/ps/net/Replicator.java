@@ -199,7 +199,8 @@ final class Replicator implements AutoCloseable {
         int locked = 0;
         try {
             for (; locked < groups; locked++) {
-                lock(locks[gs[locked]], deadline);
+                PushLocks.lockOrBusy(locks[gs[locked]], deadline - System.nanoTime(),
+                        "the pushes replicated ahead of it on the same slot groups");
             }
             for (int i = 0; i < groups; i++) {
                 int g = gs[i];
@@ -459,18 +460,6 @@ final class Replicator implements AutoCloseable {
         }
         java.util.Arrays.sort(s.groups, 0, n);
         return n;
-    }
-
-    private static void lock(ReentrantLock lock, long deadline) {
-        try {
-            if (!lock.tryLock(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
-                throw new PsException(PsException.Code.BUSY, "the push was not applied: the pushes replicated "
-                        + "ahead of it on the same slot groups took its whole deadline");
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new PsException(PsException.Code.CLOSED, "the push was not applied: interrupted");
-        }
     }
 
     @Override

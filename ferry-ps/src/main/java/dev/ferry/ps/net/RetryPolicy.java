@@ -85,25 +85,28 @@ final class RetryPolicy {
 
     /**
      * Whether a part that failed so is tried again: after {@code WRONG_SERVER} or {@code BUSY}
-     * (nothing was applied), or an unavailable server (gone or restarted; its rows are reassigned), and after
-     * a timeout or {@code UNCONFIRMED} (applied, a copy it owed unfinished) for a pull, and for a
-     * push in a cluster run by a controller: its servers record a
-     * push's dedupe id with its rows (and pass it on to backups, moves and copies), so the same
-     * push sent again is applied at most once wherever it lands. A fixed cluster's servers keep
-     * no such record: there a push that timed out, or came back {@code UNCONFIRMED}, fails. Never for a bad request, and not once
-     * the operation's budget is spent ({@code giveUpAt}, from {@link #start()}).
+     * (nothing was applied) and an unavailable server (gone or restarted; its rows are
+     * reassigned); after a timeout or {@code UNCONFIRMED} (applied, a copy it owed unfinished)
+     * for a pull, and for a push in a cluster run by a controller: its servers record a push's
+     * dedupe id with its rows (and pass it on to backups, moves and copies), so the same push sent
+     * again is applied at most once wherever it lands. A fixed cluster's servers keep no such
+     * record: there such a push fails. Never for a bad request, and not once the operation's
+     * budget is spent ({@code giveUpAt}, from {@link #start()}).
      */
     boolean retryable(Throwable failure, boolean idempotent, int attempt, long giveUpAt) {
         if (attempt + 1 >= attempts || giveUpAt - System.nanoTime() <= 0) {
             return false;
         }
         Throwable cause = ClientCalls.unwrap(failure);
-        if (cause instanceof PsException ps) {
-            return ps.code() == PsException.Code.WRONG_SERVER || ps.code() == PsException.Code.BUSY
-                    || ps.code() == PsException.Code.UNCONFIRMED && (idempotent || dedupes());
+        boolean outcomeUnknown = cause instanceof RpcTimeoutException
+                || cause instanceof PsException ps && ps.code() == PsException.Code.UNCONFIRMED;
+        if (outcomeUnknown) {
+            return idempotent || dedupes();
         }
-        return cause instanceof PeerUnavailableException
-                || cause instanceof RpcTimeoutException && (idempotent || dedupes());
+        if (cause instanceof PsException ps) {
+            return ps.code() == PsException.Code.WRONG_SERVER || ps.code() == PsException.Code.BUSY;
+        }
+        return cause instanceof PeerUnavailableException;
     }
 
     /** Whether the servers dedupe pushes: a controller's cluster (its table names members). */

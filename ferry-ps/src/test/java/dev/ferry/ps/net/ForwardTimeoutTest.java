@@ -3,10 +3,13 @@ package dev.ferry.ps.net;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
@@ -195,20 +198,18 @@ class ForwardTimeoutTest extends RawMembersTestBase {
         long y = 0x4C;
         assertNull(push(false, P, 1, a, -1, 5_000), "A acknowledged at P");
         servers.get(P).moveOut(1, new int[] {group}, addresses.get(T));
-        java.util.concurrent.CountDownLatch xHolds = new java.util.concurrent.CountDownLatch(1);
+        CountDownLatch xHolds = new CountDownLatch(1);
         MoveSource.afterMovingApplied = xHolds::countDown;
         MoveSource.forwardFault = body -> PsDescriptor.generation(MemorySegment.ofArray(body)) == x;
-        java.util.concurrent.CompletableFuture<PsException.Code> xOutcome = java.util.concurrent.CompletableFuture
-                .supplyAsync(() -> {
-                    try {
-                        return push(false, P, 1, x, -10, 3_000);
-                    } catch (Exception e) {
-                        throw new IllegalStateException(e);
-                    }
-                });
+        CompletableFuture<PsException.Code> xOutcome = CompletableFuture.supplyAsync(() -> {
+            try {
+                return push(false, P, 1, x, -10, 3_000);
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
         try {
-            assertEquals(true, xHolds.await(10, TimeUnit.SECONDS), "X applied, its forward under way");
-            MoveSource.afterMovingApplied = null;
+            assertTrue(xHolds.await(10, TimeUnit.SECONDS), "X applied, its forward under way");
             assertEquals(PsException.Code.BUSY, push(false, P, 1, y, -100, 700), "Y refused while X held the row");
             assertArrayEquals(new float[] {11, 11}, value(false, P), "Y changed nothing");
             assertEquals(PsException.Code.UNCONFIRMED, xOutcome.get(15, TimeUnit.SECONDS), "X's forward ran out of time");

@@ -68,19 +68,14 @@ class MoveTargetLostTest extends RawMembersTestBase {
                 // Past the client's 2 s deadline: the pushes to the group wait on forwards nobody
                 // answers and come back BUSY or UNCONFIRMED, and the client sends them again.
                 Thread.sleep(3_000);
-                long beforeCancel = pushers.acked.get();
                 servers.get(P).endMove(1); // the controller cancels the move: P keeps the group
                 pushers.await(50);
-                assertTrue(pushers.acked.get() >= beforeCancel + 50);
             } finally {
                 pushers.stop();
             }
             assertTrue(pushers.failures.isEmpty(), () -> "pushes failed: " + pushers.failures);
             float[] expected = new float[2 * keys.length];
-            for (int k = 0; k < keys.length; k++) {
-                expected[2 * k] = pushers.sums[k].get();
-                expected[2 * k + 1] = pushers.sums[k].get();
-            }
+            Arrays.fill(expected, pushers.sum.get()); // every push goes to every key
             assertArrayEquals(expected, client.pull("t", keys), "every row is the sum of its acknowledged pushes");
             assertTrue(client.retries() > 0, "the client sent pushes again");
         }
@@ -90,17 +85,14 @@ class MoveTargetLostTest extends RawMembersTestBase {
     private static final class Pushers {
 
         final AtomicLong acked = new AtomicLong();
-        final AtomicLong[] sums;
+        /** The sum of the acknowledged gradients: every key's exact value. */
+        final AtomicLong sum = new AtomicLong();
         final ConcurrentLinkedQueue<Throwable> failures = new ConcurrentLinkedQueue<>();
         private final AtomicInteger next = new AtomicInteger(1);
         private final AtomicBoolean stopping = new AtomicBoolean();
         private final List<Thread> threads = new ArrayList<>();
 
         Pushers(PsClient client, long[] keys) {
-            sums = new AtomicLong[keys.length];
-            for (int k = 0; k < keys.length; k++) {
-                sums[k] = new AtomicLong();
-            }
             for (int t = 0; t < 2; t++) {
                 threads.add(Thread.ofPlatform().name("move-target-lost-pusher-" + t).start(() -> {
                     float[] gradients = new float[2 * keys.length];
@@ -113,9 +105,7 @@ class MoveTargetLostTest extends RawMembersTestBase {
                             failures.add(e);
                             return;
                         }
-                        for (AtomicLong sum : sums) {
-                            sum.addAndGet(g);
-                        }
+                        sum.addAndGet(g);
                         acked.incrementAndGet();
                     }
                 }));

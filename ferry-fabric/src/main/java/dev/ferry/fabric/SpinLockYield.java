@@ -49,14 +49,7 @@ final class SpinLockYield {
         if ("false".equalsIgnoreCase(System.getProperty(PROPERTY, "true").trim())) {
             return 0;
         }
-        int spins;
-        try {
-            spins = spins(System.getProperty(SPINS_PROPERTY));
-        } catch (IllegalArgumentException e) {
-            // Read while libfabric loads, where a throw would leave only a NoClassDefFoundError.
-            LOG.log(System.Logger.Level.WARNING, e.getMessage() + "; the default is used");
-            spins = DEFAULT_SPINS;
-        }
+        int spins = spinsOrDefault(System.getProperty(SPINS_PROPERTY));
         try {
             SymbolLookup library = helper();
             Linker linker = Linker.nativeLinker();
@@ -85,6 +78,19 @@ final class SpinLockYield {
             LOG.log(System.Logger.Level.WARNING, "libfabric's spin locks keep spinning: " + t
                     + " (" + PROPERTY + "=false hides this)");
             return 0;
+        }
+    }
+
+    /**
+     * {@link #spins}, with a bad value said at WARNING and the default used instead: it is read
+     * while libfabric loads, where a throw would leave only a {@code NoClassDefFoundError}.
+     */
+    static int spinsOrDefault(String value) {
+        try {
+            return spins(value);
+        } catch (IllegalArgumentException e) {
+            LOG.log(System.Logger.Level.WARNING, e.getMessage() + "; the default is used");
+            return DEFAULT_SPINS;
         }
     }
 

@@ -43,7 +43,10 @@ class SpinLockYieldTest {
             IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
                     () -> SpinLockYield.spins(bad));
             assertTrue(e.getMessage().contains(SpinLockYield.SPINS_PROPERTY + "=" + bad), e.getMessage());
+            // Where libfabric loads, a bad value is said and the default used: loading must not fail.
+            assertEquals(SpinLockYield.DEFAULT_SPINS, SpinLockYield.spinsOrDefault(bad));
         }
+        assertEquals(300, SpinLockYield.spinsOrDefault("300"));
     }
 
     @Test

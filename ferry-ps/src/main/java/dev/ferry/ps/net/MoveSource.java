@@ -39,8 +39,9 @@ import dev.ferry.transport.TransportConfig;
  * applied, and a push answered {@code WRONG_SERVER} is in none of them. Without it, push B could
  * copy and forward a row holding push A while A's own forward, later, met the fence: A retried
  * at the new owner counted twice. A forward whose outcome is unknown (no answer in time) and that
- * then meets the fence is failed with {@code CLOSED} (the push may be in the new owner's rows),
- * never answered {@code WRONG_SERVER}, so it is not applied twice.
+ * then meets the fence is answered {@code UNCONFIRMED}, never {@code WRONG_SERVER}: the push may be
+ * in the new owner's rows, with its dedupe id (the target records a forward's id with its rows),
+ * so only a client whose servers dedupe sends it again, and there it counts once.
  */
 final class MoveSource implements AutoCloseable {
 

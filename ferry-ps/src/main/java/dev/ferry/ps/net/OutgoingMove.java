@@ -54,9 +54,9 @@ final class OutgoingMove {
      * @param fault       tests only: true for a body makes its attempt fail as if the target did not answer
      * @param ifOutOfTime records the push as unsent when the deadline comes first
      * @throws PsException {@code WRONG_SERVER} if the target owns the groups already and never
-     *                     saw this push (the push must be retried there); {@code CLOSED} if an
-     *                     earlier attempt may have been merged there; {@code UNCONFIRMED} if the
-     *                     deadline came first
+     *                     saw this push (the push must be retried there); {@code UNCONFIRMED} if
+     *                     it owns them and an earlier attempt may have been merged there, or if
+     *                     the deadline came first (either way retried only where servers dedupe)
      */
     void sendForward(PsServer server, RpcMethod method, String what, byte[] body, long remainingMillis,
             Predicate<byte[]> fault, Runnable ifOutOfTime) {
@@ -84,9 +84,13 @@ final class OutgoingMove {
                 }
                 if (unreachable instanceof PsException e && e.code() == PsException.Code.WRONG_SERVER) {
                     if (unknown) {
-                        throw new PsException(PsException.Code.CLOSED, "the push was applied and may be in the " + what
-                                + " of the move's target " + target.address() + ", which owns them now: "
-                                + "an earlier copy got no answer; not retried, so as not to apply it twice");
+                        // The earlier copy either was merged there, with this push's id (the target
+                        // records a forward's id with its rows), or never arrived: sent again to the
+                        // new owner with the same id, it counts once either way.
+                        throw new PsException(PsException.Code.UNCONFIRMED, "the push was applied here, and the move's "
+                                + "target " + target.address() + " owns its " + what + " now; an earlier copy to it got "
+                                + "no answer, so it may hold the push already: "
+                                + "sent again there with the same dedupe id, it counts once");
                     }
                     // Fenced: the target owns the groups now and never saw this push.
                     RoutingTable t = server.routingTable();

@@ -12,6 +12,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -221,6 +223,71 @@ class ForwardTimeoutTest extends RawMembersTestBase {
         assertNull(push(false, P, 1, y, -100, 5_000), "and again: deduped");
         assertArrayEquals(new float[] {111, 111}, value(false, P), "A, X and Y exactly once each");
         assertArrayEquals(new float[] {111, 111}, value(false, T), "the target holds the same row");
+    }
+
+    /**
+     * X's first forward gets no answer (it never reached T); before the next attempt T takes the
+     * group (the flip), so the next attempt meets the fence. X is applied at P and may, for all P
+     * knows, be in T's rows: {@code UNCONFIRMED} (it was {@code CLOSED}, which no client retries).
+     * Sent again to T with its id, X counts once.
+     */
+    @Test
+    void aSparsePushWhoseUnansweredForwardMetTheFenceIsUnconfirmedAndCountsOnceAtTheNewOwner() throws Exception {
+        fencedAfterAnUnansweredForward(false, false);
+    }
+
+    @Test
+    void aDensePushWhoseUnansweredForwardMetTheFenceIsUnconfirmedAndCountsOnceAtTheNewOwner() throws Exception {
+        fencedAfterAnUnansweredForward(true, false);
+    }
+
+    /** As above, but X's first forward was merged at T and only its answer lost: X's retry at T is deduped. */
+    @Test
+    void aPushWhoseForwardWasMergedButUnansweredBeforeTheFenceIsDedupedAtTheNewOwner() throws Exception {
+        fencedAfterAnUnansweredForward(false, true);
+    }
+
+    private void fencedAfterAnUnansweredForward(boolean dense, boolean merged) throws Exception {
+        start();
+        int group = dense ? DenseMove.groupOf(TENSOR) : RoutingTable.groupOf(ID);
+        long a = 0x5A;
+        long x = 0x5B;
+        assertNull(push(dense, P, 1, a, -1, 5_000), "A acknowledged at P");
+        servers.get(P).moveOut(1, new int[] {group}, addresses.get(T));
+        assertArrayEquals(new float[] {1, 1}, value(dense, T), "the snapshot reached T");
+
+        AtomicInteger attempts = new AtomicInteger();
+        AtomicReference<PsException.Code> mergedOutcome = new AtomicReference<>();
+        MoveSource.forwardFault = body -> {
+            if (PsDescriptor.generation(MemorySegment.ofArray(body)) != x || attempts.incrementAndGet() > 1) {
+                return false; // the second attempt goes out for real, and meets the fence
+            }
+            try {
+                if (merged) { // T takes the rows (and X's id); the answer is what gets lost
+                    mergedOutcome.set(call(T, PsDescriptor.MOVE_ROWS, body.length,
+                            out -> MemorySegment.copy(MemorySegment.ofArray(body), 0, out, 0, body.length), 5_000));
+                }
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+            install(2, group, T, 1, new int[0], T); // the flip reaches T before P's next attempt
+            return true;
+        };
+        assertEquals(PsException.Code.UNCONFIRMED, push(dense, P, 1, x, -10, 5_000),
+                "X applied at P, its copy's fate unknown, the rows T's now");
+        assertEquals(2, attempts.get(), "one unanswered attempt, one fenced");
+        MoveSource.forwardFault = null;
+        assertNull(mergedOutcome.get(), "the merged copy was taken at T");
+        assertArrayEquals(new float[] {11, 11}, value(dense, P), "X applied at P once");
+        assertArrayEquals(merged ? new float[] {11, 11} : new float[] {1, 1}, value(dense, T),
+                merged ? "X's copy merged at T" : "X's copy never reached T");
+
+        install(2, group);
+        servers.get(P).endMove(1);
+        servers.get(T).endMove(1);
+        assertNull(push(dense, T, 2, x, -10, 5_000), "X sent again to the new owner: acknowledged");
+        assertNull(push(dense, T, 2, x, -10, 5_000), "and again: deduped");
+        assertArrayEquals(new float[] {11, 11}, value(dense, T), "A and X exactly once each at the new owner");
     }
 
     private void retryAfterTheFlipIsDeduped(boolean dense, int group) throws Exception {

@@ -282,6 +282,10 @@ class ForwardTimeoutTest extends RawMembersTestBase {
         assertArrayEquals(merged ? new float[] {11, 11} : new float[] {1, 1}, value(dense, T),
                 merged ? "X's copy merged at T" : "X's copy never reached T");
 
+        // X's client retries at P, which has not heard of the flip yet: sent on, T's fence refuses it.
+        assertEquals(PsException.Code.WRONG_SERVER, push(dense, P, 1, x, -10, 5_000), "X's retry at P goes to T");
+        assertArrayEquals(merged ? new float[] {11, 11} : new float[] {1, 1}, value(dense, T), "T unchanged by it");
+
         install(2, group);
         servers.get(P).endMove(1);
         servers.get(T).endMove(1);

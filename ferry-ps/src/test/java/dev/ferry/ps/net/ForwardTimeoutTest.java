@@ -84,6 +84,13 @@ class ForwardTimeoutTest extends RawMembersTestBase {
         }
     }
 
+    /** The flip of move 1: generation 2, where T owns {@code group}, on every member; the move ended on P and T. */
+    private void flip(int group) {
+        install(2, group);
+        servers.get(P).endMove(1);
+        servers.get(T).endMove(1);
+    }
+
     private PsException.Code call(int server, RpcMethod method, int bytes, RequestWriter writer, long deadline)
             throws Exception {
         try {
@@ -286,9 +293,7 @@ class ForwardTimeoutTest extends RawMembersTestBase {
         assertEquals(PsException.Code.WRONG_SERVER, push(dense, P, 1, x, -10, 5_000), "X's retry at P goes to T");
         assertArrayEquals(merged ? new float[] {11, 11} : new float[] {1, 1}, value(dense, T), "T unchanged by it");
 
-        install(2, group);
-        servers.get(P).endMove(1);
-        servers.get(T).endMove(1);
+        flip(group);
         assertNull(push(dense, T, 2, x, -10, 5_000), "X sent again to the new owner: acknowledged");
         assertNull(push(dense, T, 2, x, -10, 5_000), "and again: deduped");
         assertArrayEquals(new float[] {11, 11}, value(dense, T), "A and X exactly once each at the new owner");
@@ -321,9 +326,7 @@ class ForwardTimeoutTest extends RawMembersTestBase {
         assertArrayEquals(new float[] {111, 111}, value(dense, T));
 
         // The flip: T owns the group; X's client retries there.
-        install(2, group);
-        servers.get(P).endMove(1);
-        servers.get(T).endMove(1);
+        flip(group);
         assertNull(push(dense, T, 2, x, -10, 5_000), "X's retry at T: deduped (its id came before Y's row)");
         assertNull(push(dense, T, 2, y, -100, 5_000), "Y's retry at T: deduped");
         assertArrayEquals(new float[] {111, 111}, value(dense, T), "A, X and Y exactly once each");

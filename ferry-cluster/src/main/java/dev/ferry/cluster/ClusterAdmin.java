@@ -9,8 +9,11 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BiConsumer;
 
 import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.recipes.cache.CuratorCache;
+import org.apache.curator.framework.recipes.cache.CuratorCacheListener;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.zookeeper.KeeperException;
 
@@ -185,6 +188,26 @@ public final class ClusterAdmin implements AutoCloseable {
         } catch (KeeperException.NoNodeException none) {
             return List.of();
         }
+    }
+
+    /**
+     * Tells {@code listener} each status a move's source reports ({@code ready}, or {@code
+     * failed: <reason>}) with the move's id, on ZooKeeper's event thread, until the returned
+     * handle is closed. A status the controller deletes before the watch has read it is missed;
+     * polling {@link #status()} misses far more (a failed move's status lives until the
+     * controller's next pass).
+     */
+    public AutoCloseable watchMoves(BiConsumer<Long, String> listener) {
+        CuratorCache cache = CuratorCache.build(zk, paths.moves);
+        String prefix = paths.moves + "/";
+        cache.listenable().addListener(CuratorCacheListener.builder().forCreatesAndChanges((before, node) -> {
+            String id = node.getPath().startsWith(prefix) ? node.getPath().substring(prefix.length()) : "";
+            if (!id.isEmpty() && id.chars().allMatch(Character::isDigit) && node.getData() != null) {
+                listener.accept(Long.parseLong(id), new String(node.getData(), StandardCharsets.UTF_8));
+            }
+        }).build());
+        cache.start();
+        return cache::close;
     }
 
     @Override

@@ -73,14 +73,14 @@ final class DemoRebalance {
         threads.add(Thread.ofPlatform().name("ferry-demo-puller").start(w::pull));
         Watch watch = new Watch(admin, w, label, err);
         StringBuilder summary = new StringBuilder();
-        // A move that starts and fails between two of the watch's looks shows only here.
-        AutoCloseable failedMoves = admin.watchMoves((id, state) -> {
+        // A move that starts and fails between two of the watch's looks shows only here; if the
+        // watch cannot start, the finally below still stops the workload.
+        try (AutoCloseable _ = admin.watchMoves((id, state) -> {
             if (state.startsWith("failed")) {
                 err.printf(Locale.ROOT, "ferry demo: %s: move %d %s%n", label, id, state);
                 err.flush();
             }
-        });
-        try {
+        })) {
             err.printf(Locale.ROOT, "ferry demo: %s: training on table '%s' (%,d rows, SGD lr 1, unique integer "
                     + "gradients) while the cluster changes%n", label, TABLE, ids);
             watch.await(2_000, null);
@@ -117,7 +117,6 @@ final class DemoRebalance {
             for (Thread t : threads) {
                 t.join(60_000);
             }
-            failedMoves.close();
         }
         w.check("the workload");
         summary.insert(0, String.format(Locale.ROOT, "Cluster changes on %s while training (table '%s', %,d rows):%n",

@@ -284,7 +284,9 @@ class ForwardTimeoutTest extends RawMembersTestBase {
                 "X applied at P, its copy's fate unknown, the rows T's now");
         assertEquals(2, attempts.get(), "one unanswered attempt, one fenced");
         MoveSource.forwardFault = null;
-        assertNull(mergedOutcome.get(), "the merged copy was taken at T");
+        if (merged) {
+            assertNull(mergedOutcome.get(), "the merged copy was taken at T");
+        }
         assertArrayEquals(new float[] {11, 11}, value(dense, P), "X applied at P once");
         assertArrayEquals(merged ? new float[] {11, 11} : new float[] {1, 1}, value(dense, T),
                 merged ? "X's copy merged at T" : "X's copy never reached T");

@@ -17,7 +17,7 @@ import picocli.CommandLine.Spec;
         description = {
             "RPC round trips between this process and a server child on 127.0.0.1: an echo method, the request "
                     + "and the response each --size bytes, --concurrency callers with one call outstanding each.",
-            "Warms up, then measures for a fixed time; a progress line goes to standard error every second.",
+            "Warms up (a time and a number of calls), then measures for a fixed time; a progress line goes to standard error every second.",
             "Prints calls per second and the round trip's mean, p50, p99 and p99.9 in microseconds "
                     + "(HdrHistogram); --json adds one JSON object as the last line."})
 final class RpcBenchCommand implements Callable<Integer> {
@@ -39,9 +39,14 @@ final class RpcBenchCommand implements Callable<Integer> {
     private int concurrency;
 
     @Option(names = "--warmup-ms", paramLabel = "<ms>", defaultValue = "2000",
-            description = "Untimed calls first, for this long: the JIT compiles the call path on both sides. "
+            description = "Untimed calls first, for this long at least: the JIT compiles the call path on both sides. "
                     + "Default: ${DEFAULT-VALUE}.")
     private long warmupMillis;
+
+    @Option(names = "--warmup-calls", paramLabel = "<n>", defaultValue = "200000",
+            description = "And at least this many untimed calls (all callers), waited for at most 30 s past "
+                    + "--warmup-ms: a cold pair of JVMs makes a few thousand calls a second. Default: ${DEFAULT-VALUE}.")
+    private long warmupCalls;
 
     @Option(names = {"-d", "--duration-ms"}, paramLabel = "<ms>", defaultValue = "5000",
             description = "How long the timed part lasts. Default: ${DEFAULT-VALUE}.")
@@ -58,7 +63,8 @@ final class RpcBenchCommand implements Callable<Integer> {
     public Integer call() {
         RpcBenchSpec rpc;
         try {
-            rpc = new RpcBenchSpec(transport, size, concurrency, warmupMillis, durationMillis, timeoutMillis);
+            rpc = new RpcBenchSpec(transport, size, concurrency, warmupMillis, warmupCalls, durationMillis,
+                    timeoutMillis);
         } catch (IllegalArgumentException e) {
             throw new ParameterException(spec.commandLine(), e.getMessage(), e);
         }

@@ -54,11 +54,11 @@ class RpcBenchCommandTest {
     @CsvSource({"shm, 1, 64", "tcp, 2, 64", "netty, 2, 4096"})
     void rpcBenchPrintsSaneJsonAndLeavesNoChild(String transport, int concurrency, int size) {
         Run run = ferry("bench", "rpc", "--transport", transport, "--size", Integer.toString(size), "--concurrency",
-                Integer.toString(concurrency), "--warmup-ms", "300", "--duration-ms", "700", "--json");
+                Integer.toString(concurrency), "--warmup-ms", "300", "--warmup-calls", "2000", "--duration-ms", "700", "--json");
         assertEquals(0, run.status(), run.err());
         Map<String, String> result = json(run.lastLine());
         for (String key : List.of("benchmark", "transport", "provider", "size", "concurrency", "calls", "seconds",
-                "calls_per_s", "mean_us", "p50_us", "p99_us", "p999_us", "min_us", "max_us", "server_pid")) {
+                "calls_per_s", "warmup_calls", "warmup_min_calls", "mean_us", "p50_us", "p99_us", "p999_us", "min_us", "max_us", "server_pid")) {
             assertTrue(result.containsKey(key), key + " missing in " + run.lastLine());
         }
         assertEquals("rpc", result.get("benchmark"));
@@ -76,6 +76,9 @@ class RpcBenchCommandTest {
         double p999 = Double.parseDouble(result.get("p999_us"));
         double max = Double.parseDouble(result.get("max_us"));
         assertTrue(calls > 0, run.lastLine());
+        // The warm-up ran past its 300 ms until its 2,000 calls were made.
+        assertEquals("2000", result.get("warmup_min_calls"), run.lastLine());
+        assertTrue(Long.parseLong(result.get("warmup_calls")) >= 2_000, run.lastLine());
         assertTrue(seconds >= 0.7, run.lastLine());
         assertEquals(calls / seconds, perSecond, Math.max(1, perSecond * 0.001), run.lastLine());
         assertTrue(0 < min && min <= p50 && p50 <= p99 && p99 <= p999 && p999 <= max * 1.001, run.lastLine());
@@ -91,7 +94,8 @@ class RpcBenchCommandTest {
         "bench rpc --transport nope|unknown transport 'nope'",
         "bench rpc --size 17m|exceeds the limit",
         "bench rpc --concurrency 0|concurrency must be 1..256",
-        "bench rpc --duration-ms 0|duration must be positive"})
+        "bench rpc --duration-ms 0|duration must be positive",
+        "bench rpc --warmup-calls -1|warm-up calls must not be negative"})
     void badInputIsOneLineAndStatusTwo(String caseLine) {
         String[] parts = caseLine.split("\\|");
         Run run = ferry(parts[0].split(" "));

@@ -45,11 +45,12 @@ public record RpcBenchResult(RpcBenchSpec spec, long warmupCalls, long calls, do
     public String json() {
         return String.format(Locale.ROOT,
                 "{\"benchmark\":\"rpc\",\"transport\":\"%s\",\"provider\":\"%s\",\"size\":%d,\"concurrency\":%d,"
-                        + "\"warmup_ms\":%d,\"duration_ms\":%d,\"warmup_calls\":%d,\"calls\":%d,\"seconds\":%.3f,"
+                        + "\"warmup_ms\":%d,\"warmup_min_calls\":%d,\"duration_ms\":%d,\"warmup_calls\":%d,"
+                        + "\"calls\":%d,\"seconds\":%.3f,"
                         + "\"calls_per_s\":%.1f,\"mean_us\":%.3f,\"p50_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f,"
                         + "\"min_us\":%.3f,\"max_us\":%.3f,\"server_pid\":%d}",
                 spec.transport(), spec.provider(), spec.size(), spec.concurrency(), spec.warmupMillis(),
-                spec.durationMillis(), warmupCalls, calls, seconds, callsPerSecond, meanUs, p50Us, p99Us, p999Us, minUs,
-                maxUs, serverPid);
+                spec.warmupCalls(), spec.durationMillis(), warmupCalls, calls, seconds, callsPerSecond, meanUs, p50Us,
+                p99Us, p999Us, minUs, maxUs, serverPid);
     }
 }

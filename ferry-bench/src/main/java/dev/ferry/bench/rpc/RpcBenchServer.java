@@ -47,8 +47,8 @@ public final class RpcBenchServer {
     public static void main(String[] args) {
         int status;
         try {
-            RpcBenchSpec spec = new RpcBenchSpec(args[0], Integer.parseInt(args[1]), Integer.parseInt(args[2]), 0, 1,
-                    10_000);
+            RpcBenchSpec spec = new RpcBenchSpec(args[0], Integer.parseInt(args[1]), Integer.parseInt(args[2]), 0, 0,
+                    1, 10_000);
             status = serve(spec, System.in, System.out);
         } catch (RuntimeException e) {
             System.out.println(ControlLine.ERROR + " " + ControlLine.oneLine(PingPong.message(e)));

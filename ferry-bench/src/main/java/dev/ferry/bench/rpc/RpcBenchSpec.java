@@ -13,18 +13,25 @@ import java.util.Objects;
  *     kernel-TCP baseline
  * @param size request and response body bytes
  * @param concurrency caller threads, each with one call outstanding
- * @param warmupMillis how long the callers run untimed first: the JIT compiles the call path on
- *     both sides meanwhile
+ * @param warmupMillis how long the callers run untimed first, at least: the JIT compiles the call
+ *     path on both sides meanwhile
+ * @param warmupCalls untimed calls made first, at least (over all callers): a call path is hot only
+ *     after hundreds of thousands of calls, which a cold pair of JVMs makes at a few thousand a
+ *     second; the warm-up waits for them at most {@link #WARMUP_GRACE_MILLIS} past its time
  * @param durationMillis how long the timed part lasts
  * @param timeoutMillis how long to wait for the server to start, and the deadline of each call
  */
-public record RpcBenchSpec(String provider, int size, int concurrency, long warmupMillis, long durationMillis,
-        long timeoutMillis) {
+public record RpcBenchSpec(String provider, int size, int concurrency, long warmupMillis, long warmupCalls,
+        long durationMillis, long timeoutMillis) {
 
     /** The largest body: a rendezvous-sized payload each way, per caller, stays well inside the default pools. */
     public static final int MAX_SIZE = 16 << 20;
     /** The most caller threads. */
     public static final int MAX_CONCURRENCY = 256;
+    /** Untimed calls by default: about a second of calls once the path is compiled. */
+    public static final long DEFAULT_WARMUP_CALLS = 200_000;
+    /** How long past its time the warm-up waits for its calls at most, on a slow transport or size. */
+    public static final long WARMUP_GRACE_MILLIS = 30_000;
 
     /** Checks the values against each other. */
     public RpcBenchSpec {
@@ -46,6 +53,9 @@ public record RpcBenchSpec(String provider, int size, int concurrency, long warm
         if (warmupMillis < 0) {
             throw new IllegalArgumentException("warm-up time must not be negative: " + warmupMillis);
         }
+        if (warmupCalls < 0) {
+            throw new IllegalArgumentException("warm-up calls must not be negative: " + warmupCalls);
+        }
         if (durationMillis <= 0) {
             throw new IllegalArgumentException("duration must be positive: " + durationMillis);
         }
@@ -54,19 +64,19 @@ public record RpcBenchSpec(String provider, int size, int concurrency, long warm
         }
     }
 
-    /** A spec with a 2 s warm-up, 5 s measured and a 10 s timeout. */
+    /** A spec with a warm-up of 2 s and {@link #DEFAULT_WARMUP_CALLS}, 5 s measured and a 10 s timeout. */
     public static RpcBenchSpec of(String provider, int size, int concurrency) {
-        return new RpcBenchSpec(provider, size, concurrency, 2_000, 5_000, 10_000);
+        return new RpcBenchSpec(provider, size, concurrency, 2_000, DEFAULT_WARMUP_CALLS, 5_000, 10_000);
     }
 
     /** This spec with other warm-up and measured times. */
     public RpcBenchSpec withTimes(long warmup, long duration) {
-        return new RpcBenchSpec(provider, size, concurrency, warmup, duration, timeoutMillis);
+        return new RpcBenchSpec(provider, size, concurrency, warmup, warmupCalls, duration, timeoutMillis);
     }
 
     /** This spec with another timeout. */
     public RpcBenchSpec withTimeoutMillis(long value) {
-        return new RpcBenchSpec(provider, size, concurrency, warmupMillis, durationMillis, value);
+        return new RpcBenchSpec(provider, size, concurrency, warmupMillis, warmupCalls, durationMillis, value);
     }
 
     /** Whether this run goes over the Netty transport rather than libfabric. */

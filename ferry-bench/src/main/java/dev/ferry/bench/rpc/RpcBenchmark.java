@@ -74,7 +74,7 @@ public final class RpcBenchmark {
             Run run = new Run(spec, channel);
             run.start();
             try {
-                run.await(spec.label() + ": warm-up", spec.warmupMillis(), progress);
+                run.warmUp(progress);
                 long start = System.nanoTime();
                 run.phase = TIMED;
                 run.await(spec.label() + ": measuring", spec.durationMillis(), progress);
@@ -144,6 +144,28 @@ public final class RpcBenchmark {
                 }
             } catch (RuntimeException e) {
                 failure.compareAndSet(null, e);
+            }
+        }
+
+        /**
+         * The warm-up: its time, then until its calls are made, for at most
+         * {@link RpcBenchSpec#WARMUP_GRACE_MILLIS} more (a line says so if that ends it).
+         */
+        void warmUp(PrintWriter progress) throws InterruptedException {
+            String label = spec.label() + ": warm-up";
+            await(label, spec.warmupMillis(), progress);
+            if (warmupCalls.sum() >= spec.warmupCalls()) {
+                return;
+            }
+            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RpcBenchSpec.WARMUP_GRACE_MILLIS);
+            while (warmupCalls.sum() < spec.warmupCalls()) {
+                if (System.nanoTime() >= end) {
+                    progress.printf(Locale.ROOT, "%s: %d of %d calls %d s past its time; measuring now%n", label,
+                            warmupCalls.sum(), spec.warmupCalls(), RpcBenchSpec.WARMUP_GRACE_MILLIS / 1_000);
+                    progress.flush();
+                    return;
+                }
+                await(label + " (" + warmupCalls.sum() + " of " + spec.warmupCalls() + " calls)", 1_000, progress);
             }
         }
 

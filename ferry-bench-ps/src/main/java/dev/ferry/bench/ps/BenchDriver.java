@@ -48,6 +48,28 @@ final class BenchDriver {
     }
 
     /**
+     * On the emulated network, what bounds a push step from below ({@link StepBounds}): its bytes
+     * on the receiver's port, and the lab's CPU per step spread over this host's cores. Says so on
+     * the progress stream where the CPU bound is the higher one: the step measured the host's cores,
+     * not the network.
+     */
+    private RunResult withStepBounds(RunResult r) {
+        if (netlab == null) {
+            return r;
+        }
+        StepBounds bounds = StepBounds.of(r, netlab.portBitsPerSecond(), Runtime.getRuntime().availableProcessors());
+        if (bounds == null) {
+            return r;
+        }
+        r.counters().put("step_wire_us", bounds.wireMicros());
+        r.counters().put("step_cpu_floor_us", bounds.cpuFloorMicros());
+        if (bounds.cpuBound()) {
+            progress.println("  note: " + bounds.describe(r.label()));
+        }
+        return r;
+    }
+
+    /**
      * Adds the JIT compilers' CPU in the measured interval ({@code compiler_cpu_us}) and says so on
      * the progress stream where it is more than {@link #COMPILER_SHARE_NOTE} of the run's CPU: the
      * run measured a warm-up, not a steady state.
@@ -181,8 +203,8 @@ final class BenchDriver {
                     long cpu1 = cluster.cpuNanos();
                     long jit1 = cluster.compilerNanos();
                     cluster.sendAll(workers, go);
-                    RunResult r = withCompilers(withNetwork(cluster.collect("push", transport, flowControl, workers,
-                            cpu1 - cpu0, steps), net0), jit1 - jit0);
+                    RunResult r = withStepBounds(withCompilers(withNetwork(cluster.collect("push", transport,
+                            flowControl, workers, cpu1 - cpu0, steps), net0), jit1 - jit0));
                     return replicas == 0 ? r : r.withTransport(BenchOptions.withReplicas(r.transport(), replicas));
                 }
                 cluster.sendAll(workers, go);

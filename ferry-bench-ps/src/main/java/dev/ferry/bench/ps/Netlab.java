@@ -139,6 +139,7 @@ final class Netlab {
         long[] bottleneck = qdisc(prefix + "-sw", "pr");
         c.put("net_bottleneck_packets", bottleneck[0]);
         c.put("net_bottleneck_drops", bottleneck[1]);
+        c.put("net_bottleneck_bytes", bottleneck[2]);
         long other = 0;
         long retrans = 0;
         long timeouts = 0;
@@ -168,20 +169,32 @@ final class Netlab {
         return d;
     }
 
-    /** Sent packets and drops of the root qdisc of {@code dev} in {@code ns}. */
+    /** Sent packets, drops and sent bytes of the root qdisc of {@code dev} in {@code ns}. */
     private static long[] qdisc(String ns, String dev) {
-        String out = run(List.of("tc", "-s", "-n", ns, "qdisc", "show", "dev", dev, "root"));
+        return qdiscCounters(run(List.of("tc", "-s", "-n", ns, "qdisc", "show", "dev", dev, "root")));
+    }
+
+    /** Sent packets, drops and sent bytes in the output of {@code tc -s qdisc show} ("Sent B bytes P pkt (dropped D, ..."). */
+    static long[] qdiscCounters(String out) {
         long sent = 0;
         long dropped = 0;
+        long bytes = 0;
         String[] words = out.replace(",", " ").replace("(", " ").split("\\s+");
         for (int i = 1; i < words.length; i++) {
             if (words[i].equals("pkt")) {
                 sent = parse(words[i - 1]);
+            } else if (words[i].equals("bytes") && words[i - 1].matches("[0-9]+") && i >= 2 && words[i - 2].equals("Sent")) {
+                bytes = parse(words[i - 1]);
             } else if (words[i - 1].equals("dropped")) {
                 dropped = parse(words[i]);
             }
         }
-        return new long[] {sent, dropped};
+        return new long[] {sent, dropped, bytes};
+    }
+
+    /** The receiver's port rate in bits per second, as {@code bin/netlab up} set it. */
+    long portBitsPerSecond() {
+        return rateBitsPerSecond();
     }
 
     /** RetransSegs and TCPTimeouts of {@code ns}. */

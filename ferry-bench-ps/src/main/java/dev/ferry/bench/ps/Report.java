@@ -110,14 +110,25 @@ final class Report {
         if (results.stream().noneMatch(r -> r.counters().containsKey("net_bottleneck_drops"))) {
             return lines;
         }
-        lines.add("| transport  | bottleneck drops | TCP retrans segs | TCP timeouts (RTO) | other drops | softnet drops |");
-        lines.add("|------------|-----------------:|-----------------:|-------------------:|------------:|--------------:|");
+        // Push steps: the measured step beside its two lower bounds (StepBounds).
+        boolean steps = results.stream().anyMatch(r -> r.counters().containsKey("step_cpu_floor_us"));
+        lines.add("| transport  | bottleneck drops | TCP retrans segs | TCP timeouts (RTO) | other drops | softnet drops |"
+                + (steps ? " step ms | on the wire ms | CPU / cores ms |" : ""));
+        lines.add("|------------|-----------------:|-----------------:|-------------------:|------------:|--------------:|"
+                + (steps ? "--------:|--------------:|---------------:|" : ""));
         for (RunResult r : results) {
             Map<String, Long> c = r.counters();
-            lines.add(String.format(Locale.ROOT, "| %-10s | %,16d | %,16d | %,18d | %,11d | %,13d |", r.label(),
+            String row = String.format(Locale.ROOT, "| %-10s | %,16d | %,16d | %,18d | %,11d | %,13d |", r.label(),
                     c.getOrDefault("net_bottleneck_drops", 0L), c.getOrDefault("net_tcp_retrans_segs", 0L),
                     c.getOrDefault("net_tcp_timeouts", 0L), c.getOrDefault("net_other_drops", 0L),
-                    c.getOrDefault("net_softnet_drops", 0L)));
+                    c.getOrDefault("net_softnet_drops", 0L));
+            if (steps) {
+                boolean has = c.containsKey("step_cpu_floor_us") && r.steps() != null && r.steps().getTotalCount() > 0;
+                row += has ? String.format(Locale.ROOT, " %7.1f | %13.1f | %14.1f |", r.steps().getMean() / 1e6,
+                        c.get("step_wire_us") / 1e3, c.get("step_cpu_floor_us") / 1e3)
+                        : "       - |             - |              - |";
+            }
+            lines.add(row);
         }
         return lines;
     }

@@ -38,7 +38,7 @@ final class PoolArena {
     final ReentrantLock lock = new ReentrantLock();
     /** Signalled when memory comes back while someone waits for it. */
     private final Condition released = lock.newCondition();
-    /** Threads blocked in allocate: while non-zero, releases bypass thread caches and signal. */
+    /** Threads blocked in allocate: while non-zero, releases bypass (and empty) thread caches and signal. */
     volatile int waiters;
     private final ClassRuns[] classes;
     private final List<Slab> slabs = new ArrayList<>();

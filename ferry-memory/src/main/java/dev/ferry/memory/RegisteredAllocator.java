@@ -26,11 +26,13 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>Each {@link PoolKind} has its own slabs and quota, so one pool running dry never takes
  * memory from another. When a pool is exhausted {@link #tryAllocate} returns {@code null}: that
  * is back-pressure, not an error, and {@link #allocate(PoolKind, long, Duration)} waits for a
- * release instead. While a thread waits, releases into that pool skip the thread caches and
- * wake it. Buffers parked in the thread cache of another live thread are not taken from it:
- * they come back when that thread allocates or releases again in a full cache, or exits. Size
- * the quotas with that slack in mind ({@link AllocatorConfig#threadCacheBytesPerClass()} per
- * class per thread).
+ * release instead. A waiting thread first gives back what its own cache and exited threads'
+ * caches hold of the pool; while it waits, a release into that pool skips the thread caches,
+ * empties the releasing thread's cache of that pool (its owner does it, as it alone may), and
+ * wakes the waiter, so that a slab kept in use only by cached buffers can be reclaimed for a
+ * large buffer. Buffers parked in the cache of a live thread that releases nothing while
+ * another waits stay there: size the quotas with that slack in mind
+ * ({@link AllocatorConfig#threadCacheBytesPerClass()} per class per thread).
  *
  * <p>Any thread may release any buffer. A thread's cache is returned to the pools when the
  * thread has exited and the allocator next needs memory or a new thread starts using it.
@@ -184,7 +186,12 @@ public final class RegisteredAllocator implements AutoCloseable {
         long deadline = System.nanoTime() + timeout.toNanos();
         PoolArena arena = pools[pool.ordinal()];
         // This thread's cache exists before the lock is taken: making one sweeps every pool.
-        threadCaches.get();
+        ThreadCache cache = threadCaches.get();
+        // The buffers this thread and exited ones cached may be all that holds a slab the request
+        // needs (a large buffer's quota): they go back before the wait. Other live threads give
+        // theirs back at their next release while this one waits (free).
+        allCaches.flush(cache, pool.ordinal());
+        allCaches.sweepExitedThreads(pool.ordinal());
         arena.lock.lock();
         try {
             arena.waiters++;
@@ -284,6 +291,11 @@ public final class RegisteredAllocator implements AutoCloseable {
         return pools[pool].take(classIndex, dst, max);
     }
 
+    /** The arena of {@code pool}; for tests. */
+    PoolArena arena(PoolKind pool) {
+        return pools[pool.ordinal()];
+    }
+
     /** Called by the last {@link RegisteredBuffer#release()} of a root buffer. */
     void free(RegisteredBuffer buffer) {
         LeakDetector.Sentinel sentinel = buffer.sentinel;
@@ -306,7 +318,10 @@ public final class RegisteredAllocator implements AutoCloseable {
         cache.buffersInUse[pool]--;
         RegisteredBuffer next = paranoid ? buffer.successor(detector) : buffer;
         if (arena.waiters != 0) {
+            // Someone waits for room: this buffer and all this thread cached of the pool go back,
+            // so that a slab they alone kept in use can be reclaimed for the waiter.
             arena.put(next);
+            allCaches.flush(cache, pool);
             return;
         }
         int slot = pool * classCount + run.classIndex;

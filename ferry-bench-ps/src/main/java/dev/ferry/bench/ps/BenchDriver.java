@@ -169,6 +169,8 @@ final class BenchDriver {
             long released = 0;
             boolean measuring = false;
             long lastPrint = 0;
+            JitSettle settle = c.settle != null ? new JitSettle(c.settle) : null;
+            long warmedNanos = 0;
             while (true) {
                 for (Child worker : workers) {
                     worker.expect("STEP", START_TIMEOUT_MILLIS);
@@ -178,7 +180,13 @@ final class BenchDriver {
                     steps.recordValue(Math.min(now - released, steps.getHighestTrackableValue()));
                 }
                 String go;
-                if (!measuring && now >= measureFrom) {
+                if (!measuring && now >= measureFrom
+                        && (settle == null || settle.settled(now, cluster::cpuNanos, cluster::compilerNanos))) {
+                    warmedNanos = now - start;
+                    if (settle != null && settle.timedOut()) {
+                        progress.printf(Locale.ROOT, "  note: %s: the JIT compilers still took %.0f%% of the CPU after "
+                                + "%.0f s of warm-up; measuring anyway%n", label, 100 * settle.lastShare(), warmedNanos / 1e9);
+                    }
                     cluster.sendAll(cluster.servers, "RESET");
                     net0 = network();
                     cpu0 = cluster.cpuNanos();
@@ -195,9 +203,11 @@ final class BenchDriver {
                     lastPrint = now;
                     double elapsed = measuring ? (now - (measureUntil - (long) (c.durationSeconds * 1e9))) / 1e9
                             : (now - start) / 1e9;
-                    progress.printf(Locale.ROOT, "  push %-10s %-9s %5.1f/%.0f s  steps %d%n", label,
+                    String compilers = settle != null && !measuring && !Double.isNaN(settle.lastShare())
+                            ? String.format(Locale.ROOT, "  compilers %.0f%% of the CPU", 100 * settle.lastShare()) : "";
+                    progress.printf(Locale.ROOT, "  push %-10s %-9s %5.1f/%.0f s  steps %d%s%n", label,
                             measuring ? "measuring" : "warm-up", elapsed,
-                            measuring ? c.durationSeconds : warmup, steps.getTotalCount());
+                            measuring ? c.durationSeconds : warmup, steps.getTotalCount(), compilers);
                 }
                 if (go.equals("GO stop")) {
                     long cpu1 = cluster.cpuNanos();
@@ -205,6 +215,7 @@ final class BenchDriver {
                     cluster.sendAll(workers, go);
                     RunResult r = withStepBounds(withCompilers(withNetwork(cluster.collect("push", transport,
                             flowControl, workers, cpu1 - cpu0, steps), net0), jit1 - jit0));
+                    r.counters().put("warmup_ms", warmedNanos / 1_000_000);
                     return replicas == 0 ? r : r.withTransport(BenchOptions.withReplicas(r.transport(), replicas));
                 }
                 cluster.sendAll(workers, go);

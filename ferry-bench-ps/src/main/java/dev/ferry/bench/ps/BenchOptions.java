@@ -45,6 +45,13 @@ public class BenchOptions {
             + "hot paths, gRPC's (Netty, HTTP/2, protobuf) longest. Default: 25 for fetch, 15 for push.")
     public Double warmupSeconds;
 
+    @Option(names = "--settle", paramLabel = "<share>",
+            description = "Push: after --warmup, keep warming up until the JIT compilers take under this share of the "
+                    + "run's CPU over 5 s (such as 0.05), at most 180 s more, so that the measured interval is the "
+                    + "steady state rather than the JVMs' start-up (17 JVMs on two cores compile for minutes). "
+                    + "Default: off.")
+    public Double settle;
+
     @Option(names = "--duration", paramLabel = "<s>", description = "Measured seconds per transport. Default: 10.")
     public double durationSeconds = 10;
 
@@ -161,6 +168,9 @@ public class BenchOptions {
                 || serverThreads < 1) {
             throw new IllegalArgumentException("--servers, --dimension, --ids, --server-threads must be >= 1, "
                     + "--duration > 0, --warmup >= 0");
+        }
+        if (settle != null) {
+            new JitSettle(settle); // checks the share
         }
         transportList();
         for (int r : replicas) {

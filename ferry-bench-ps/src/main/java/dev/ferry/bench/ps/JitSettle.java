@@ -20,7 +20,7 @@ final class JitSettle {
     private static final long SAMPLE_NANOS = TimeUnit.SECONDS.toNanos(1);
 
     private final double share;
-    /** Samples {time, cpu, compilers} in nanoseconds, oldest first, spanning at most a window and one sample. */
+    /** Samples {time, cpu, compilers} in nanoseconds, oldest first, spanning a window and at most one sample more. */
     private final ArrayDeque<long[]> samples = new ArrayDeque<>();
     private long first = Long.MIN_VALUE;
     private double lastShare = Double.NaN;
@@ -51,12 +51,14 @@ final class JitSettle {
         if (first == Long.MIN_VALUE) {
             first = now;
         }
-        while (samples.size() > 2 && now - samples.peekFirst()[0] > WINDOW_NANOS) {
+        // Keep the newest sample at least a window old, and none older: the share spans a window
+        // or a little more, however far apart the steps that take the samples fall.
+        while (samples.size() > 2 && now - second()[0] >= WINDOW_NANOS) {
             samples.removeFirst();
         }
         long[] oldest = samples.peekFirst();
         long[] newest = samples.peekLast();
-        if (newest[0] - oldest[0] >= WINDOW_NANOS - SAMPLE_NANOS / 2) {
+        if (newest[0] - oldest[0] >= WINDOW_NANOS) {
             long cpuDelta = newest[1] - oldest[1];
             lastShare = cpuDelta <= 0 ? 0 : (double) (newest[2] - oldest[2]) / cpuDelta;
             settled = lastShare < share;
@@ -66,6 +68,13 @@ final class JitSettle {
             settled = true;
         }
         return settled;
+    }
+
+    /** The second-oldest sample; there are at least two. */
+    private long[] second() {
+        var it = samples.iterator();
+        it.next();
+        return it.next();
     }
 
     /** The compilers' share of the CPU over the last full window, or NaN before the first. */

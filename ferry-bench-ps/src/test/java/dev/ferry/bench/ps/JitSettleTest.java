@@ -60,6 +60,25 @@ class JitSettleTest {
     }
 
     @Test
+    void stepsThatFallAFewTenthsPastTheSecondStillMakeAWindow() {
+        // A push loop samples at its first step a second or more after the last: 1.1 s apart.
+        JitSettle settle = new JitSettle(0.05);
+        Counters c = new Counters();
+        long step = SECOND + SECOND / 10;
+        long now = 0;
+        for (int i = 0; i < 8; i++, now += step) {
+            assertFalse(settle.settled(now, c::cpu, () -> c.compilers));
+            c.advance(0.20);
+        }
+        assertEquals(0.20, settle.lastShare(), 1e-9, "no share read over a window of 1.1 s samples");
+        for (int i = 0; i < 6; i++, now += step) {
+            settle.settled(now, c::cpu, () -> c.compilers);
+            c.advance(0.01);
+        }
+        assertTrue(settle.settled(now, c::cpu, () -> c.compilers), String.valueOf(settle.lastShare()));
+    }
+
+    @Test
     void samplesAtMostOnceASecond() {
         JitSettle settle = new JitSettle(0.05);
         Counters c = new Counters();

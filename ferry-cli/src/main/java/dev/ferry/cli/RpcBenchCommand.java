@@ -17,7 +17,8 @@ import picocli.CommandLine.Spec;
         description = {
             "RPC round trips between this process and a server child on 127.0.0.1: an echo method, the request "
                     + "and the response each --size bytes, --concurrency callers with one call outstanding each.",
-            "Warms up (a time and a number of calls), then measures for a fixed time; a progress line goes to standard error every second.",
+            "Warms up (a time and a number of calls), then measures for a fixed time; a progress line goes to "
+                    + "standard error every second.",
             "Prints calls per second and the round trip's mean, p50, p99 and p99.9 in microseconds "
                     + "(HdrHistogram); --json adds one JSON object as the last line."})
 final class RpcBenchCommand implements Callable<Integer> {

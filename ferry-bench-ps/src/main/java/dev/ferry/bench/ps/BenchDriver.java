@@ -57,7 +57,7 @@ final class BenchDriver {
         if (netlab == null) {
             return r;
         }
-        StepBounds bounds = StepBounds.of(r, netlab.portBitsPerSecond(), Runtime.getRuntime().availableProcessors());
+        StepBounds bounds = StepBounds.of(r, netlab.rateBitsPerSecond(), Runtime.getRuntime().availableProcessors());
         if (bounds == null) {
             return r;
         }

@@ -85,7 +85,8 @@ final class Netlab {
         return dev.ferry.transport.TransportConfig.pullBudgetFor(rateBitsPerSecond(), 100, setting("buffer", 256 * 1024));
     }
 
-    private long rateBitsPerSecond() {
+    /** The receiver's port rate in bits per second, as {@code bin/netlab up} set it (2 Gbit/s if unreadable). */
+    long rateBitsPerSecond() {
         String rate = settingText("rate", "2gbit").toLowerCase(java.util.Locale.ROOT);
         long unit = rate.endsWith("gbit") ? 1_000_000_000L : rate.endsWith("mbit") ? 1_000_000L
                 : rate.endsWith("kbit") ? 1_000L : 1L;
@@ -183,18 +184,13 @@ final class Netlab {
         for (int i = 1; i < words.length; i++) {
             if (words[i].equals("pkt")) {
                 sent = parse(words[i - 1]);
-            } else if (words[i].equals("bytes") && words[i - 1].matches("[0-9]+") && i >= 2 && words[i - 2].equals("Sent")) {
+            } else if (words[i].equals("bytes") && i >= 2 && words[i - 2].equals("Sent")) {
                 bytes = parse(words[i - 1]);
             } else if (words[i - 1].equals("dropped")) {
                 dropped = parse(words[i]);
             }
         }
         return new long[] {sent, dropped, bytes};
-    }
-
-    /** The receiver's port rate in bits per second, as {@code bin/netlab up} set it. */
-    long portBitsPerSecond() {
-        return rateBitsPerSecond();
     }
 
     /** RetransSegs and TCPTimeouts of {@code ns}. */

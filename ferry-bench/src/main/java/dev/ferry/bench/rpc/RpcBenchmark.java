@@ -154,9 +154,6 @@ public final class RpcBenchmark {
         void warmUp(PrintWriter progress) throws InterruptedException {
             String label = spec.label() + ": warm-up";
             await(label, spec.warmupMillis(), progress);
-            if (warmupCalls.sum() >= spec.warmupCalls()) {
-                return;
-            }
             long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RpcBenchSpec.WARMUP_GRACE_MILLIS);
             while (warmupCalls.sum() < spec.warmupCalls()) {
                 if (System.nanoTime() >= end) {

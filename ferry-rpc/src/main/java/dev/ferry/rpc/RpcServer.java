@@ -49,7 +49,7 @@ public final class RpcServer implements AutoCloseable {
     private final ExecutorService ownedExecutor;
     private final ScheduledExecutorService sweeper;
     private final long epoch;
-    private final ConcurrentHashMap<Integer, Registration> methods = new ConcurrentHashMap<>();
+    private final MethodTable<Registration> methods = new MethodTable<>();
     private final ServerSessions sessions;
     private final ConcurrentHashMap<CallKey, ServerCall> running = new ConcurrentHashMap<>();
     private final List<Transport> transports = new CopyOnWriteArrayList<>();

@@ -111,8 +111,11 @@ final class DedupeTable {
         }
     }
 
-    /** Applies an acknowledgement that came without a call (a heartbeat). */
+    /** Applies an acknowledgement that came without an at-most-once call (a heartbeat, an idempotent call). */
     void acknowledge(long clientId, long ack) {
+        if (ledgers.isEmpty()) {
+            return; // no client has made an at-most-once call: nothing to trim, no id to box
+        }
         Ledger ledger = ledgers.get(clientId);
         if (ledger != null) {
             synchronized (ledger) {

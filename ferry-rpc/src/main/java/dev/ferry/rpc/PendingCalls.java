@@ -32,9 +32,16 @@ final class PendingCalls {
     private final AtomicLong nextCallId;
     /** Held while a call takes its id and enters the table, so the watermark never passes a call. */
     private final Object idLock = new Object();
+    /**
+     * No pending call has a lower id: the watermark last found (ids only grow, so any watermark
+     * found stays a lower bound, whichever thread found it last). Scans start here, so that they
+     * visit the slots of the ids issued since, not all of them.
+     */
+    private volatile long floor;
 
     PendingCalls(AtomicLong nextCallId) {
         this.nextCallId = nextCallId;
+        this.floor = nextCallId.get();
     }
 
     /** A new call with the next id, pending from now on. */
@@ -102,40 +109,67 @@ final class PendingCalls {
         return all;
     }
 
-    /** The lowest call id still pending, or the next id if none: every id below it is done. */
+    /**
+     * The lowest call id still pending, or the next id if none: every id below it is done.
+     * On the timer thread, and on the thread that asks for a channel.
+     */
     long watermark() {
-        long next;
-        synchronized (idLock) {
-            next = nextCallId.get();
-        }
+        long next = nextId();
+        long from = floor;
         long min = next;
-        for (int i = 0; i < SLOTS; i++) {
-            Call call = slots.get(i);
-            if (call != null && call.id < min) {
-                min = call.id;
+        if (next - from <= SLOTS) {
+            for (long id = from; id < next; id++) {
+                Call call = slots.get(slot(id));
+                if (call != null && call.id == id) {
+                    min = id; // the first found going up is the lowest in a slot
+                    break;
+                }
+            }
+        } else {
+            for (int i = 0; i < SLOTS; i++) {
+                Call call = slots.get(i);
+                if (call != null && call.id < min) {
+                    min = call.id;
+                }
             }
         }
-        for (Long id : overflow.keySet()) {
-            min = Math.min(min, id);
+        if (!overflow.isEmpty()) {
+            for (Long id : overflow.keySet()) {
+                min = Math.min(min, id);
+            }
         }
+        floor = min;
         return min;
     }
 
     /**
      * Expires (through {@code channel}) every call whose deadline passed at {@code nowNanos}, and
      * returns the earliest deadline among the others, or {@code nowNanos + horizon} if that is
-     * earlier. On the timer thread.
+     * earlier. Timer thread.
      */
     long sweep(RpcChannel channel, long nowNanos, long horizonNanos) {
         long earliest = nowNanos + horizonNanos;
-        for (int i = 0; i < SLOTS; i++) {
-            Call call = slots.get(i);
-            if (call != null) {
-                earliest = sweep(channel, call, nowNanos, earliest);
+        long next = nextId();
+        long from = floor;
+        if (next - from <= SLOTS) {
+            for (long id = from; id < next; id++) {
+                Call call = slots.get(slot(id));
+                if (call != null && call.id == id) {
+                    earliest = sweep(channel, call, nowNanos, earliest);
+                }
+            }
+        } else {
+            for (int i = 0; i < SLOTS; i++) {
+                Call call = slots.get(i);
+                if (call != null) {
+                    earliest = sweep(channel, call, nowNanos, earliest);
+                }
             }
         }
-        for (Call call : overflow.values()) {
-            earliest = sweep(channel, call, nowNanos, earliest);
+        if (!overflow.isEmpty()) {
+            for (Call call : overflow.values()) {
+                earliest = sweep(channel, call, nowNanos, earliest);
+            }
         }
         return earliest;
     }
@@ -146,6 +180,13 @@ final class PendingCalls {
             return earliest;
         }
         return call.deadlineNanos - earliest < 0 ? call.deadlineNanos : earliest;
+    }
+
+    /** The id the next call will take: every call opened before has a lower one and is in the table. */
+    private long nextId() {
+        synchronized (idLock) {
+            return nextCallId.get();
+        }
     }
 
     private static int slot(long id) {

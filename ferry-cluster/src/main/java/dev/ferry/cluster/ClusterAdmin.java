@@ -96,11 +96,14 @@ public final class ClusterAdmin implements AutoCloseable {
                 assignment = Assignment.empty();
             }
             Map<Long, String> moves = new TreeMap<>();
-            for (String id : children(paths.moves)) {
+            for (String name : children(paths.moves)) {
+                long id = moveId(name);
+                if (id < 0) {
+                    continue; // not a move's status
+                }
                 try {
-                    moves.put(Long.parseLong(id), new String(zk.getData().forPath(paths.moves + "/" + id),
-                            StandardCharsets.UTF_8));
-                } catch (KeeperException.NoNodeException | NumberFormatException gone) {
+                    moves.put(id, new String(zk.getData().forPath(paths.moves + "/" + name), StandardCharsets.UTF_8));
+                } catch (KeeperException.NoNodeException gone) {
                     // done meanwhile
                 }
             }
@@ -201,13 +204,25 @@ public final class ClusterAdmin implements AutoCloseable {
         CuratorCache cache = CuratorCache.build(zk, paths.moves);
         String prefix = paths.moves + "/";
         cache.listenable().addListener(CuratorCacheListener.builder().forCreatesAndChanges((before, node) -> {
-            String id = node.getPath().startsWith(prefix) ? node.getPath().substring(prefix.length()) : "";
-            if (!id.isEmpty() && id.chars().allMatch(Character::isDigit) && node.getData() != null) {
-                listener.accept(Long.parseLong(id), new String(node.getData(), StandardCharsets.UTF_8));
+            long id = node.getPath().startsWith(prefix) ? moveId(node.getPath().substring(prefix.length())) : -1;
+            if (id >= 0 && node.getData() != null) {
+                listener.accept(id, new String(node.getData(), StandardCharsets.UTF_8));
             }
         }).build());
         cache.start();
         return cache::close;
+    }
+
+    /** The move id a child of the moves node is named by, or -1 if its name is not one (a stray node). */
+    static long moveId(String name) {
+        if (name.isEmpty() || !name.chars().allMatch(c -> c >= '0' && c <= '9')) {
+            return -1;
+        }
+        try {
+            return Long.parseLong(name);
+        } catch (NumberFormatException tooLong) {
+            return -1;
+        }
     }
 
     @Override

@@ -16,8 +16,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * {@link ClusterAdmin#watchMoves}: each status a move's source writes reaches the listener with
- * its move id, a failure with its reason, also one deleted right after it was read; nothing after
- * the handle is closed. Real ZooKeeper; the statuses are written as a move's source writes them.
+ * its move id, a failure with its reason, also one deleted right after it was read; stray nodes
+ * are passed over; nothing after the handle is closed. Real ZooKeeper; the statuses are written as a move's source writes them.
  */
 class WatchMovesTest {
 
@@ -40,6 +40,13 @@ class WatchMovesTest {
                 assertEquals("8 ready", seen.poll(10, TimeUnit.SECONDS));
                 write(source, paths.move(8), "failed: the target closed");
                 assertEquals("8 failed: the target closed", seen.poll(10, TimeUnit.SECONDS));
+                // Stray nodes under the moves node (not a move id, or past a long) are passed over,
+                // on the watch and in the status, and do not stop the statuses after them.
+                write(source, paths.moves + "/99999999999999999999", "ready");
+                write(source, paths.moves + "/notes", "ready");
+                write(source, paths.move(10), "ready");
+                assertEquals("10 ready", seen.poll(10, TimeUnit.SECONDS));
+                assertEquals(java.util.Set.of(8L, 10L), admin.status().moves().keySet());
                 watch.close();
                 write(source, paths.move(9), "ready");
                 assertNull(seen.poll(500, TimeUnit.MILLISECONDS), "nothing once closed");

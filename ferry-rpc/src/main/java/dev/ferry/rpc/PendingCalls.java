@@ -117,20 +117,10 @@ final class PendingCalls {
         long next = nextId();
         long from = floor;
         long min = next;
-        if (next - from <= SLOTS) {
-            for (long id = from; id < next; id++) {
-                Call call = slots.get(slot(id));
-                if (call != null && call.id == id) {
-                    min = id; // the first found going up is the lowest in a slot
-                    break;
-                }
-            }
-        } else {
-            for (int i = 0; i < SLOTS; i++) {
-                Call call = slots.get(i);
-                if (call != null && call.id < min) {
-                    min = call.id;
-                }
+        for (int k = 0, n = slotsToScan(from, next); k < n; k++) {
+            Call call = slots.get(slot(from + k));
+            if (call != null && call.id < min) {
+                min = call.id;
             }
         }
         if (!overflow.isEmpty()) {
@@ -149,21 +139,11 @@ final class PendingCalls {
      */
     long sweep(RpcChannel channel, long nowNanos, long horizonNanos) {
         long earliest = nowNanos + horizonNanos;
-        long next = nextId();
         long from = floor;
-        if (next - from <= SLOTS) {
-            for (long id = from; id < next; id++) {
-                Call call = slots.get(slot(id));
-                if (call != null && call.id == id) {
-                    earliest = sweep(channel, call, nowNanos, earliest);
-                }
-            }
-        } else {
-            for (int i = 0; i < SLOTS; i++) {
-                Call call = slots.get(i);
-                if (call != null) {
-                    earliest = sweep(channel, call, nowNanos, earliest);
-                }
+        for (int k = 0, n = slotsToScan(from, nextId()); k < n; k++) {
+            Call call = slots.get(slot(from + k));
+            if (call != null) {
+                earliest = sweep(channel, call, nowNanos, earliest);
             }
         }
         if (!overflow.isEmpty()) {
@@ -172,6 +152,15 @@ final class PendingCalls {
             }
         }
         return earliest;
+    }
+
+    /**
+     * How many slots, from {@code slot(from)} on, can hold a pending call: those of the ids from
+     * the floor to the next id, or all of them where more ids than slots were issued since. (A
+     * call opened meanwhile may be met there too; it is pending, so that is no harm.)
+     */
+    private static int slotsToScan(long from, long next) {
+        return (int) Math.min(next - from, SLOTS);
     }
 
     private static long sweep(RpcChannel channel, Call call, long nowNanos, long earliest) {

@@ -170,7 +170,7 @@ public class BenchOptions {
                     + "--duration > 0, --warmup >= 0");
         }
         if (settle != null) {
-            new JitSettle(settle); // checks the share
+            JitSettle.checkShare(settle);
         }
         transportList();
         for (int r : replicas) {

@@ -29,10 +29,15 @@ final class JitSettle {
 
     /** @param share the compilers' share of the CPU under which they count as settled, in (0, 1) */
     JitSettle(double share) {
+        this.share = checkShare(share);
+    }
+
+    /** {@code share} if it is a share of the CPU in (0, 1); else the option's error. */
+    static double checkShare(double share) {
         if (!(share > 0 && share < 1)) {
             throw new IllegalArgumentException("--settle takes a share of the CPU in (0, 1): " + share);
         }
-        this.share = share;
+        return share;
     }
 
     /**

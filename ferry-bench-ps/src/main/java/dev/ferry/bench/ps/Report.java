@@ -124,8 +124,9 @@ final class Report {
                     c.getOrDefault("net_softnet_drops", 0L));
             if (steps) {
                 // StepBounds puts both bounds only on a run with steps.
-                row += c.containsKey("step_cpu_floor_us") ? String.format(Locale.ROOT, " %7.1f | %13.1f | %14.1f |", r.steps().getMean() / 1e6,
-                        c.get("step_wire_us") / 1e3, c.get("step_cpu_floor_us") / 1e3)
+                row += c.containsKey("step_cpu_floor_us")
+                        ? String.format(Locale.ROOT, " %7.1f | %13.1f | %14.1f |", r.steps().getMean() / 1e6,
+                                c.get("step_wire_us") / 1e3, c.get("step_cpu_floor_us") / 1e3)
                         : "       - |             - |              - |";
             }
             lines.add(row);

@@ -469,13 +469,18 @@ public abstract class AbstractTransportTest {
         java.util.Queue<InboundMessage> held = new java.util.concurrent.ConcurrentLinkedQueue<>();
         AtomicBoolean holding = new AtomicBoolean(true);
         CountDownLatch serverSawClose = new CountDownLatch(1);
+        CountDownLatch lastReleased = new CountDownLatch(1);
         Transport server = open(config, new MessageHandler() {
             @Override
             public void onMessage(Peer from, InboundMessage message) {
                 if (holding.get()) {
                     held.add(message);
                 } else {
+                    int stream = message.stream();
                     message.release();
+                    if (stream == 1) {
+                        lastReleased.countDown();
+                    }
                 }
             }
 
@@ -539,6 +544,9 @@ public abstract class AbstractTransportTest {
         Peer again = client.connect(server.localAddress());
         assertTrue(again != peer && again.isOpen(), "connect after close must open a new peer");
         again.send(1, filled(again, 1, 0, 10)).get(10, TimeUnit.SECONDS);
+        // A send may complete once written (tcp), before the server has read it: the message is
+        // waited for, so that the end-of-test count of held buffers does not race its arrival.
+        assertTrue(lastReleased.await(10, TimeUnit.SECONDS), "the message sent after the close never arrived");
     }
 
     private static void releaseAll(java.util.Queue<InboundMessage> messages) {

@@ -55,8 +55,8 @@ final class ProgressLoop {
     /** The nice value this thread asks for when it starts ({@link ProgressNice}). */
     private final int nice;
     private volatile boolean parked;
-    /** Sleeping a short slice, without its wait object, while a caller polls: woken by unpark. */
-    private volatile boolean napping;
+    /** Sleeping, without its wait object, while a caller polls. */
+    private final PollingNap nap;
     /** Set once the shutdown freed fabric and memory: the token is free again, and useless. */
     private volatile boolean finished;
     private long loops;
@@ -84,6 +84,7 @@ final class ProgressLoop {
         this.pollBudgetNanos = transport.config.idlePollMicros() * 1_000L;
         this.nice = nice;
         this.thread = Thread.ofPlatform().daemon().unstarted(this::run);
+        this.nap = new PollingNap(this, thread);
         this.idler = cq.waitable() ? new CompletionQueueIdler(transport, this)
                 : doorbell != null ? new DoorbellIdler(transport, this, doorbell) : new ParkIdler(this, thread);
         this.sendsMoveAlone = idler instanceof DoorbellIdler && ShmDirectCopy.likely();
@@ -236,6 +237,7 @@ final class ProgressLoop {
      * sleeps on its {@link Idler}: one {@link #PARK_NANOS} slice while a thread waits for its own
      * operations to complete ({@link SendWindow#awaited}, links blocked on the window or
      * credits, pulls) or traffic is recent, growing slices up to 1 ms once the transport is truly idle.
+     * While a caller polls for its reply, it naps instead ({@link PollingNap}).
      */
     private int idle(int idle, CompletionBatch batch) {
         boolean crowded = pressure.overcommitted();
@@ -246,7 +248,7 @@ final class ProgressLoop {
         long now = System.nanoTime();
         long idleNanos = now - lastWork;
         if (transport.callers.polling()) {
-            nap();
+            nap.take(now, transport.proxy);
             return idle + 1;
         }
         if (idleNanos < SPIN_NANOS && !crowded) {
@@ -296,24 +298,6 @@ final class ProgressLoop {
     }
 
     /**
-     * A caller polls for its reply and does the progress meanwhile: this thread sleeps one short
-     * slice without its wait object (so that peers posting to this side find nobody to wake) and
-     * lends the token meanwhile; a hand-over unparks it.
-     */
-    private void nap() {
-        napping = true;
-        lend();
-        try {
-            if (transport.proxy.isEmpty()) {
-                java.util.concurrent.locks.LockSupport.parkNanos(PARK_NANOS);
-            }
-        } finally {
-            napping = false;
-            takeBack();
-        }
-    }
-
-    /**
      * Whether a completion of this side's own sends must be reaped soon: a thread waits for one
      * ({@link SendWindow#awaited}), or, where a posted send may need this side's progress to move
      * on (any wait object but the shm doorbell with its direct copy, {@link ShmDirectCopy}), any
@@ -325,9 +309,7 @@ final class ProgressLoop {
 
     /** Wakes the progress thread if it sleeps: any thread, after handing something over. */
     void wake() {
-        if (napping) {
-            java.util.concurrent.locks.LockSupport.unpark(thread);
-        }
+        nap.wake();
         if (parked) {
             idler.wake();
         }
@@ -335,12 +317,19 @@ final class ProgressLoop {
 
     /**
      * A caller posted a send itself: wakes the progress thread from a long sleep on its wait
-     * object, which the send's completion would not end (a short nap ends soon enough).
+     * object, which the send's completion would not end, or from a long nap (a short one ends
+     * soon enough).
      */
     void wakeForCompletions() {
+        nap.wakeIfLong();
         if (parked) {
             idler.wake();
         }
+    }
+
+    /** Naps taken while callers polled, and the longest asked for in nanoseconds; for tests. */
+    long[] napCounts() {
+        return nap.counts();
     }
 
     /** Whether the progress thread has shut the transport down and stopped. */

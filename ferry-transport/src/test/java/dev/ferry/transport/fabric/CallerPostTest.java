@@ -457,22 +457,6 @@ class CallerPostTest extends FabricTransportFixture {
         }
     }
 
-    /** Opens a transport that ignores the host's CPU pressure ({@link CpuPressure}), so that its callers poll. */
-    private static Transport spinning(java.util.function.Supplier<Transport> opener) {
-        synchronized (CallerPostTest.class) {
-            String was = System.setProperty("ferry.transport.spinUnderLoad", "true");
-            try {
-                return opener.get();
-            } finally {
-                if (was == null) {
-                    System.clearProperty("ferry.transport.spinUnderLoad");
-                } else {
-                    System.setProperty("ferry.transport.spinUnderLoad", was);
-                }
-            }
-        }
-    }
-
     /** Send buffers in use: the transport's own control-frame buffers, and any message not yet done. */
     private static long sendBuffers(Transport transport) {
         return transport.allocatorStats().orElseThrow().pool(PoolKind.SEND).buffersInUse();

@@ -60,6 +60,22 @@ abstract class FabricTransportFixture {
         return t;
     }
 
+    /** Opens a transport that ignores the host's CPU pressure ({@link CpuPressure}), so that its callers poll. */
+    static Transport spinning(java.util.function.Supplier<Transport> opener) {
+        synchronized (FabricTransportFixture.class) {
+            String was = System.setProperty("ferry.transport.spinUnderLoad", "true");
+            try {
+                return opener.get();
+            } finally {
+                if (was == null) {
+                    System.clearProperty("ferry.transport.spinUnderLoad");
+                } else {
+                    System.setProperty("ferry.transport.spinUnderLoad", was);
+                }
+            }
+        }
+    }
+
     /** Polls {@code condition} until it holds (true) or {@code millis} pass (false). */
     static boolean waitFor(BooleanSupplier condition, long millis) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);

@@ -14,7 +14,7 @@ import java.util.concurrent.locks.LockSupport;
  * caller's gap between two calls, when the progress thread may spin or sleep a short slice,
  * does not end it). Each nap's end is a wake-up that must wait for a core which the caller and
  * its peer's progress thread are spinning on: at 50 us that was 20,000 a second, and a 64 B RPC
- * over shm averaged 2.7-3.1 us (p99 33-43 us) against 2.4-2.7 (25-32) with the series. What
+ * over shm averaged 2.7-4.1 us (p99 33-107 us) against 2.4-2.9 (24-32) with the series. What
  * arrives after the last caller stopped polling and before the nap ends (a request to this side,
  * a reply nobody polls for) waits that long at most.
  *

@@ -28,10 +28,8 @@ final class PollingNap {
     static final long MAX_NANOS = 1_000_000L;
 
     private final ProgressLoop loop;
-    private final Thread progress;
-    private volatile boolean napping;
-    /** Whether the current nap is longer than {@link #FIRST_NANOS}: a caller's awaited send ends it. */
-    private volatile boolean longNap;
+    /** The current nap's length, 0 between naps; one longer than {@link #FIRST_NANOS} a caller's awaited send ends. */
+    private volatile long current;
     /** The next nap's length, if it follows the last one within {@link #MAX_NANOS}. */
     private long nextNanos = FIRST_NANOS;
     /** When the last nap ended. */
@@ -40,9 +38,8 @@ final class PollingNap {
     private volatile long naps;
     private volatile long longest;
 
-    PollingNap(ProgressLoop loop, Thread progress) {
+    PollingNap(ProgressLoop loop) {
         this.loop = loop;
-        this.progress = progress;
     }
 
     /** Sleeps one slice with the token lent, unless work was handed over: progress thread, {@code now} read last. */
@@ -54,16 +51,14 @@ final class PollingNap {
         if (slice > longest) {
             longest = slice;
         }
-        longNap = slice > FIRST_NANOS;
-        napping = true;
+        current = slice;
         loop.lend();
         try {
             if (proxy.isEmpty()) {
                 LockSupport.parkNanos(slice);
             }
         } finally {
-            napping = false;
-            longNap = false;
+            current = 0;
             loop.takeBack();
             lastEnd = System.nanoTime();
         }
@@ -71,15 +66,15 @@ final class PollingNap {
 
     /** Ends the nap, if one is on: something was handed over, or a caller gave up its wait. */
     void wake() {
-        if (napping) {
-            LockSupport.unpark(progress);
+        if (current != 0) {
+            LockSupport.unpark(loop.thread());
         }
     }
 
     /** Ends a long nap (a short one ends soon enough): a caller posted a send whose completion is awaited. */
     void wakeIfLong() {
-        if (longNap) {
-            LockSupport.unpark(progress);
+        if (current > FIRST_NANOS) {
+            LockSupport.unpark(loop.thread());
         }
     }
 

@@ -84,7 +84,7 @@ final class ProgressLoop {
         this.pollBudgetNanos = transport.config.idlePollMicros() * 1_000L;
         this.nice = nice;
         this.thread = Thread.ofPlatform().daemon().unstarted(this::run);
-        this.nap = new PollingNap(this, thread);
+        this.nap = new PollingNap(this);
         this.idler = cq.waitable() ? new CompletionQueueIdler(transport, this)
                 : doorbell != null ? new DoorbellIdler(transport, this, doorbell) : new ParkIdler(this, thread);
         this.sendsMoveAlone = idler instanceof DoorbellIdler && ShmDirectCopy.likely();

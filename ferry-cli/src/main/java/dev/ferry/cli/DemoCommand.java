@@ -14,7 +14,7 @@ import picocli.CommandLine.Spec;
  * {@code ferry demo}: a parameter-server cluster on an embedded ZooKeeper (three server processes
  * that join it), under an inference fetch workload and a training push workload, on Ferry over
  * shm and on the Netty kernel-TCP baseline; on the first, a server joins and one leaves while an
- * exactly checked training workload runs. About a minute, ending with one table and the check.
+ * exactly checked training workload runs. About two minutes, ending with one table and the check.
  */
 @Command(name = "demo",
         mixinStandardHelpOptions = true,
@@ -24,7 +24,8 @@ import picocli.CommandLine.Spec;
                 + "exact integer gradients, one server joins and one leaves: each generation and slot move is "
                 + "printed, and at the end every row is checked against the exact sum of the acknowledged pushes. "
                 + "The same fetch and push workloads run again on the Netty kernel-TCP baseline; the table gives "
-                + "latency (mean, p50, p99) and throughput for each. About a minute; every process it starts is "
+                + "latency (mean, p50, p99) and throughput for each, each phase timed once its workload has settled. "
+                + "About two minutes; every process it starts is "
                 + "stopped at the end, on failure and on Ctrl-C.",
             "For the transports alone: ferry bench transports."})
 final class DemoCommand implements Callable<Integer> {
@@ -45,6 +46,12 @@ final class DemoCommand implements Callable<Integer> {
     @Option(names = "--warmup-ms", paramLabel = "<ms>", defaultValue = "2000",
             description = "Untimed traffic before the timed phases. Default: ${DEFAULT-VALUE}.")
     long warmupMillis;
+
+    @Option(names = "--settle-ms", paramLabel = "<ms>", defaultValue = "20000",
+            description = "Before each timed phase its workload runs untimed, a second at a time, until three seconds in "
+                    + "a row agree within a tenth in calls per second (the JVMs have compiled its path), at most this "
+                    + "long; 0 times each phase right after the warm-up. Default: ${DEFAULT-VALUE}.")
+    long settleMillis;
 
     @Option(names = "--phase-ms", paramLabel = "<ms>", defaultValue = "6000",
             description = "Length of the fetch and of the push phase. Default: ${DEFAULT-VALUE}.")
@@ -70,6 +77,7 @@ final class DemoCommand implements Callable<Integer> {
             System.setProperty("slf4j.internal.verbosity", "ERROR");
         }
         PsDemo.Settings load = PsDemo.Settings.defaults().withTransports(transports).withTimes(warmupMillis, phaseMillis)
+                .withSettle(settleMillis)
                 .withIdSpace(ids).withServers(servers);
         return ClusterDemo.run(new ClusterDemo.Settings(load, servers, exactIds, dir), spec.commandLine().getOut(),
                 spec.commandLine().getErr());

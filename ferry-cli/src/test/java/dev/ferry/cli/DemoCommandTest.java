@@ -39,7 +39,7 @@ class DemoCommandTest {
         StringWriter out = new StringWriter();
         StringWriter err = new StringWriter();
         int status = run(out, err, "--servers", "2", "--transports", "Ferry-shm=shm", "--warmup-ms", "300",
-                "--phase-ms", "700", "--ids", "20000", "--exact-ids", "2000");
+                "--settle-ms", "2500", "--phase-ms", "700", "--ids", "20000", "--exact-ids", "2000");
         String text = out.toString();
         System.out.print(text);
         assertEquals(0, status, text + err);
@@ -57,6 +57,16 @@ class DemoCommandTest {
         assertTrue(Pattern.compile("(?m)^Ferry-shm\\s+fetch\\s+\\d").matcher(text).find(), text);
         assertTrue(Pattern.compile("(?m)^Ferry-shm\\s+push\\s+\\d").matcher(text).find(), text);
         assertTrue(err.toString().contains("generation"), err.toString());
+        // Each timed workload first runs until it settles, 2.5 s at most: one line per 1 s slice.
+        for (String workload : new String[] {"fetch", "push"}) {
+            Matcher slices = Pattern.compile("(?m)^ferry demo: Ferry-shm\\s+settle " + workload
+                    + "\\s+\\d+ s\\s+[\\d,]+ calls/s").matcher(err.toString());
+            int count = 0;
+            while (slices.find()) {
+                count++;
+            }
+            assertTrue(count >= 1 && count <= 3, workload + " settled in " + count + " slices:\n" + err);
+        }
     }
 
     @Test

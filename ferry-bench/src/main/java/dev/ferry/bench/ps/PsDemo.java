@@ -43,38 +43,50 @@ public final class PsDemo {
      * @param dimension    floats per embedding row
      * @param warmupMillis untimed mixed traffic before the timed phases, per transport
      * @param phaseMillis  length of each timed phase (fetch, then push)
+     * @param settleMillis before each timed phase, its workload runs untimed in 1 s slices until
+     *                     its calls per second have settled ({@link ThroughputSettle}), at most this
+     *                     long; 0 times each phase right after the mixed warm-up
      */
     public record Settings(List<String> transports, int servers, int callers, int idSpace, double zipfExponent,
-            int minBatch, int maxBatch, int dimension, long warmupMillis, long phaseMillis) {
+            int minBatch, int maxBatch, int dimension, long warmupMillis, long phaseMillis, long settleMillis) {
 
-        /** About a minute in all: two transports, 2 s of warm-up and two 9-second phases each. */
+        /** Two transports, 2 s of mixed warm-up, and each 9-second phase after its workload settled (20 s at most). */
         public static Settings defaults() {
             return new Settings(List.of("Ferry-shm=shm", "Netty-TCP=netty"), 2, 4, 1 << 20, 1.09, 16, 4096, 64,
-                    2_000, 9_000);
+                    2_000, 9_000, 20_000);
         }
 
         /** These settings on other transports ({@code label=provider}). */
         public Settings withTransports(List<String> value) {
             return new Settings(List.copyOf(value), servers, callers, idSpace, zipfExponent, minBatch, maxBatch,
-                    dimension, warmupMillis, phaseMillis);
+                    dimension, warmupMillis, phaseMillis, settleMillis);
         }
 
         /** These settings with another server count. */
         public Settings withServers(int value) {
             return new Settings(transports, value, callers, idSpace, zipfExponent, minBatch, maxBatch, dimension,
-                    warmupMillis, phaseMillis);
+                    warmupMillis, phaseMillis, settleMillis);
         }
 
         /** These settings with another id space (and table size). */
         public Settings withIdSpace(int value) {
             return new Settings(transports, servers, callers, value, zipfExponent, minBatch, maxBatch, dimension,
-                    warmupMillis, phaseMillis);
+                    warmupMillis, phaseMillis, settleMillis);
         }
 
         /** These settings with other phase lengths. */
         public Settings withTimes(long warmup, long phase) {
             return new Settings(transports, servers, callers, idSpace, zipfExponent, minBatch, maxBatch, dimension,
-                    warmup, phase);
+                    warmup, phase, settleMillis);
+        }
+
+        /** These settings with another longest settling time per phase (0: none). */
+        public Settings withSettle(long value) {
+            if (value < 0) {
+                throw new IllegalArgumentException("settling time must be >= 0 ms: " + value);
+            }
+            return new Settings(transports, servers, callers, idSpace, zipfExponent, minBatch, maxBatch, dimension,
+                    warmupMillis, phaseMillis, value);
         }
     }
 
@@ -103,8 +115,10 @@ public final class PsDemo {
                 settings = settings.withTransports(List.of(args[++i].split(",")));
             } else if (args[i].equals("--warmup-ms") && i + 1 < args.length) {
                 settings = settings.withTimes(Long.parseLong(args[++i]), settings.phaseMillis());
+            } else if (args[i].equals("--settle-ms") && i + 1 < args.length) {
+                settings = settings.withSettle(Long.parseLong(args[++i]));
             } else {
-                System.err.println("usage: PsDemo [--warmup-ms n] [--phase-ms n] [--transports Label=provider,...]");
+                System.err.println("usage: PsDemo [--warmup-ms n] [--settle-ms n] [--phase-ms n] [--transports Label=provider,...]");
                 System.exit(2);
             }
         }
@@ -153,12 +167,43 @@ public final class PsDemo {
                 .withInitializer(Initializer.uniform(-0.01, 0.01, 42)).withMaxRows(settings.idSpace()));
         run(settings, client, label, "warm-up", settings.warmupMillis(), null, err);
         List<Row> rows = new ArrayList<>();
+        settle(settings, client, label, "fetch", Boolean.FALSE, err);
         rows.add(run(settings, client, label, "fetch", settings.phaseMillis(), Boolean.FALSE, err));
+        settle(settings, client, label, "push", Boolean.TRUE, err);
         rows.add(run(settings, client, label, "push", settings.phaseMillis(), Boolean.TRUE, err));
         return rows;
     }
 
-    /** One phase: {@code push} true pushes, false pulls, null alternates (warm-up). */
+    /**
+     * Runs one workload untimed in 1 s slices until its calls per second have settled, or for
+     * {@link Settings#settleMillis} at most, with a line per slice.
+     */
+    private static void settle(Settings settings, PsClient client, String label, String workload, Boolean push,
+            PrintWriter err) {
+        ThroughputSettle settled = new ThroughputSettle();
+        long start = System.nanoTime();
+        long until = start + TimeUnit.MILLISECONDS.toNanos(settings.settleMillis());
+        while (System.nanoTime() - until < 0) {
+            long slice = Math.min(SETTLE_SLICE_MILLIS, Math.max(1, TimeUnit.NANOSECONDS.toMillis(until - System.nanoTime())));
+            Row r = run(settings, client, label, "settle " + workload, slice, push, null);
+            boolean done = settled.add(r.opsPerSecond());
+            err.printf(Locale.ROOT, "ferry demo: %-10s settle %-5s %4.0f s  %,9.0f calls/s%s%n", label, workload,
+                    (System.nanoTime() - start) / 1e9, r.opsPerSecond(), done ? "  settled" : "");
+            err.flush();
+            if (done) {
+                return;
+            }
+        }
+        if (settings.settleMillis() > 0) {
+            err.printf(Locale.ROOT, "ferry demo: %-10s %s did not settle within %,d ms: timed as it is%n", label,
+                    workload, settings.settleMillis());
+        }
+    }
+
+    /** The slices in which a workload's rate is taken while it settles. */
+    private static final long SETTLE_SLICE_MILLIS = 1_000;
+
+    /** One phase: {@code push} true pushes, false pulls, null alternates (warm-up); {@code err} null prints no progress. */
     private static Row run(Settings settings, PsClient client, String label, String phase, long millis, Boolean push,
             PrintWriter err) {
         Recorder recorder = new Recorder(3);
@@ -190,18 +235,21 @@ public final class PsDemo {
                 }
                 if (System.nanoTime() - nextReport >= 0) {
                     total.add(recorder.getIntervalHistogram());
+                    nextReport += TimeUnit.SECONDS.toNanos(1);
+                    if (err == null) {
+                        continue;
+                    }
                     // A terminal gets one line rewritten in place; a pipe or a file gets plain lines.
                     err.printf(Locale.ROOT, (TERMINAL ? "\r" : "")
                             + "ferry demo: %-10s %-8s %5.1f s  ops %,9d  keys %,12d  p99 %,9.0f us" + (TERMINAL ? "   " : "%n"),
                             label, phase, (System.nanoTime() - start) / 1e9, ops.sum(), keys.sum(),
                             total.getValueAtPercentile(99) / 1e3);
                     err.flush();
-                    nextReport += TimeUnit.SECONDS.toNanos(1);
                 }
             }
         }
         total.add(recorder.getIntervalHistogram());
-        if (TERMINAL) {
+        if (TERMINAL && err != null) {
             err.println();
         }
         if (failure.get() != null) {

@@ -196,8 +196,7 @@ public final class ClusterServerMain {
             listener.exporting(ExportService.attach(server));
         }
         String address;
-        TransportConfig transport = PsServerMain.withBindHost(TransportConfig.defaults(options.transport()),
-                options.bindHost());
+        TransportConfig transport = TransportConfig.defaults(options.transport()).withBindHost(options.bindHost());
         try {
             address = server.listen(transport.withBindPort(options.port()));
         } catch (RuntimeException e) {

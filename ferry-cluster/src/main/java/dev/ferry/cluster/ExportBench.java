@@ -181,7 +181,7 @@ public final class ExportBench {
         PsServer server = PsServer.openMember(ps, id, null, rpc, false);
         ExportService export = serving ? null : ExportService.attach(server);
         String host = tc.provider().startsWith("shm") ? "127.0.0." + (10 + n) : "127.0.0.1";
-        String address = server.listen(dev.ferry.ps.net.PsServerMain.withBindHost(tc, host));
+        String address = server.listen(tc.withBindHost(host));
         ClusterMember member = ClusterMember.join(config, new MemberInfo(id, System.nanoTime(), "localhost",
                 Map.of(tc.provider(), address), 1 << 20), server);
         DeltaFollower follower = serving ? DeltaFollower.start(server, followed, rpc, tc, interval) : null;

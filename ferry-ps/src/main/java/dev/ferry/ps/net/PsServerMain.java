@@ -246,7 +246,7 @@ public final class PsServerMain {
         Runtime.getRuntime().addShutdownHook(hook);
         String address;
         try {
-            address = server.listen(withBindHost(TransportConfig.defaults(options.transport()), options.bindHost())
+            address = server.listen(TransportConfig.defaults(options.transport()).withBindHost(options.bindHost())
                     .withBindPort(options.port()));
         } catch (RuntimeException e) {
             err.println("ferry server: cannot listen on " + options.transport() + " port " + options.port() + ": "
@@ -264,13 +264,5 @@ public final class PsServerMain {
         }
         PsServerMain.await(stopped);
         return 0;
-    }
-
-    /** {@code config} listening on {@code host}. */
-    public static TransportConfig withBindHost(TransportConfig c, String host) {
-        return new TransportConfig(c.provider(), host, c.bindPort(), c.linksPerPeer(), c.maxLinks(), c.eagerThreshold(),
-                c.receiveBuffersPerLink(), c.sendWindowBytesPerLink(), c.sendWindowBytesPerPeer(),
-                c.sendWindowBytesPerProcess(), c.sendPoolBytes(), c.receivePoolBytes(), c.rendezvousPoolBytes(),
-                c.rendezvousChunkBytes(), c.maxMessageSize(), c.connectTimeoutMillis());
     }
 }

@@ -25,11 +25,10 @@ import dev.ferry.transport.TransportConfig;
  * Requests (ids, and a push's gradients) are unaffected: pushes of more than 256 KiB still go by
  * rendezvous, paced by the receiver as before.
  *
- * <p>Both ends of a link must use the same eager threshold: the transport does not exchange it
- * when a link opens, and an eager frame larger than the receiver's buffers fails the link. Tune
- * the servers and every client of them alike (the benchmarks do); a server started with the
- * transport's defaults ({@code ferry server}, {@link LocalCluster}) keeps them, so that clients
- * with default settings can still talk to it.
+ * <p>The two ends of a link send eagerly up to the smaller of their eager thresholds, agreed when
+ * the link opens: a tuned side and one with the transport's defaults still talk, at the defaults'
+ * 16 KiB. Tune the servers and every client of them alike to get the larger sends (the benchmarks
+ * do); {@code ferry server} and {@link LocalCluster} keep the transport's defaults.
  */
 public final class PsTransport {
 

@@ -29,6 +29,8 @@ public final class PsDemo {
 
     /** Whether standard error is a terminal (progress rewrites one line) or a pipe (plain lines). */
     private static final boolean TERMINAL = System.console() != null && System.console().isTerminal();
+    /** The slices in which a workload's rate is taken while it settles. */
+    private static final long SETTLE_SLICE_MILLIS = 1_000;
 
     /**
      * What the demo runs.
@@ -199,9 +201,6 @@ public final class PsDemo {
                     workload, settings.settleMillis());
         }
     }
-
-    /** The slices in which a workload's rate is taken while it settles. */
-    private static final long SETTLE_SLICE_MILLIS = 1_000;
 
     /** One phase: {@code push} true pushes, false pulls, null alternates (warm-up); {@code err} null prints no progress. */
     private static Row run(Settings settings, PsClient client, String label, String phase, long millis, Boolean push,

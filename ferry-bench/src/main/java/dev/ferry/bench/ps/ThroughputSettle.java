@@ -4,8 +4,8 @@ package dev.ferry.bench.ps;
  * When a workload's warm-up may end: its calls per second, taken over equal slices, have
  * stopped changing. Cold JVMs (the client's and every server's) compile the workload's path for
  * many seconds, and a phase timed before that is over measures the compilers: the demo's fetch on
- * shm ran at a quarter of its settled rate through its first timed seconds after a fixed 2 s
- * warm-up. Settled means the last {@link #SLICES} rates are within {@link #TOLERANCE} of each
+ * shm ran at a fifth of its settled rate or less through its first timed seconds after a fixed
+ * 2 s warm-up. Settled means the last {@link #SLICES} rates are within {@link #TOLERANCE} of each
  * other (largest over smallest); a slice with no call is never settled. One thread.
  */
 final class ThroughputSettle {

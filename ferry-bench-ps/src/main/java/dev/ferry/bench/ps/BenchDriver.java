@@ -227,8 +227,8 @@ final class BenchDriver {
     private void wait(String workload, String transport, String phase, double seconds, List<Child> workers) {
         long end = System.nanoTime() + (long) (seconds * 1e9);
         long begin = System.nanoTime();
-        long lastOps = 0;
-        long lastAt = begin;
+        ProgressRate rates = workers == null ? null : new ProgressRate(workers.size());
+        ProgressRate.Report[] latest = workers == null ? null : new ProgressRate.Report[workers.size()];
         while (true) {
             long left = end - System.nanoTime();
             if (left <= 0) {
@@ -243,10 +243,10 @@ final class BenchDriver {
             long now = System.nanoTime();
             String rate = "";
             if (workers != null) {
-                long ops = workers.stream().mapToLong(Child::progress).sum();
-                rate = String.format(Locale.ROOT, "  %,.0f ops/s", (ops - lastOps) / ((now - lastAt) / 1e9));
-                lastOps = ops;
-                lastAt = now;
+                for (int i = 0; i < latest.length; i++) {
+                    latest[i] = workers.get(i).progress();
+                }
+                rate = String.format(Locale.ROOT, "  %,.0f ops/s", rates.update(latest));
             }
             progress.printf(Locale.ROOT, "  %s %-10s %-9s %5.1f/%.0f s%s%n", workload, transport, phase,
                     (now - begin) / 1e9, seconds, rate);

@@ -14,7 +14,7 @@ final class Child implements AutoCloseable {
     private static final String PROGRESS = "PROGRESS ";
 
     private final ChildJvm jvm;
-    private volatile long progress;
+    private volatile ProgressRate.Report progress = ProgressRate.Report.NONE;
 
     private Child(String name, List<String> command) {
         this.jvm = ChildJvm.start(command, name, PROGRESS, this::onProgress);
@@ -36,10 +36,9 @@ final class Child implements AutoCloseable {
     }
 
     private void onProgress(String line) {
-        try {
-            progress = Long.parseLong(line.substring(PROGRESS.length()).trim());
-        } catch (NumberFormatException e) {
-            // not ours
+        ProgressRate.Report report = ProgressRate.Report.parse(line.substring(PROGRESS.length()));
+        if (report != null) {
+            progress = report;
         }
     }
 
@@ -51,8 +50,8 @@ final class Child implements AutoCloseable {
         return jvm.pid();
     }
 
-    /** The number in the child's latest {@code PROGRESS} line. */
-    long progress() {
+    /** The child's latest {@code PROGRESS} report (operations and its clock since measuring began). */
+    ProgressRate.Report progress() {
         return progress;
     }
 

@@ -37,7 +37,8 @@ import org.HdrHistogram.Recorder;
  * {@code GO warm|measure|stop} from the driver, which releases every process together: a
  * barrier across processes, so that all workers' pushes hit the servers at once (incast).
  *
- * <p>While measuring it prints {@code PROGRESS <operations>} every second.
+ * <p>While measuring it prints {@code PROGRESS <operations> <nanos since measuring began>} four
+ * times a second ({@link ProgressRate}).
  */
 public final class PsBenchWorker {
 
@@ -193,9 +194,10 @@ public final class PsBenchWorker {
     private void reportProgress() {
         try {
             while (true) {
-                Thread.sleep(1_000);
+                Thread.sleep(250);
                 if (phase == MEASURE) {
-                    System.out.println("PROGRESS " + operations.sum());
+                    long since = System.nanoTime() - measureStartNanos;
+                    System.out.println("PROGRESS " + operations.sum() + " " + since);
                     System.out.flush();
                 }
             }

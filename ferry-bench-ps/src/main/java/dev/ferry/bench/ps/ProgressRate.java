@@ -1,14 +1,19 @@
 package dev.ferry.bench.ps;
 
+import java.util.Arrays;
+
 /**
  * The operations a second that the progress line shows while a benchmark measures, from the
  * workers' own {@code PROGRESS <operations> <nanos>} reports: each worker's count over its own
  * clock since its previous report, summed. The driver reads the reports once a second while the
- * workers write them four times a second, so every reading finds a fresh report; a rate from the
+ * workers write them every {@link #REPORT_MILLIS}, so every reading finds a fresh report; a rate from the
  * driver's clock alone showed 0 and then twice the rate whenever a report came just after a
  * reading. One instance per measured phase, used by the driver's thread.
  */
 final class ProgressRate {
+
+    /** How often a measuring worker reports: well under the driver's second between readings. */
+    static final long REPORT_MILLIS = 250;
 
     /** One report: operations since measuring began, and the worker's nanoseconds since then. */
     record Report(long operations, long nanos) {
@@ -37,7 +42,7 @@ final class ProgressRate {
 
     ProgressRate(int workers) {
         last = new Report[workers];
-        java.util.Arrays.fill(last, Report.NONE);
+        Arrays.fill(last, Report.NONE);
     }
 
     /**

@@ -37,8 +37,8 @@ import org.HdrHistogram.Recorder;
  * {@code GO warm|measure|stop} from the driver, which releases every process together: a
  * barrier across processes, so that all workers' pushes hit the servers at once (incast).
  *
- * <p>While measuring it prints {@code PROGRESS <operations> <nanos since measuring began>} four
- * times a second ({@link ProgressRate}).
+ * <p>While measuring it prints {@code PROGRESS <operations> <nanos since measuring began>} every
+ * {@link ProgressRate#REPORT_MILLIS}.
  */
 public final class PsBenchWorker {
 
@@ -194,7 +194,7 @@ public final class PsBenchWorker {
     private void reportProgress() {
         try {
             while (true) {
-                Thread.sleep(250);
+                Thread.sleep(ProgressRate.REPORT_MILLIS);
                 if (phase == MEASURE) {
                     long since = System.nanoTime() - measureStartNanos;
                     System.out.println("PROGRESS " + operations.sum() + " " + since);

@@ -276,9 +276,17 @@ public final class BatchPlan {
 
     /** Writes the distinct ids of a part as little-endian i64 at the start of {@code out} (a request buffer). */
     public void writeIds(int part, MemorySegment out) {
+        writeIds(part, out, 0);
+    }
+
+    /** Writes the distinct ids of a part as little-endian i64 at {@code offset} of {@code out}, with no view made. */
+    public void writeIds(int part, MemorySegment out, long offset) {
         int n = partSize(part);
-        checkBytes("out", out, (long) n * Long.BYTES);
-        MemorySegment.copy(partIds, partStart[part], out, RowLayout.LONG, 0, n);
+        if (offset < 0) {
+            throw new PsException(PsException.Code.INVALID_ARGUMENT, "negative offset " + offset);
+        }
+        checkBytes("out", out, offset + (long) n * Long.BYTES);
+        MemorySegment.copy(partIds, partStart[part], out, RowLayout.LONG, offset, n);
     }
 
     /**
@@ -294,6 +302,23 @@ public final class BatchPlan {
         checkBytes("out", out, count * rowBytes);
         for (int at = start[part]; at < start[part + 1]; at++) {
             MemorySegment.copy(rows, rowInPart[at] * rowBytes, out, positions[at] * rowBytes, rowBytes);
+        }
+    }
+
+    /**
+     * {@link #scatterRows(int, MemorySegment, int, MemorySegment)} into the caller's own array:
+     * {@code out} holds {@link #count()} rows of {@code dimension} floats from index 0, and no
+     * view of it is made.
+     */
+    public void scatterRows(int part, MemorySegment rows, int dimension, float[] out) {
+        long rowBytes = rowBytes(dimension);
+        checkBytes("rows", rows, partSize(part) * rowBytes);
+        if (out.length < (long) count * dimension) {
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "out holds " + out.length + " floats; the plan needs "
+                    + (long) count * dimension);
+        }
+        for (int at = start[part]; at < start[part + 1]; at++) {
+            MemorySegment.copy(rows, RowLayout.FLOAT, rowInPart[at] * rowBytes, out, positions[at] * dimension, dimension);
         }
     }
 

@@ -35,13 +35,16 @@ final class Call {
     final long deadlineNanos;
     final long startNanos;
     final Future future;
+    /** The group the caller waits on with other calls, or null. */
+    final CallGroup group;
     /** The session the call was last sent on; null before. Set with {@link #sentOn(Session, Session)}. */
     @SuppressWarnings("unused")
     private volatile Session sentOn;
     /** The epoch of the server the call was first sent to; 0 before. */
     volatile long firstEpoch;
 
-    Call(RpcChannel channel, long id, RpcMethod method, int length, RequestWriter writer, long deadlineMillis) {
+    Call(RpcChannel channel, long id, RpcMethod method, int length, RequestWriter writer, long deadlineMillis,
+            CallGroup group) {
         this.channel = channel;
         this.id = id;
         this.method = method;
@@ -50,6 +53,7 @@ final class Call {
         this.deadlineMillis = deadlineMillis;
         this.startNanos = System.nanoTime();
         this.deadlineNanos = startNanos + TimeUnit.MILLISECONDS.toNanos(deadlineMillis);
+        this.group = group;
         this.future = new Future(this);
     }
 
@@ -68,19 +72,49 @@ final class Call {
         return nowNanos - deadlineNanos >= 0;
     }
 
-    /** A call's future; cancelling it abandons the call. */
+    /** A call's future; cancelling it abandons the call. Its completion, however made, counts in its group. */
     static final class Future extends CompletableFuture<RpcResponse> {
+        private static final VarHandle COUNTED;
+
+        static {
+            try {
+                COUNTED = MethodHandles.lookup().findVarHandle(Future.class, "counted", boolean.class);
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+
         private final Call call;
+        /** Set by the completion that counted in the group ({@code cancel} says true again once cancelled). */
+        @SuppressWarnings("unused")
+        private volatile boolean counted;
 
         Future(Call call) {
             this.call = call;
         }
 
         @Override
+        public boolean complete(RpcResponse value) {
+            return counted(super.complete(value));
+        }
+
+        @Override
+        public boolean completeExceptionally(Throwable failure) {
+            return counted(super.completeExceptionally(failure));
+        }
+
+        @Override
         public boolean cancel(boolean mayInterruptIfRunning) {
-            boolean done = super.cancel(mayInterruptIfRunning);
+            boolean done = counted(super.cancel(mayInterruptIfRunning));
             if (done) {
                 call.channel.cancelled(call);
+            }
+            return done;
+        }
+
+        private boolean counted(boolean done) {
+            if (done && call.group != null && COUNTED.compareAndSet(this, false, true)) {
+                call.group.completed();
             }
             return done;
         }

@@ -45,9 +45,10 @@ final class PendingCalls {
     }
 
     /** A new call with the next id, pending from now on. */
-    Call open(RpcChannel channel, RpcMethod method, int length, RequestWriter writer, long deadlineMillis) {
+    Call open(RpcChannel channel, RpcMethod method, int length, RequestWriter writer, long deadlineMillis,
+            CallGroup group) {
         synchronized (idLock) {
-            Call call = new Call(channel, nextCallId.getAndIncrement(), method, length, writer, deadlineMillis);
+            Call call = new Call(channel, nextCallId.getAndIncrement(), method, length, writer, deadlineMillis, group);
             if (!slots.compareAndSet(slot(call.id), null, call)) {
                 overflow.put(call.id, call);
             }

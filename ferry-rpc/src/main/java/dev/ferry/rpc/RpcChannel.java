@@ -3,6 +3,7 @@ package dev.ferry.rpc;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
+import java.util.Objects;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -129,6 +130,20 @@ public final class RpcChannel {
      * and tells the server (best effort); a non-idempotent call that was sent may still run.
      */
     public CompletableFuture<RpcResponse> call(RpcMethod method, int length, RequestWriter writer, long deadlineMillis) {
+        return call(method, length, writer, deadlineMillis, null);
+    }
+
+    /**
+     * {@link #call(RpcMethod, int, RequestWriter)} as one of the calls of {@code group}, which its
+     * owner (the calling thread) then {@linkplain CallGroup#await awaits} with the others.
+     */
+    public CompletableFuture<RpcResponse> call(RpcMethod method, int length, RequestWriter writer, CallGroup group) {
+        return call(method, length, writer, client.config.defaultDeadlineMillis(),
+                Objects.requireNonNull(group, "group"));
+    }
+
+    private CompletableFuture<RpcResponse> call(RpcMethod method, int length, RequestWriter writer, long deadlineMillis,
+            CallGroup group) {
         if (client.isClosed()) {
             CompletableFuture<RpcResponse> failed = new CompletableFuture<>();
             failed.completeExceptionally(new RpcException("client closed"));
@@ -140,7 +155,10 @@ public final class RpcChannel {
         if (deadlineMillis <= 0) {
             throw new IllegalArgumentException("deadline must be positive: " + deadlineMillis);
         }
-        Call call = pending.open(this, method, length, writer, deadlineMillis);
+        if (group != null) {
+            group.started();
+        }
+        Call call = pending.open(this, method, length, writer, deadlineMillis, group);
         client.calls.increment();
         client.deadlines.watch(call.deadlineNanos);
         Session s = sessions.current();

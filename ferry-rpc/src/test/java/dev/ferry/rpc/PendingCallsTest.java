@@ -26,7 +26,7 @@ class PendingCallsTest {
     private final PendingCalls table = new PendingCalls(ids);
 
     private Call open() {
-        return table.open(null, METHOD, 0, NOTHING, 60_000);
+        return table.open(null, METHOD, 0, NOTHING, 60_000, null);
     }
 
     @Test

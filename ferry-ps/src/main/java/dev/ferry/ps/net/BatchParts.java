@@ -15,6 +15,8 @@ import dev.ferry.ps.PsException;
 import dev.ferry.ps.PullFormat;
 import dev.ferry.ps.SlotTable;
 import dev.ferry.ps.Slots;
+import dev.ferry.rpc.CallGroup;
+import dev.ferry.rpc.RequestWriter;
 import dev.ferry.rpc.RpcException;
 import dev.ferry.rpc.RpcResponse;
 import dev.ferry.rpc.RpcTimeoutException;
@@ -64,13 +66,18 @@ final class BatchParts {
             plan.scatterRows(part, rows.segment(), dimension, out);
             return;
         }
-        int n = plan.partSize(part);
-        float[] decoded = new float[Math.multiplyExact(n, dimension)];
-        long encodedRow = rows.format().rowBytes(dimension);
-        for (int k = 0; k < n; k++) {
-            rows.format().decodeRow(rows.segment(), k * encodedRow, dimension, decoded, k * dimension);
-        }
+        float[] decoded = decode(rows.segment(), rows.format(), plan.partSize(part), dimension);
         plan.scatterRows(part, MemorySegment.ofArray(decoded), dimension, out);
+    }
+
+    /** The {@code n} encoded rows at the start of {@code encoded}, decoded into a new f32 array. */
+    private static float[] decode(MemorySegment encoded, PullFormat format, int n, int dimension) {
+        float[] decoded = new float[Math.multiplyExact(n, dimension)];
+        long encodedRow = format.rowBytes(dimension);
+        for (int k = 0; k < n; k++) {
+            format.decodeRow(encoded, k * encodedRow, dimension, decoded, k * dimension);
+        }
+        return decoded;
     }
 
     /** The longest a blocking pull waits for one call: its deadline and a margin against a lost timer. */
@@ -104,7 +111,7 @@ final class BatchParts {
                 ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
                     int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, format.code());
                     PsDescriptor.stamp(body, r.generation(), 0);
-                    plan.writeIds(part, body.asSlice(at));
+                    plan.writeIds(part, body, at);
                 }).thenApply(response -> new Rows(checkRows(response, expected, r, plan.server(part), n, dimension),
                         response, format))
                 .exceptionallyCompose(failure -> {
@@ -117,34 +124,64 @@ final class BatchParts {
     }
 
     /**
+     * A part's pull request on the fast path, encoded from the plan straight into the send buffer
+     * (again on a resend). One thread's blocking pulls keep one per part and set it for each
+     * batch, so that starting a part allocates no writer; the thread's plan and these are
+     * replaced together after a failure, since a call that failed may still be encoded again.
+     */
+    static final class PullRequest implements RequestWriter {
+        private Route route;
+        private BatchPlan plan;
+        private int part;
+        private byte[] name;
+        private int dimension;
+        private int count;
+        private PullFormat format;
+
+        @Override
+        public void write(MemorySegment body) {
+            int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, count, format.code());
+            PsDescriptor.stamp(body, route.generation(), 0);
+            plan.writeIds(part, body, at);
+        }
+    }
+
+    /**
      * Starts a part's pull for a caller that waits on its own thread ({@link #awaitPull}): the
-     * fast path's request with no stage after the RPC's future, so the transport's thread only
-     * completes it and the answer is checked on the waiting thread. Null when the part is above
-     * the servers' request limits (then {@link #awaitPull} splits it).
+     * fast path's request, written by {@code request} (the thread's own for this part), with no
+     * stage after the RPC's future, so the transport's thread only completes it and counts it in
+     * {@code group}; the answer is checked on the waiting thread. Null when the part is above the
+     * servers' request limits (then {@link #awaitPull} splits it).
      */
     CompletableFuture<RpcResponse> startPull(Route r, BatchPlan plan, int part, byte[] name, int dimension,
-            PullFormat format) {
+            PullFormat format, PullRequest request, CallGroup group) {
         int n = plan.partSize(part);
         if (!routing.fits(n, dimension)) {
             return null;
         }
+        request.route = r;
+        request.plan = plan;
+        request.part = part;
+        request.name = name;
+        request.dimension = dimension;
+        request.count = n;
+        request.format = format;
         return calls.rawCall(r.addresses().get(plan.server(part)), PsDescriptor.PULL,
-                ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
-                    int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, format.code());
-                    PsDescriptor.stamp(body, r.generation(), 0);
-                    plan.writeIds(part, body.asSlice(at));
-                });
+                ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)), request, group);
     }
 
     /**
-     * Waits for a part started by {@link #startPull} and returns its rows (release them). A
+     * Waits for a part started by {@link #startPull}, scatters its rows into {@code out} (the
+     * caller's {@code plan.count()} rows) unless {@code out} is null, and releases the answer. A
      * failure goes the way {@link #pullPart}'s does: mapped to the server's {@link PsException},
      * and a retryable one sent again by id, into the client's own copy, waited for here too.
      */
-    Rows awaitPull(CompletableFuture<RpcResponse> started, Route r, BatchPlan plan, int part, byte[] name,
-            int dimension, PullFormat format) {
+    void awaitPull(CompletableFuture<RpcResponse> started, Route r, BatchPlan plan, int part, byte[] name,
+            int dimension, PullFormat format, float[] out) {
         if (started == null) {
-            return ClientCalls.join(pullCopy(plan.ids(part), name, dimension, format, 1, retry.start()));
+            scatterCopy(ClientCalls.join(pullCopy(plan.ids(part), name, dimension, format, 1, retry.start())), plan,
+                    part, dimension, out);
+            return;
         }
         String address = r.addresses().get(plan.server(part));
         RpcResponse response;
@@ -157,8 +194,10 @@ final class BatchParts {
             long giveUpAt = retry.start();
             if (retry.retryable(failure, true, 0, giveUpAt)) {
                 long[] ids = plan.ids(part);
-                return ClientCalls.join(retry.pause(failure, 0, address, ids[0], giveUpAt)
-                        .thenCompose(v -> pullCopy(ids, name, dimension, format, 1, giveUpAt)));
+                scatterCopy(ClientCalls.join(retry.pause(failure, 0, address, ids[0], giveUpAt)
+                        .thenCompose(v -> pullCopy(ids, name, dimension, format, 1, giveUpAt))), plan, part, dimension,
+                        out);
+                return;
             }
             throw failure instanceof RuntimeException re ? re : new RpcException(String.valueOf(failure), failure);
         } catch (InterruptedException e) {
@@ -166,9 +205,29 @@ final class BatchParts {
             started.cancel(false);
             throw new RpcException("interrupted", e);
         }
-        int n = plan.partSize(part);
-        return new Rows(checkRows(response, format.rowsBytes(n, dimension), r, plan.server(part), n, dimension),
-                response, format);
+        try (response) {
+            int n = plan.partSize(part);
+            long expected = format.rowsBytes(n, dimension);
+            MemorySegment rows = response.segment();
+            checkAnswer(rows, expected, r, plan.server(part), n, dimension);
+            if (out == null) {
+                return;
+            }
+            if (format == PullFormat.F32) {
+                plan.scatterRows(part, rows, dimension, out);
+            } else {
+                plan.scatterRows(part, MemorySegment.ofArray(decode(rows, format, n, dimension)), dimension, out);
+            }
+        }
+    }
+
+    /** Scatters (unless {@code out} is null) and releases rows of the resilient path. */
+    private static void scatterCopy(Rows rows, BatchPlan plan, int part, int dimension, float[] out) {
+        try (rows) {
+            if (out != null) {
+                plan.scatterRows(part, rows.segment(), dimension, out);
+            }
+        }
     }
 
     /** A call the RPC layer left pending past its deadline: cancelled, and failed as timed out. */
@@ -225,15 +284,23 @@ final class BatchParts {
     /** Checks a pull answer's size, notes its generation, and returns its rows. */
     private MemorySegment checkRows(RpcResponse response, long expected, Route r, int server, int n, int dimension) {
         MemorySegment segment = response.segment();
-        if (segment.byteSize() != expected + PsDescriptor.GENERATION_TRAILER) {
-            long got = segment.byteSize();
+        try {
+            checkAnswer(segment, expected, r, server, n, dimension);
+        } catch (PsException e) {
             response.release();
-            throw new PsException(PsException.Code.LENGTH_MISMATCH, "server " + r.addresses().get(server)
-                    + " answered " + got + " bytes for " + n + " encoded rows of dimension " + dimension + "; expected "
-                    + (expected + PsDescriptor.GENERATION_TRAILER));
+            throw e;
         }
-        routing.observe(PsDescriptor.trailerGeneration(segment), r);
         return segment.asSlice(0, expected);
+    }
+
+    /** Checks that a pull answer holds {@code expected} bytes of rows and the trailer, and notes its generation. */
+    private void checkAnswer(MemorySegment answer, long expected, Route r, int server, int n, int dimension) {
+        if (answer.byteSize() != expected + PsDescriptor.GENERATION_TRAILER) {
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "server " + r.addresses().get(server)
+                    + " answered " + answer.byteSize() + " bytes for " + n + " encoded rows of dimension " + dimension
+                    + "; expected " + (expected + PsDescriptor.GENERATION_TRAILER));
+        }
+        routing.observe(PsDescriptor.trailerGeneration(answer), r);
     }
 
     // ------------------------------------------------------------------------------------------
@@ -260,7 +327,7 @@ final class BatchParts {
                     try {
                         int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, 0);
                         PsDescriptor.stamp(body, r.generation(), dedupe);
-                        plan.writeIds(part, body.asSlice(at));
+                        plan.writeIds(part, body, at);
                         plan.sumGradients(part, grads, dimension, body.asSlice(at + (long) n * Long.BYTES));
                     } finally {
                         lease.exit();

@@ -7,6 +7,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 
 import dev.ferry.ps.PsException;
+import dev.ferry.rpc.CallGroup;
 import dev.ferry.rpc.RemoteException;
 import dev.ferry.rpc.RequestWriter;
 import dev.ferry.rpc.RpcChannel;
@@ -56,10 +57,16 @@ final class ClientCalls {
     /**
      * A call to the server at {@code address} with no stage after the RPC's own future: for a
      * caller that waits and maps a failure itself ({@link #map}), so that the thread completing
-     * the call has nothing to run but the waiter's wake-up.
+     * the call has nothing to run but the waiter's wake-up; the call counts in {@code group},
+     * which the calling thread owns.
      */
-    CompletableFuture<RpcResponse> rawCall(String address, RpcMethod method, int length, RequestWriter writer) {
-        return channelsByAddress.computeIfAbsent(address, rpc::channel).call(method, length, writer);
+    CompletableFuture<RpcResponse> rawCall(String address, RpcMethod method, int length, RequestWriter writer,
+            CallGroup group) {
+        RpcChannel channel = channelsByAddress.get(address); // no method reference made per call once it exists
+        if (channel == null) {
+            channel = channelsByAddress.computeIfAbsent(address, rpc::channel);
+        }
+        return channel.call(method, length, writer, group);
     }
 
     static Throwable map(Throwable failure, String address) {

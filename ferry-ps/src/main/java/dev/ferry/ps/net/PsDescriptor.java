@@ -253,12 +253,12 @@ public final class PsDescriptor {
         return size < GENERATION_TRAILER ? -1 : answer.get(LONG, size - GENERATION_TRAILER);
     }
 
-    /** The table name of a checked header. */
+    /**
+     * The table name of a checked header, decoded as UTF-8; a name this thread met lately comes
+     * back as the same instance, with nothing allocated ({@link TableNames}).
+     */
     public static String name(MemorySegment body) {
-        int length = nameLength(body);
-        byte[] bytes = new byte[length];
-        MemorySegment.copy(body, ValueLayout.JAVA_BYTE, HEADER, bytes, 0, length);
-        return new String(bytes, StandardCharsets.UTF_8);
+        return TableNames.decode(body, HEADER, nameLength(body));
     }
 
     // ------------------------------------------------------------------------------------------

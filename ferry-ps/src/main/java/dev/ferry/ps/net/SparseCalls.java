@@ -6,13 +6,12 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 
 import dev.ferry.ps.BatchPlan;
 import dev.ferry.ps.PsException;
 import dev.ferry.ps.PullFormat;
+import dev.ferry.rpc.CallGroup;
 import dev.ferry.rpc.RpcResponse;
 
 /**
@@ -25,10 +24,35 @@ import dev.ferry.rpc.RpcResponse;
 final class SparseCalls {
 
     /**
-     * The plan of each thread's blocking pulls, re-planned batch after batch (no garbage per
-     * batch): a blocking pull uses it only until it returns, when every part has completed.
+     * Each thread's blocking pulls: their plan, re-planned batch after batch, their request
+     * writers and started calls, and the group they wait on, so that a pull allocates nothing of
+     * its own. A blocking pull uses them only until it returns, when every part has completed;
+     * after a failure the thread takes new ones.
      */
-    private static final ThreadLocal<BatchPlan[]> PLANS = ThreadLocal.withInitial(() -> new BatchPlan[] {new BatchPlan()});
+    private static final ThreadLocal<BlockingPull[]> PULLS = ThreadLocal.withInitial(() -> new BlockingPull[] {
+            new BlockingPull()});
+
+    /** One thread's blocking-pull state; see {@link #PULLS}. Confined to the thread that made it. */
+    private static final class BlockingPull {
+        final BatchPlan plan = new BatchPlan();
+        final CallGroup group = new CallGroup();
+        CompletableFuture<?>[] started = new CompletableFuture<?>[2];
+        BatchParts.PullRequest[] requests = new BatchParts.PullRequest[0];
+
+        /** Room for {@code parts} parts. */
+        void reserve(int parts) {
+            if (started.length < parts) {
+                started = new CompletableFuture<?>[parts];
+            }
+            if (requests.length < parts) {
+                BatchParts.PullRequest[] more = Arrays.copyOf(requests, parts);
+                for (int p = requests.length; p < parts; p++) {
+                    more[p] = new BatchParts.PullRequest();
+                }
+                requests = more;
+            }
+        }
+    }
 
     /** Idle plans of asynchronous pushes (one per push in flight is enough to allocate none). */
     private static final int PUSH_PLANS = 16;
@@ -48,77 +72,54 @@ final class SparseCalls {
 
     /** {@link PsClient#pull(String, long[], int, int, float[], PullFormat)}. */
     void pull(String table, long[] ids, int offset, int count, float[] out, PullFormat format) {
-        int dimension = ClientCalls.join(directory.dimension(table));
+        int dimension = directory.knownDimension(table);
+        if (dimension < 0) {
+            dimension = ClientCalls.join(directory.dimension(table));
+        }
         if (out.length < (long) count * dimension) {
             throw new PsException(PsException.Code.LENGTH_MISMATCH, "out holds " + out.length + " floats; "
                     + count + " rows of dimension " + dimension + " need " + (long) count * dimension);
         }
         PullFormat wire = format != null ? format : directory.pullFormat(table);
-        byte[] name = PsDescriptor.nameBytes(table);
+        byte[] name = TableNames.encode(table);
         Route r = routing.route();
-        BatchPlan[] mine = PLANS.get();
-        BatchPlan plan = mine[0].plan(ids, offset, count, r.table().slots());
-        MemorySegment target = MemorySegment.ofArray(out);
+        BlockingPull[] mine = PULLS.get();
+        BlockingPull state = mine[0];
+        BatchPlan plan = state.plan.plan(ids, offset, count, r.table().slots());
         int partCount = plan.parts();
-        CompletableFuture<?>[] started = new CompletableFuture<?>[partCount];
+        state.reserve(partCount);
+        CompletableFuture<?>[] started = state.started;
         RuntimeException failure = null;
         for (int p = 0; p < partCount && failure == null; p++) {
             try {
-                started[p] = batches.startPull(r, plan, p, name, dimension, wire);
+                started[p] = batches.startPull(r, plan, p, name, dimension, wire, state.requests[p], state.group);
             } catch (RuntimeException e) {
                 failure = e;
                 partCount = p;
             }
         }
-        if (partCount > 1) {
-            awaitAll(started, partCount, batches.longestWaitMillis());
+        // Wait once for every part, however each ends: the thread then wakes once per batch
+        // instead of once per part still out when it finished the one before. A wait that ran
+        // out (or was interrupted) leaves each part's outcome to be read next, and the group may
+        // still count a call of this batch, so the thread takes a new one.
+        if (partCount > 1 && !state.group.await(batches.longestWaitMillis(), TimeUnit.MILLISECONDS)) {
+            mine[0] = new BlockingPull();
         }
         for (int p = 0; p < partCount; p++) {
-            BatchParts.Rows rows;
+            @SuppressWarnings("unchecked")
+            CompletableFuture<RpcResponse> call = (CompletableFuture<RpcResponse>) started[p];
+            started[p] = null;
             try {
-                @SuppressWarnings("unchecked")
-                CompletableFuture<RpcResponse> call = (CompletableFuture<RpcResponse>) started[p];
-                rows = batches.awaitPull(call, r, plan, p, name, dimension, wire);
+                batches.awaitPull(call, r, plan, p, name, dimension, wire, failure == null ? out : null);
             } catch (RuntimeException e) {
                 failure = failure == null ? e : failure;
-                continue;
-            }
-            try (rows) {
-                if (failure == null) {
-                    BatchParts.scatter(plan, p, rows, dimension, target);
-                }
             }
         }
         if (failure != null) {
             // A call that failed may still be encoded again (a resend racing its deadline): it
-            // keeps this plan, and the thread plans its next batches in a new one.
-            mine[0] = new BatchPlan();
+            // keeps this plan and its writer, and the thread plans its next batches in new ones.
+            mine[0] = new BlockingPull();
             throw failure;
-        }
-    }
-
-    /**
-     * Waits until every started part has completed, however it did: the caller then wakes once
-     * per batch instead of once per part that was still out when it finished the one before.
-     * Parts that must be split (null) are left to {@code awaitPull}.
-     */
-    private static void awaitAll(CompletableFuture<?>[] started, int count, long longestMillis) {
-        int n = 0;
-        CompletableFuture<?>[] out = new CompletableFuture<?>[count];
-        for (int p = 0; p < count; p++) {
-            if (started[p] != null && !started[p].isDone()) {
-                out[n++] = started[p];
-            }
-        }
-        if (n < 2) {
-            return;
-        }
-        try {
-            CompletableFuture.allOf(n == count ? out : Arrays.copyOf(out, n)).get(longestMillis, TimeUnit.MILLISECONDS);
-        } catch (ExecutionException | TimeoutException e) {
-            // Each part's own outcome is read next (a call left pending fails there).
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt(); // awaitPull fails the parts still out
         }
     }
 

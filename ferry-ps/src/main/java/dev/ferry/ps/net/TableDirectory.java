@@ -166,6 +166,12 @@ final class TableDirectory {
         return all.stream().map(ClientCalls::join).toList();
     }
 
+    /** The dimension of a sparse table this client knows already, or -1 (then ask {@link #dimension}). */
+    int knownDimension(String table) {
+        Integer known = dimensions.get(table);
+        return known == null ? -1 : known;
+    }
+
     /** A sparse table's dimension: known since it was created or described, else asked of server 0. */
     CompletableFuture<Integer> dimension(String table) {
         Integer known = dimensions.get(table);

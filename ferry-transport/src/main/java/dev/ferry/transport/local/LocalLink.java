@@ -120,9 +120,7 @@ final class LocalLink {
         to.onReceived(message.length());
         sender.transport.onSent(message.length());
         releaseWindows(message.length());
-        if (message.future != null) {
-            message.future.complete(null);
-        }
+        message.sendDone();
         sender.transport.wakeStalled();
         to.deliver(receiver, message);
     }

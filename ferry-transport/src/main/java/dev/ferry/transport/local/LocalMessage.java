@@ -7,6 +7,7 @@ import dev.ferry.transport.TransportException;
 import dev.ferry.transport.TransportException.Reason;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.BiConsumer;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -38,6 +39,8 @@ final class LocalMessage extends Delivery implements OutboundMessage, InboundMes
     LocalLink link;
     int stream;
     CompletableFuture<Void> future;
+    /** What hears of a watched send's outcome ({@link LocalPeer#sendWatched}), else null. */
+    BiConsumer<? super Void, ? super Throwable> watcher;
     /** Whether the send windows hold this message's bytes; guarded by the link. */
     boolean admitted;
 
@@ -129,6 +132,33 @@ final class LocalMessage extends Delivery implements OutboundMessage, InboundMes
         CompletableFuture<Void> f = future;
         if (f != null) {
             f.completeExceptionally(cause);
+        }
+        report(cause);
+    }
+
+    /** The send's outcome is known: success, to whoever waits or watches. */
+    void sendDone() {
+        if (future != null) {
+            future.complete(null);
+        }
+        report(null);
+    }
+
+    /** Tells the watcher, once; its own failure stays its own, as a future's stage's would. */
+    private void report(TransportException failure) {
+        BiConsumer<? super Void, ? super Throwable> w = watcher;
+        watcher = null;
+        if (w == null) {
+            return;
+        }
+        try {
+            w.accept(null, failure);
+        } catch (Throwable e) {
+            if (e instanceof VirtualMachineError vmError) {
+                throw vmError;
+            }
+            System.getLogger(LocalMessage.class.getName()).log(System.Logger.Level.WARNING,
+                    "a send's outcome handler failed", e);
         }
     }
 

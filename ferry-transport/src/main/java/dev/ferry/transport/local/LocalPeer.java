@@ -5,7 +5,9 @@ import dev.ferry.transport.Peer;
 import dev.ferry.transport.TransportException.Reason;
 import dev.ferry.transport.TransportException;
 import dev.ferry.transport.flow.ByteWindow;
+import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.BiConsumer;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
@@ -93,19 +95,27 @@ final class LocalPeer implements Peer {
     @Override
     public CompletableFuture<Void> send(int stream, OutboundMessage message) {
         CompletableFuture<Void> future = new CompletableFuture<>();
-        submit(stream, own(message), future);
+        submit(stream, own(message), future, null);
         return future;
     }
 
     @Override
     public void sendAndForget(int stream, OutboundMessage message) {
-        submit(stream, own(message), null);
+        submit(stream, own(message), null, null);
     }
 
-    private void submit(int stream, LocalMessage message, CompletableFuture<Void> future) {
+    /** {@inheritDoc} With no future made: {@code onDone} runs on the delivering thread, or on this one if the send fails at once. */
+    @Override
+    public void sendWatched(int stream, OutboundMessage message, BiConsumer<? super Void, ? super Throwable> onDone) {
+        submit(stream, own(message), null, Objects.requireNonNull(onDone, "onDone"));
+    }
+
+    private void submit(int stream, LocalMessage message, CompletableFuture<Void> future,
+            BiConsumer<? super Void, ? super Throwable> watcher) {
         message.claim(this);
         message.stream = stream;
         message.future = future;
+        message.watcher = watcher;
         try {
             checkOpen();
             LocalLink link = linkFor(stream);
@@ -124,6 +134,7 @@ final class LocalPeer implements Peer {
         m.claim(this);
         m.stream = stream;
         m.future = null;
+        m.watcher = null;
         m.link = link;
         boolean taken;
         try {

@@ -254,6 +254,22 @@ public final class BatchPlan {
     }
 
     /**
+     * Copies the distinct ids of a part, in {@link #ids(int)} order, into {@code into} from index
+     * 0, with nothing allocated; returns how many.
+     *
+     * @throws PsException {@code LENGTH_MISMATCH} if {@code into} is shorter than the part
+     */
+    public int copyIds(int part, long[] into) {
+        int n = partSize(part);
+        if (into.length < n) {
+            throw new PsException(PsException.Code.LENGTH_MISMATCH, "a part of " + n + " ids does not fit in "
+                    + into.length);
+        }
+        System.arraycopy(partIds, partStart[part], into, 0, n);
+        return n;
+    }
+
+    /**
      * Where each caller position's answer is: {@code partOf[i]} is the part of position
      * {@code i} and {@code rowOf[i]} its row within that part's request and response, so that a
      * client can hand out views of the response buffers in the caller's order without copying.

@@ -150,6 +150,8 @@ class BatchPlanReuseTest {
             gradients.set(RowLayout.FLOAT, at, (float) random.nextDouble(-1, 1));
         }
         MemorySegment scattered = arena.allocate(Math.max(1, count * rowBytes));
+        float[] scatteredArray = new float[count * DIMENSION + 1];
+        scatteredArray[count * DIMENSION] = Float.NaN;
         for (int p = 0; p < plan.parts(); p++) {
             List<Long> expected = byServer.get(servers.get(p));
             assertEquals(servers.get(p), plan.server(p));
@@ -159,6 +161,22 @@ class BatchPlanReuseTest {
             plan.writeIds(p, written);
             for (int r = 0; r < n; r++) {
                 assertEquals((long) expected.get(r), written.get(RowLayout.LONG, 8L * r));
+            }
+            // The same ids at an offset of a buffer (after a request header), and copied into an array.
+            MemorySegment atOffset = arena.allocate(8L * n + 40);
+            plan.writeIds(p, atOffset, 40);
+            long[] copied = new long[n + 2];
+            copied[n] = copied[n + 1] = -7;
+            assertEquals(n, plan.copyIds(p, copied));
+            for (int r = 0; r < n; r++) {
+                assertEquals((long) expected.get(r), atOffset.get(RowLayout.LONG, 40 + 8L * r));
+                assertEquals((long) expected.get(r), copied[r]);
+            }
+            assertEquals(-7, copied[n], "copyIds wrote past the part");
+            if (n > 0) {
+                int part = p;
+                assertThrows(PsException.class, () -> plan.copyIds(part, new long[n - 1]));
+                assertThrows(PsException.class, () -> plan.writeIds(part, written, 16));
             }
             // Sums: f32 from zero, in the caller's order.
             float[] sums = new float[n * DIMENSION];
@@ -174,8 +192,10 @@ class BatchPlanReuseTest {
             float[] actual = new float[n * DIMENSION];
             MemorySegment.copy(summed, RowLayout.FLOAT, 0, actual, 0, actual.length);
             assertArrayEquals(sums, actual, "sums of part " + p);
-            // Scatter the sums back: each caller position gets its id's row.
+            // Scatter the sums back: each caller position gets its id's row, into native memory
+            // and into the caller's array alike.
             plan.scatterRows(p, summed, DIMENSION, scattered);
+            plan.scatterRows(p, summed, DIMENSION, scatteredArray);
         }
         Map<Long, float[]> sumOfId = new java.util.HashMap<>();
         for (int k = 0; k < count; k++) {
@@ -188,6 +208,13 @@ class BatchPlanReuseTest {
             float[] row = new float[DIMENSION];
             MemorySegment.copy(scattered, RowLayout.FLOAT, i * rowBytes, row, 0, DIMENSION);
             assertArrayEquals(sumOfId.get(ids[offset + i]), row, "position " + i);
+            assertArrayEquals(row, java.util.Arrays.copyOfRange(scatteredArray, i * DIMENSION, (i + 1) * DIMENSION),
+                    "position " + i + " in the array");
+        }
+        assertEquals(Float.NaN, scatteredArray[count * DIMENSION], "the array scatter wrote past its rows");
+        if (count > 0 && plan.parts() > 0) {
+            assertThrows(PsException.class, () -> plan.scatterRows(0, MemorySegment.NULL, DIMENSION, scatteredArray));
+            assertThrows(PsException.class, () -> plan.scatterRows(0, scattered, DIMENSION, new float[count * DIMENSION - 1]));
         }
     }
 }

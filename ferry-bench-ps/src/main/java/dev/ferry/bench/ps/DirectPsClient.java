@@ -27,6 +27,8 @@ final class DirectPsClient implements PsBenchClient {
     /** Each thread's plan, re-planned batch after batch for its pulls and pushes (all done on the calling thread). */
     private final ThreadLocal<BatchPlan> plans = ThreadLocal.withInitial(BatchPlan::new);
     private final ThreadLocal<MemorySegment[]> scratch = ThreadLocal.withInitial(() -> new MemorySegment[1]);
+    /** Each thread's copy of a part's ids, as a server reads them out of the request (grown, never shrunk). */
+    private final ThreadLocal<long[][]> partIds = ThreadLocal.withInitial(() -> new long[][] {new long[1024]});
 
     DirectPsClient(List<ParameterServer> servers) {
         this.servers = List.copyOf(servers);
@@ -41,13 +43,12 @@ final class DirectPsClient implements PsBenchClient {
 
     @Override
     public void pullAndWait(String table, int dimension, long[] ids, int count, float[] out) {
-        MemorySegment target = MemorySegment.ofArray(out);
         BatchPlan plan = plans.get().plan(ids, 0, count, slots);
         for (int p = 0; p < plan.parts(); p++) {
             int n = plan.partSize(p);
             MemorySegment rows = buffer((long) n * dimension * Float.BYTES);
-            servers.get(plan.server(p)).pull(table, dimension, plan.ids(p), 0, n, rows);
-            plan.scatterRows(p, rows, dimension, target);
+            servers.get(plan.server(p)).pull(table, dimension, ids(plan, p), 0, n, rows);
+            plan.scatterRows(p, rows, dimension, out); // into the caller's array, as PsClient's pull does
         }
     }
 
@@ -59,9 +60,19 @@ final class DirectPsClient implements PsBenchClient {
             int n = plan.partSize(p);
             MemorySegment rows = buffer((long) n * dimension * Float.BYTES);
             plan.sumGradients(p, source, dimension, rows);
-            servers.get(plan.server(p)).push(table, dimension, plan.ids(p), 0, n, rows);
+            servers.get(plan.server(p)).push(table, dimension, ids(plan, p), 0, n, rows);
         }
         return CompletableFuture.completedFuture(null);
+    }
+
+    /** A part's ids in this thread's array, which holds them from index 0. */
+    private long[] ids(BatchPlan plan, int part) {
+        long[][] mine = partIds.get();
+        if (mine[0].length < plan.partSize(part)) {
+            mine[0] = new long[Math.max(plan.partSize(part), 2 * mine[0].length)];
+        }
+        plan.copyIds(part, mine[0]);
+        return mine[0];
     }
 
     /** This thread's buffer, at least {@code bytes} long; exactly {@code bytes} of it. */

@@ -67,9 +67,13 @@ public final class CallGroup {
         }
     }
 
-    /** A call joins the group; on the owner, as it starts the call. */
+    /**
+     * A call joins the group; on the owner, as it starts the call.
+     *
+     * @throws IllegalStateException on a thread other than the owner (the call is not started)
+     */
     void started() {
-        assert Thread.currentThread() == owner : "a call group is started on its owner, " + owner.getName();
+        checkOwner();
         outstanding.incrementAndGet();
     }
 

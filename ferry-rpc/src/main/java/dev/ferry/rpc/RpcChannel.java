@@ -136,6 +136,8 @@ public final class RpcChannel {
     /**
      * {@link #call(RpcMethod, int, RequestWriter)} as one of the calls of {@code group}, which its
      * owner (the calling thread) then {@linkplain CallGroup#await awaits} with the others.
+     *
+     * @throws IllegalStateException if the calling thread does not own {@code group}
      */
     public CompletableFuture<RpcResponse> call(RpcMethod method, int length, RequestWriter writer, CallGroup group) {
         return call(method, length, writer, client.config.defaultDeadlineMillis(),

@@ -142,6 +142,18 @@ class CallGroupTest extends RpcTestBase {
         });
         other.join();
         assertInstanceOf(IllegalStateException.class, failure.get());
+        Thread starter = Thread.ofPlatform().start(() -> {
+            try {
+                channel.call(TestService.SIZED, TestService.REQUEST_HEADER, TestService.request(2, 8), group);
+                failure.set(null);
+            } catch (Throwable t) {
+                failure.set(t);
+            }
+        });
+        starter.join();
+        assertInstanceOf(IllegalStateException.class, failure.get(), "a call started on another thread");
+        assertEquals(0, group.outstanding(), "the refused call is not counted");
+        assertEquals(0, channel.pendingCalls(), "the refused call is not pending");
         assertEquals(Thread.currentThread(), group.owner());
         channel.call(TestService.SIZED, TestService.REQUEST_HEADER, TestService.request(1, 8), group).get().release();
     }

@@ -60,10 +60,14 @@ public final class PsTransport {
     /**
      * Messages of at least this many bytes go by reference to a peer process on the same host
      * ({@link TransportConfig#sharedSendBytes}): a pull's response is read by the client where the
-     * server gathered it, instead of being copied across the processes by the provider. Below it
-     * the copy costs less than the release message a reference needs.
+     * server gathered it, and a request's ids by the server where the client wrote them, instead
+     * of being copied across the processes by the provider. 4 KiB is where libfabric's shm
+     * provider stops copying through its ring and has the receiver copy with a system call
+     * ({@code process_vm_readv}); below it the ring's copy costs less than holding the buffer for
+     * its release. At 16 KiB, 55% of a fetch's answers went by reference, at 4 KiB 84%, and shm's
+     * fetch took 10% less time and CPU (docs/fetch-layer.md, eighteenth round).
      */
-    public static final long SHARED_SEND_BYTES = 16 << 10;
+    public static final long SHARED_SEND_BYTES = 4 << 10;
 
     /**
      * {@code base} with the eager threshold, receive buffers per link, receive pool, idle polling

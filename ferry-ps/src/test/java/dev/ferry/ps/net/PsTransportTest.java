@@ -45,7 +45,7 @@ class PsTransportTest extends PsNetTestBase {
                 base.sendWindowBytesPerLink(), base.sendWindowBytesPerPeer(), base.sendWindowBytesPerProcess())
                 .withPools(base.sendPoolBytes(), tuned.receivePoolBytes(), base.rendezvousPoolBytes())
                 .withIdlePollMicros(PsTransport.IDLE_POLL_MICROS).withSharedSendBytes(PsTransport.SHARED_SEND_BYTES), tuned);
-        assertEquals(16 << 10, tuned.sharedSendBytes(), "responses of 16 KiB and up by reference on one host");
+        assertEquals(4 << 10, tuned.sharedSendBytes(), "messages of 4 KiB and up by reference on one host");
         TransportConfig big = base.withPools(8L << 20, 512L << 20, 32L << 20);
         assertEquals(512L << 20, PsTransport.tune(big).receivePoolBytes(), "a larger pool is kept");
         // A receive buffer of the tuned size is one 256 KiB class with room for a frame header.
@@ -101,7 +101,7 @@ class PsTransportTest extends PsNetTestBase {
         int d = 64;
         TableConfig t = TableConfig.of("emb", d, Optimizer.sgd(0.1)).withInitializer(Initializer.uniform(-1, 1, 5));
         c.client().createTable(t);
-        long[] ids = new long[900]; // 230,400 bytes of rows: above the 16 KiB of a reference
+        long[] ids = new long[900]; // 230,400 bytes of rows: above the 4 KiB of a reference
         for (int i = 0; i < ids.length; i++) {
             ids[i] = i * 7L + 1;
         }

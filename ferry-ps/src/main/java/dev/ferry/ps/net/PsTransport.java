@@ -64,8 +64,9 @@ public final class PsTransport {
      * of being copied across the processes by the provider. 4 KiB is where libfabric's shm
      * provider stops copying through its ring and has the receiver copy with a system call
      * ({@code process_vm_readv}); below it the ring's copy costs less than holding the buffer for
-     * its release. At 16 KiB, 55% of a fetch's answers went by reference, at 4 KiB 84%, and shm's
-     * fetch took 10% less time and CPU (docs/fetch-layer.md, eighteenth round).
+     * its release. At 16 KiB, 55% of a fetch's answers went by reference (or, above the eager
+     * threshold, by rendezvous), at 4 KiB 84%, and shm's fetch took about 10% less time and CPU
+     * (docs/fetch-layer.md, eighteenth round).
      */
     public static final long SHARED_SEND_BYTES = 4 << 10;
 

@@ -22,8 +22,8 @@ public final class CallGroup {
 
     private final Thread owner;
     private final AtomicInteger outstanding = new AtomicInteger();
-    /** The owner while it waits (parked or about to park), else null. */
-    private volatile Thread waiter;
+    /** Whether the owner waits (parked or about to park). */
+    private volatile boolean waiting;
 
     /** A group owned by the calling thread. */
     public CallGroup() {
@@ -52,7 +52,7 @@ public final class CallGroup {
             return true;
         }
         long deadline = System.nanoTime() + unit.toNanos(timeout);
-        waiter = owner;
+        waiting = true;
         try {
             while (outstanding.get() > 0) {
                 long left = deadline - System.nanoTime();
@@ -63,7 +63,7 @@ public final class CallGroup {
             }
             return true;
         } finally {
-            waiter = null;
+            waiting = false;
         }
     }
 
@@ -79,11 +79,8 @@ public final class CallGroup {
 
     /** A call of the group completed; on any thread, once per call. */
     void completed() {
-        if (outstanding.decrementAndGet() == 0) {
-            Thread w = waiter;
-            if (w != null) {
-                LockSupport.unpark(w);
-            }
+        if (outstanding.decrementAndGet() == 0 && waiting) {
+            LockSupport.unpark(owner);
         }
     }
 

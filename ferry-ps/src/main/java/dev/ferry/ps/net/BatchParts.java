@@ -108,11 +108,8 @@ final class BatchParts {
         }
         long expected = format.rowsBytes(n, dimension);
         return calls.call(r, plan.server(part), PsDescriptor.PULL,
-                ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)), body -> {
-                    int at = PsDescriptor.writeHeader(body, PsDescriptor.SPARSE, name, dimension, n, format.code());
-                    PsDescriptor.stamp(body, r.generation(), 0);
-                    plan.writeIds(part, body, at);
-                }).thenApply(response -> new Rows(checkRows(response, expected, r, plan.server(part), n, dimension),
+                ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)),
+                new PullRequest().set(r, plan, part, name, dimension, format)).thenApply(response -> new Rows(checkRows(response, expected, r, plan.server(part), n, dimension),
                         response, format))
                 .exceptionallyCompose(failure -> {
                     long giveUpAt = retry.start();
@@ -128,6 +125,7 @@ final class BatchParts {
      * (again on a resend). One thread's blocking pulls keep one per part and set it for each
      * batch, so that starting a part allocates no writer; the thread's plan and these are
      * replaced together after a failure, since a call that failed may still be encoded again.
+     * An asynchronous pull makes one per part.
      */
     static final class PullRequest implements RequestWriter {
         private Route route;
@@ -137,6 +135,18 @@ final class BatchParts {
         private int dimension;
         private int count;
         private PullFormat format;
+
+        /** Writes part {@code part} of {@code plan} from now on; returns this. */
+        PullRequest set(Route r, BatchPlan plan, int part, byte[] name, int dimension, PullFormat format) {
+            this.route = r;
+            this.plan = plan;
+            this.part = part;
+            this.name = name;
+            this.dimension = dimension;
+            this.count = plan.partSize(part);
+            this.format = format;
+            return this;
+        }
 
         @Override
         public void write(MemorySegment body) {
@@ -159,15 +169,9 @@ final class BatchParts {
         if (!routing.fits(n, dimension)) {
             return null;
         }
-        request.route = r;
-        request.plan = plan;
-        request.part = part;
-        request.name = name;
-        request.dimension = dimension;
-        request.count = n;
-        request.format = format;
         return calls.rawCall(r.addresses().get(plan.server(part)), PsDescriptor.PULL,
-                ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)), request, group);
+                ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)),
+                request.set(r, plan, part, name, dimension, format), group);
     }
 
     /**
@@ -210,13 +214,8 @@ final class BatchParts {
             long expected = format.rowsBytes(n, dimension);
             MemorySegment rows = response.segment();
             checkAnswer(rows, expected, r, plan.server(part), n, dimension);
-            if (out == null) {
-                return;
-            }
-            if (format == PullFormat.F32) {
-                plan.scatterRows(part, rows, dimension, out);
-            } else {
-                plan.scatterRows(part, MemorySegment.ofArray(decode(rows, format, n, dimension)), dimension, out);
+            if (out != null) {
+                scatter(plan, part, rows, format, dimension, out);
             }
         }
     }
@@ -225,8 +224,19 @@ final class BatchParts {
     private static void scatterCopy(Rows rows, BatchPlan plan, int part, int dimension, float[] out) {
         try (rows) {
             if (out != null) {
-                plan.scatterRows(part, rows.segment(), dimension, out);
+                scatter(plan, part, rows.segment(), rows.format(), dimension, out);
             }
+        }
+    }
+
+    /** Copies a part's rows in {@code format} into the caller's array, decoding them first if encoded. */
+    private static void scatter(BatchPlan plan, int part, MemorySegment rows, PullFormat format, int dimension,
+            float[] out) {
+        if (format == PullFormat.F32) {
+            plan.scatterRows(part, rows, dimension, out);
+        } else {
+            plan.scatterRows(part, MemorySegment.ofArray(decode(rows, format, plan.partSize(part), dimension)),
+                    dimension, out);
         }
     }
 

@@ -40,8 +40,7 @@ final class ClientCalls {
 
     /** A call to the server at {@code address}, failures mapped as {@link #call(Route, int, RpcMethod, int, RequestWriter)}. */
     CompletableFuture<RpcResponse> call(String address, RpcMethod method, int length, RequestWriter writer) {
-        RpcChannel channel = channelsByAddress.computeIfAbsent(address, rpc::channel);
-        return channel.call(method, length, writer).exceptionallyCompose(
+        return channel(address).call(method, length, writer).exceptionallyCompose(
                 failure -> CompletableFuture.failedFuture(map(failure, address)));
     }
 
@@ -49,8 +48,7 @@ final class ClientCalls {
     CompletableFuture<RpcResponse> call(Route r, int server, RpcMethod method, int length, RequestWriter writer,
             long deadlineMillis) {
         String address = r.addresses().get(server);
-        RpcChannel channel = channelsByAddress.computeIfAbsent(address, rpc::channel);
-        return channel.call(method, length, writer, deadlineMillis).exceptionallyCompose(
+        return channel(address).call(method, length, writer, deadlineMillis).exceptionallyCompose(
                 failure -> CompletableFuture.failedFuture(map(failure, address)));
     }
 
@@ -62,11 +60,13 @@ final class ClientCalls {
      */
     CompletableFuture<RpcResponse> rawCall(String address, RpcMethod method, int length, RequestWriter writer,
             CallGroup group) {
-        RpcChannel channel = channelsByAddress.get(address); // no method reference made per call once it exists
-        if (channel == null) {
-            channel = channelsByAddress.computeIfAbsent(address, rpc::channel);
-        }
-        return channel.call(method, length, writer, group);
+        return channel(address).call(method, length, writer, group);
+    }
+
+    /** The channel to the server at {@code address}, opened on first use; no method reference made once it exists. */
+    private RpcChannel channel(String address) {
+        RpcChannel channel = channelsByAddress.get(address);
+        return channel != null ? channel : channelsByAddress.computeIfAbsent(address, rpc::channel);
     }
 
     static Throwable map(Throwable failure, String address) {

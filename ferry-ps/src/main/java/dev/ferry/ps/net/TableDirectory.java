@@ -174,8 +174,8 @@ final class TableDirectory {
 
     /** A sparse table's dimension: known since it was created or described, else asked of server 0. */
     CompletableFuture<Integer> dimension(String table) {
-        Integer known = dimensions.get(table);
-        if (known != null) {
+        int known = knownDimension(table);
+        if (known >= 0) {
             return CompletableFuture.completedFuture(known);
         }
         byte[] name = PsDescriptor.nameBytes(table);

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
@@ -118,7 +119,9 @@ class CallGroupTest extends RpcTestBase {
         Thread owner = Thread.ofPlatform().start(() -> {
             CallGroup group = new CallGroup();
             CompletableFuture<RpcResponse> slow = channel.call(TestService.SLEEP, 8, sleep(10_000), group);
-            boolean all = group.await(30, TimeUnit.SECONDS);
+            // Each call's deadline (10 s) ends it anyway: a wait of a minute runs out only if completions
+            // are lost, or the host stopped this process for that long.
+            boolean all = group.await(60, TimeUnit.SECONDS);
             seen.set(List.of(all, Thread.currentThread().isInterrupted(), group.outstanding()));
             slow.cancel(false);
         });
@@ -161,7 +164,7 @@ class CallGroupTest extends RpcTestBase {
 
     @ParameterizedTest
     @ValueSource(strings = {"local", "shm"})
-    @Timeout(120)
+    @Timeout(300)
     void oneGroupServesBatchAfterBatch(String provider) throws Exception {
         RpcChannel channel = connect(provider, rpc());
         CallGroup group = new CallGroup();
@@ -173,7 +176,13 @@ class CallGroupTest extends RpcTestBase {
                 calls.add(channel.call(k == 1 ? TestService.INLINE : TestService.SIZED, TestService.REQUEST_HEADER + 32,
                         TestService.request(seed, 24 + k), group));
             }
-            assertTrue(group.await(30, TimeUnit.SECONDS), "batch " + b);
+            long waitStart = System.nanoTime();
+            // Each call's deadline (10 s) ends it anyway: a wait of a minute runs out only if completions
+            // are lost, or the host stopped this process for that long.
+            boolean all = group.await(60, TimeUnit.SECONDS);
+            if (!all) {
+                fail(stalled(b, group, calls, channel, waitStart));
+            }
             for (int k = 0; k < 3; k++) {
                 assertTrue(calls.get(k).isDone(), "batch " + b + " call " + k + " not done after the wait");
                 try (RpcResponse response = calls.get(k).get()) {
@@ -182,5 +191,25 @@ class CallGroupTest extends RpcTestBase {
             }
             assertEquals(0, group.outstanding(), "batch " + b);
         }
+    }
+
+    /** What a wait that ran out saw, for the failure message: the group, each call, the channel, every thread. */
+    private static String stalled(int batch, CallGroup group, List<CompletableFuture<RpcResponse>> calls,
+            RpcChannel channel, long waitStartNanos) {
+        StringBuilder s = new StringBuilder("batch " + batch + ": the wait returned false after "
+                + (System.nanoTime() - waitStartNanos) / 1_000_000 + " ms, interrupted "
+                + Thread.currentThread().isInterrupted() + ", outstanding " + group.outstanding()
+                + ", channel pending " + channel.pendingCalls() + "; calls:");
+        for (CompletableFuture<RpcResponse> call : calls) {
+            s.append(' ').append(call);
+        }
+        s.append("\n");
+        Thread.getAllStackTraces().forEach((thread, stack) -> {
+            s.append(thread.getName()).append(' ').append(thread.getState()).append('\n');
+            for (StackTraceElement frame : stack) {
+                s.append("    at ").append(frame).append('\n');
+            }
+        });
+        return s.toString();
     }
 }

@@ -84,6 +84,22 @@ final class BenchDriver {
         return r;
     }
 
+    /**
+     * Adds the share of the guest's CPU time that other guests took over the measured interval
+     * ({@link HostSteal#COUNTER}) and says so on the progress stream where it disturbed the run.
+     */
+    private RunResult withSteal(RunResult r, HostSteal from, HostSteal to) {
+        double share = HostSteal.share(from, to);
+        if (Double.isFinite(share)) {
+            r.counters().put(HostSteal.COUNTER, Math.round(share * 1000));
+            if (HostSteal.disturbed(r)) {
+                progress.printf(Locale.ROOT, "  note: %s: other guests of this host took %.0f%% of its cores while it"
+                        + " was measured (steal); the run measured the host%n", r.label(), 100 * share);
+            }
+        }
+        return r;
+    }
+
     /** A transport's run of {@code fetch}, with metrics if {@code --metrics-port} is given. */
     RunResult fetch(FetchOptions o, BenchTransport transport) {
         return fetch(o, transport, o.common.metricsPort != null);
@@ -126,13 +142,15 @@ final class BenchDriver {
             Map<String, Long> net0 = network();
             long cpu0 = cluster.cpuNanos();
             long jit0 = cluster.compilerNanos();
+            HostSteal steal0 = HostSteal.now();
             cluster.sendAll(workers, "MEASURE");
             wait("fetch", transport.label(), "measuring", c.durationSeconds, workers);
             cluster.sendAll(workers, "STOP");
             long cpu1 = cluster.cpuNanos();
             long jit1 = cluster.compilerNanos();
-            RunResult r = withCompilers(withNetwork(cluster.collect("fetch", transport, true, workers, cpu1 - cpu0,
-                    null), net0), jit1 - jit0);
+            HostSteal steal1 = HostSteal.now();
+            RunResult r = withSteal(withCompilers(withNetwork(cluster.collect("fetch", transport, true, workers,
+                    cpu1 - cpu0, null), net0), jit1 - jit0), steal0, steal1);
             r = format == dev.ferry.ps.PullFormat.F32 ? r : r.withTransport(r.transport() + "-" + format);
             return replicas == 0 ? r : r.withTransport(BenchOptions.withReplicas(r.transport(), replicas));
         }
@@ -165,6 +183,7 @@ final class BenchDriver {
             long measureUntil = Long.MAX_VALUE;
             long cpu0 = 0;
             long jit0 = 0;
+            HostSteal steal0 = null;
             Map<String, Long> net0 = Map.of();
             long released = 0;
             boolean measuring = false;
@@ -191,6 +210,7 @@ final class BenchDriver {
                     net0 = network();
                     cpu0 = cluster.cpuNanos();
                     jit0 = cluster.compilerNanos();
+                    steal0 = HostSteal.now();
                     measuring = true;
                     measureUntil = now + (long) (c.durationSeconds * 1e9);
                     go = "GO measure";
@@ -212,9 +232,10 @@ final class BenchDriver {
                 if (go.equals("GO stop")) {
                     long cpu1 = cluster.cpuNanos();
                     long jit1 = cluster.compilerNanos();
+                    HostSteal steal1 = HostSteal.now();
                     cluster.sendAll(workers, go);
-                    RunResult r = withStepBounds(withCompilers(withNetwork(cluster.collect("push", transport,
-                            flowControl, workers, cpu1 - cpu0, steps), net0), jit1 - jit0));
+                    RunResult r = withSteal(withStepBounds(withCompilers(withNetwork(cluster.collect("push", transport,
+                            flowControl, workers, cpu1 - cpu0, steps), net0), jit1 - jit0)), steal0, steal1);
                     r.counters().put("warmup_ms", warmedNanos / 1_000_000);
                     return replicas == 0 ? r : r.withTransport(BenchOptions.withReplicas(r.transport(), replicas));
                 }

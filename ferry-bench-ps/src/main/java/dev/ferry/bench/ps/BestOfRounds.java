@@ -11,7 +11,8 @@ import java.util.function.Supplier;
 /**
  * The summary of {@code --rounds}: for each transport, the best of its ratios to {@code netty}
  * over rounds that ran every transport in turn, each ratio taken within its own round (the
- * machine drifts between rounds more than between the transports of one round).
+ * machine drifts between rounds more than between the transports of one round), leaving out the
+ * rounds that other guests of a shared host disturbed ({@link HostSteal}).
  */
 final class BestOfRounds {
 
@@ -55,7 +56,22 @@ final class BestOfRounds {
         return q;
     }
 
-    /** The table, Markdown-compatible: each best ratio with the round it came from; empty without netty. */
+    /**
+     * Whether the ratios of {@code r} in {@code round} measured the host: other guests took the
+     * cores ({@link HostSteal#disturbed}) while {@code r}, its baseline or the floor was measured.
+     */
+    static boolean disturbed(List<RunResult> round, RunResult r) {
+        RunResult b = Report.baseline(round, r);
+        RunResult floor = Floor.of(round);
+        return HostSteal.disturbed(r) || b != null && HostSteal.disturbed(b)
+                || floor != null && HostSteal.disturbed(floor);
+    }
+
+    /**
+     * The table, Markdown-compatible: each best ratio with the round it came from; empty without
+     * netty. Rounds that other guests of the host {@linkplain #disturbed disturbed} are left out
+     * while an undisturbed round remains; a ratio taken from a disturbed round is marked {@code *}.
+     */
     static List<String> table(List<List<RunResult>> rounds) {
         Set<String> labels = new LinkedHashSet<>();
         rounds.forEach(round -> round.forEach(r -> labels.add(r.label())));
@@ -63,9 +79,15 @@ final class BestOfRounds {
         for (String label : labels) {
             double[] best = {Double.NaN, Double.NaN, Double.NaN, Double.NaN};
             int[] at = new int[4];
+            boolean quietOnly = false;
             for (int i = 0; i < rounds.size(); i++) {
                 RunResult r = find(rounds.get(i), label);
-                if (r == null || r.transport().equals(Report.BASELINE) || r.transport().equals(BenchTransport.FLOOR)) {
+                quietOnly |= r != null && !disturbed(rounds.get(i), r);
+            }
+            for (int i = 0; i < rounds.size(); i++) {
+                RunResult r = find(rounds.get(i), label);
+                if (r == null || r.transport().equals(Report.BASELINE) || r.transport().equals(BenchTransport.FLOOR)
+                        || quietOnly && disturbed(rounds.get(i), r)) {
                     continue;
                 }
                 double[] q = ratios(rounds.get(i), r);
@@ -77,8 +99,10 @@ final class BestOfRounds {
                 }
             }
             if (Double.isFinite(best[0])) {
+                String mark = quietOnly ? "" : "*";
                 lines.add(String.format(Locale.ROOT, "| %-10s | %12s | %12s | %12s | %12s |", label,
-                        cell(best[0], at[0]), cell(best[1], at[1]), cell(best[2], at[2]), cell(best[3], at[3])));
+                        cell(best[0], at[0]) + mark, cell(best[1], at[1]) + mark, cell(best[2], at[2]) + mark,
+                        cell(best[3], at[3]) + mark));
             }
         }
         if (lines.isEmpty()) {
@@ -96,7 +120,9 @@ final class BestOfRounds {
         if (!table.isEmpty()) {
             out.println();
             out.println("best of " + rounds.size() + " rounds: each transport's lowest ratio to " + Report.BASELINE
-                    + " in the same round (round in brackets); layer cpu is the CPU above direct");
+                    + " in the same round (round in brackets); layer cpu is the CPU above direct; rounds in which"
+                    + " other guests of the host took more than " + Math.round(100 * HostSteal.DISTURBED)
+                    + "% of the cores are left out (* where every round was)");
             table.forEach(out::println);
         }
     }

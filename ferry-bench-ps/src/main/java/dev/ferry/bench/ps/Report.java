@@ -86,6 +86,10 @@ final class Report {
         out.println();
         out.println("ratios (last four columns) are to " + BASELINE + " (Ferry RPC over kernel TCP)");
         table(results).forEach(out::println);
+        String steal = stealLine(results);
+        if (steal != null) {
+            out.println(steal);
+        }
         List<String> floor = Floor.table(results);
         if (!floor.isEmpty()) {
             out.println();
@@ -102,6 +106,23 @@ final class Report {
         }
         out.println();
         results.forEach(r -> out.println(json(results, r)));
+    }
+
+    /**
+     * The share of the cores other guests of the host took over each measured interval, those
+     * above {@link HostSteal#DISTURBED} marked; null where none was recorded (not Linux).
+     */
+    static String stealLine(List<RunResult> results) {
+        StringBuilder s = new StringBuilder();
+        for (RunResult r : results) {
+            double share = HostSteal.of(r);
+            if (Double.isFinite(share)) {
+                s.append(s.isEmpty() ? "" : ", ").append(r.label()).append(' ')
+                        .append(String.format(Locale.ROOT, "%.1f%%", 100 * share))
+                        .append(HostSteal.disturbed(r) ? " (disturbed)" : "");
+            }
+        }
+        return s.isEmpty() ? null : "host steal over each measured interval: " + s;
     }
 
     /** Drops, retransmissions and timeouts per run on the emulated network; empty on loopback. */

@@ -28,6 +28,59 @@ class BestOfRoundsTest {
         return List.of(run("direct", 40, 40), run("shm", shmMicros, shmCpu), run("netty", nettyMicros, nettyCpu));
     }
 
+    /** {@code r} with {@code permille} of the host's CPU time taken by other guests while it was measured. */
+    private static RunResult stolen(RunResult r, long permille) {
+        Map<String, Long> counters = new java.util.HashMap<>(r.counters());
+        counters.put(HostSteal.COUNTER, permille);
+        return new RunResult(r.workload(), r.transport(), r.flowControl(), r.latency(), r.operations(), r.keys(),
+                r.errors(), r.seconds(), r.cpuNanos(), r.steps(), counters);
+    }
+
+    /** {@link #round} with steal recorded: {@code shm}, {@code netty} and {@code direct} in permille. */
+    private static List<RunResult> round(long shmMicros, long nettyMicros, long shmSteal, long nettySteal,
+            long floorSteal) {
+        return List.of(stolen(run("direct", 40, 40), floorSteal), stolen(run("shm", shmMicros, 100), shmSteal),
+                stolen(run("netty", nettyMicros, 200), nettySteal));
+    }
+
+    private static String[] shmCells(List<List<RunResult>> rounds) {
+        List<String> table = BestOfRounds.table(rounds);
+        String shm = table.stream().filter(l -> l.startsWith("| shm ")).findFirst().orElseThrow();
+        return shm.split("\\|");
+    }
+
+    @Test
+    void aRoundThatOtherGuestsDisturbedIsLeftOutWhileAQuietOneRemains() {
+        // Round 1 has the better ratio, but other guests took 12% of the cores while netty ran.
+        String[] cells = shmCells(List.of(round(200, 800, 10, 120, 10), round(300, 500, 10, 10, 10)));
+        assertEquals("0.60x (r2)", cells[2].strip());
+        // The same where it was the floor's interval, or shm's own, that was disturbed.
+        assertEquals("0.60x (r2)", shmCells(List.of(round(200, 800, 10, 10, 51), round(300, 500, 10, 10, 10)))[2].strip());
+        assertEquals("0.60x (r2)", shmCells(List.of(round(200, 800, 60, 0, 0), round(300, 500, 50, 50, 50)))[2].strip());
+        // 5.0% is still quiet; 5.1% is not.
+        assertEquals("0.25x (r1)", shmCells(List.of(round(200, 800, 50, 50, 50), round(300, 500, 10, 10, 10)))[2].strip());
+    }
+
+    @Test
+    void whenEveryRoundWasDisturbedTheBestIsTakenFromAllAndMarked() {
+        String[] cells = shmCells(List.of(round(200, 800, 200, 0, 0), round(300, 500, 0, 300, 0)));
+        assertEquals("0.25x (r1)*", cells[2].strip());
+        assertEquals("0.25x (r1)*", cells[3].strip());
+    }
+
+    @Test
+    void eachRoundPrintsTheStealOfEveryRunAndMarksTheDisturbed() {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        Report.print(round(200, 800, 12, 300, 0), new PrintStream(bytes, true, StandardCharsets.UTF_8));
+        String printed = bytes.toString(StandardCharsets.UTF_8);
+        assertTrue(printed.contains("host steal over each measured interval: direct 0.0%, shm 1.2%, netty 30.0% "
+                + "(disturbed)"), printed);
+        assertTrue(printed.contains("\"host_steal_permille\":300"), printed);
+        ByteArrayOutputStream none = new ByteArrayOutputStream();
+        Report.print(round(300, 120, 500, 200), new PrintStream(none, true, StandardCharsets.UTF_8));
+        assertTrue(!none.toString(StandardCharsets.UTF_8).contains("host steal"), "no steal recorded, no line");
+    }
+
     @Test
     void eachBestRatioIsTakenWithinItsRoundAndNamesIt() {
         List<List<RunResult>> rounds = List.of(

@@ -79,15 +79,17 @@ final class BestOfRounds {
         for (String label : labels) {
             double[] best = {Double.NaN, Double.NaN, Double.NaN, Double.NaN};
             int[] at = new int[4];
+            boolean[] quiet = new boolean[rounds.size()];
             boolean quietOnly = false;
             for (int i = 0; i < rounds.size(); i++) {
                 RunResult r = find(rounds.get(i), label);
-                quietOnly |= r != null && !disturbed(rounds.get(i), r);
+                quiet[i] = r != null && !disturbed(rounds.get(i), r);
+                quietOnly |= quiet[i];
             }
             for (int i = 0; i < rounds.size(); i++) {
                 RunResult r = find(rounds.get(i), label);
                 if (r == null || r.transport().equals(Report.BASELINE) || r.transport().equals(BenchTransport.FLOOR)
-                        || quietOnly && disturbed(rounds.get(i), r)) {
+                        || quietOnly && !quiet[i]) {
                     continue;
                 }
                 double[] q = ratios(rounds.get(i), r);

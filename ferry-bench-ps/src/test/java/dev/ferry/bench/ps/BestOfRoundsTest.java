@@ -7,6 +7,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -30,7 +31,7 @@ class BestOfRoundsTest {
 
     /** {@code r} with {@code permille} of the host's CPU time taken by other guests while it was measured. */
     private static RunResult stolen(RunResult r, long permille) {
-        Map<String, Long> counters = new java.util.HashMap<>(r.counters());
+        Map<String, Long> counters = new HashMap<>(r.counters());
         counters.put(HostSteal.COUNTER, permille);
         return new RunResult(r.workload(), r.transport(), r.flowControl(), r.latency(), r.operations(), r.keys(),
                 r.errors(), r.seconds(), r.cpuNanos(), r.steps(), counters);

@@ -109,7 +109,8 @@ final class BatchParts {
         long expected = format.rowsBytes(n, dimension);
         return calls.call(r, plan.server(part), PsDescriptor.PULL,
                 ClientCalls.bodyLength(PsDescriptor.pullBytes(name.length, n)),
-                new PullRequest().set(r, plan, part, name, dimension, format)).thenApply(response -> new Rows(checkRows(response, expected, r, plan.server(part), n, dimension),
+                new PullRequest().set(r, plan, part, name, dimension, format))
+                .thenApply(response -> new Rows(checkRows(response, expected, r, plan.server(part), n, dimension),
                         response, format))
                 .exceptionallyCompose(failure -> {
                     long giveUpAt = retry.start();

@@ -6,15 +6,32 @@ import java.util.Objects;
 /**
  * An immutable map from the {@link Slots#COUNT} virtual slots to server indices
  * {@code [0, serverCount)}. Clients route with it; servers keep it in their checkpoints.
+ *
+ * <p>Every id of every batch is looked up in it (a client's plan, a server's ownership check), at
+ * random slots, between copies of rows that fill the caches: so the lookups read a byte per slot
+ * (64 KiB) where the table has at most 256 servers, and a server checks its own slots in a bitmap
+ * of 8 KiB ({@link #owned}).
  */
 public final class SlotTable {
 
     private final int[] serverOfSlot;
     private final int serverCount;
+    /** The same map a byte per slot (unsigned) where {@code serverCount <= 256}; null otherwise. */
+    private final byte[] narrow;
+    /** The last server's {@link #owned} bitmap, kept for the next request (immutable, so shared freely). */
+    private volatile OwnedSlots lastOwned;
 
     private SlotTable(int[] serverOfSlot, int serverCount) {
         this.serverOfSlot = serverOfSlot;
         this.serverCount = serverCount;
+        if (serverCount <= 256) {
+            narrow = new byte[serverOfSlot.length];
+            for (int slot = 0; slot < serverOfSlot.length; slot++) {
+                narrow[slot] = (byte) serverOfSlot[slot];
+            }
+        } else {
+            narrow = null;
+        }
     }
 
     /** Contiguous ranges of slots, as equal as they can be, for {@code serverCount} servers. */
@@ -93,12 +110,28 @@ public final class SlotTable {
 
     /** The server that owns a slot. */
     public int serverOfSlot(int slot) {
-        return serverOfSlot[slot];
+        byte[] narrow = this.narrow;
+        return narrow != null ? narrow[slot] & 0xFF : serverOfSlot[slot];
     }
 
     /** The server that owns an id. */
     public int serverOf(long id) {
-        return serverOfSlot[Slots.slotOf(id)];
+        return serverOfSlot(Slots.slotOf(id));
+    }
+
+    /**
+     * The slots {@code server} owns in this table, as a bitmap (none for an index outside
+     * {@code [0, serverCount)}, such as a member the table does not name); the same object for
+     * the same server until another server's is asked for.
+     */
+    public OwnedSlots owned(int server) {
+        OwnedSlots last = lastOwned;
+        if (last != null && last.server() == server) {
+            return last;
+        }
+        OwnedSlots owned = new OwnedSlots(server, serverOfSlot);
+        lastOwned = owned;
+        return owned;
     }
 
     /** How many slots a server owns. */

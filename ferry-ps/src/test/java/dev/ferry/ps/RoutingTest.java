@@ -69,6 +69,59 @@ class RoutingTest {
     }
 
     @Test
+    void everyLookupAgreesWithTheAssignmentForSmallAndLargeClusters() {
+        SplittableRandom random = new SplittableRandom(7);
+        // 256 servers: the byte-per-slot table's largest; 300: the int table.
+        for (int servers : new int[] {1, 2, 256, 300}) {
+            int[] assignment = new int[Slots.COUNT];
+            for (int slot = 0; slot < Slots.COUNT; slot++) {
+                assignment[slot] = random.nextInt(servers);
+            }
+            assignment[0] = servers - 1;
+            SlotTable table = SlotTable.of(assignment, servers);
+            for (int slot = 0; slot < Slots.COUNT; slot++) {
+                assertEquals(assignment[slot], table.serverOfSlot(slot), servers + " servers, slot " + slot);
+            }
+            for (int server : new int[] {0, servers - 1, servers / 2}) {
+                OwnedSlots owned = table.owned(server);
+                assertEquals(server, owned.server());
+                for (int slot = 0; slot < Slots.COUNT; slot++) {
+                    assertEquals(assignment[slot] == server, owned.ownsSlot(slot), "server " + server + " slot " + slot);
+                }
+            }
+        }
+    }
+
+    @Test
+    void theOwnedSlotsNameTheFirstForeignIdAndAnUnlistedServerOwnsNothing() {
+        SlotTable table = SlotTable.balanced(3);
+        OwnedSlots mine = table.owned(1);
+        assertTrue(mine == table.owned(1), "the same server's bitmap is kept");
+        long[] ids = new long[64];
+        int n = 0;
+        for (long id = 0; n < ids.length; id++) {
+            if (table.serverOf(id) == 1) {
+                ids[n++] = id;
+            }
+        }
+        assertEquals(-1, mine.firstForeign(ids, n));
+        long foreign = 0;
+        while (table.serverOf(foreign) == 1) {
+            foreign++;
+        }
+        ids[40] = foreign;
+        ids[50] = foreign;
+        assertEquals(40, mine.firstForeign(ids, n));
+        assertEquals(-1, mine.firstForeign(ids, 40), "only the first count ids are checked");
+        assertTrue(!mine.owns(foreign) && mine.owns(ids[0]));
+        OwnedSlots none = table.owned(-1);
+        assertEquals(0, none.firstForeign(ids, n));
+        assertEquals(0, table.owned(3).firstForeign(ids, n), "a server the table does not name owns nothing");
+        assertTrue(table.owned(1) != mine, "another server's bitmap was asked for in between");
+        assertEquals(-1, table.owned(1).firstForeign(ids, 40));
+    }
+
+    @Test
     void aPlanDedupesSplitsAndReassemblesWithDuplicates() {
         SlotTable slots = SlotTable.balanced(4);
         SplittableRandom random = new SplittableRandom(3);

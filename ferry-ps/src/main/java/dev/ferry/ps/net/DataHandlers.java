@@ -244,13 +244,12 @@ final class DataHandlers {
         }
         server.gate().checkReads(v.generation());
         SlotTable slots = v.table().slots();
-        for (int i = 0; i < count; i++) {
-            int owner = slots.serverOfSlot(Slots.slotOf(ids[i]));
-            if (owner != v.self()) {
-                throw PsDescriptor.wrongServer(v.generation(), "id " + ids[i] + " (slot " + Slots.slotOf(ids[i])
-                        + ") belongs to server " + owner + ", not " + v.self() + " in generation " + v.generation()
-                        + "; the client routed by generation " + clientGeneration);
-            }
+        int foreign = slots.owned(v.self()).firstForeign(ids, count);
+        if (foreign >= 0) {
+            long id = ids[foreign];
+            throw PsDescriptor.wrongServer(v.generation(), "id " + id + " (slot " + Slots.slotOf(id)
+                    + ") belongs to server " + slots.serverOf(id) + ", not " + v.self() + " in generation "
+                    + v.generation() + "; the client routed by generation " + clientGeneration);
         }
         return v;
     }

@@ -17,7 +17,7 @@ import org.HdrHistogram.Histogram;
  */
 final class BenchDriver {
 
-    private static final long START_TIMEOUT_MILLIS = 120_000;
+    static final long START_TIMEOUT_MILLIS = 120_000;
 
     private final PrintStream progress;
     /** The emulated network the processes run in, or null on loopback. */
@@ -89,7 +89,11 @@ final class BenchDriver {
      * ({@link HostSteal#COUNTER}) and says so on the progress stream where it disturbed the run.
      */
     private RunResult withSteal(RunResult r, HostSteal from, HostSteal to) {
-        double share = HostSteal.share(from, to);
+        return withSteal(r, HostSteal.share(from, to));
+    }
+
+    /** {@link #withSteal(RunResult, HostSteal, HostSteal)} with the share already known (NaN: none). */
+    private RunResult withSteal(RunResult r, double share) {
         if (Double.isFinite(share)) {
             r.counters().put(HostSteal.COUNTER, Math.round(share * 1000));
             if (HostSteal.disturbed(r)) {
@@ -125,16 +129,7 @@ final class BenchDriver {
     RunResult fetch(FetchOptions o, BenchTransport transport, boolean metrics, dev.ferry.ps.PullFormat format,
             int replicas) {
         BenchOptions c = o.common;
-        try (Cluster cluster = Cluster.start(c, netlab, transport, true, metrics, "sgd", o.clientProcesses, o.clients,
-                replicas,
-                Args.of()
-                .with("workload", "fetch")
-                .with("alpha", o.alpha())
-                .with("batchMin", o.minBatch())
-                .with("batchMax", o.maxBatch())
-                .with("concurrency", o.concurrencyPerThread())
-                .with("rate", o.rate / o.clientProcesses)
-                .with("pullFormat", format))) {
+        try (BenchCluster cluster = startFetch(o, transport, metrics, format, replicas)) {
             List<Child> workers = cluster.workers;
             cluster.sendAll(workers, "RUN");
             wait("fetch", transport.label(), "warm-up", c.warmup(FetchOptions.WARMUP_SECONDS), null);
@@ -156,6 +151,106 @@ final class BenchDriver {
         }
     }
 
+    /** Starts a transport's fetch processes (servers and clients, ready to run). */
+    BenchCluster startFetch(FetchOptions o, BenchTransport transport, boolean metrics,
+            dev.ferry.ps.PullFormat format, int replicas) {
+        return BenchCluster.start(o.common, netlab, transport, true, metrics, "sgd", o.clientProcesses, o.clients,
+                replicas,
+                Args.of()
+                .with("workload", "fetch")
+                .with("alpha", o.alpha())
+                .with("batchMin", o.minBatch())
+                .with("batchMax", o.maxBatch())
+                .with("concurrency", o.concurrencyPerThread())
+                .with("rate", o.rate / o.clientProcesses)
+                .with("pullFormat", format));
+    }
+
+    /** Seconds a transport's processes run unmeasured after they resume, before their slice: threads wake, caches refill. */
+    static final double SETTLE_SECONDS = 0.25;
+
+    /**
+     * {@code fetch} on all of {@code transports} at once, measured in turn ({@code --interleave}):
+     * each transport's processes start, warm up and then wait (paused), one transport after the
+     * other; then, cycle after cycle, each transport runs {@code slice} seconds measured (after
+     * {@link #SETTLE_SECONDS} unmeasured) while the others wait, until each has {@code --duration}
+     * seconds. Each row's CPU, compiler time and steal are those of its own slices, so a host that
+     * slows down for a minute slows every row alike instead of whichever row it met.
+     */
+    List<RunResult> fetchInterleaved(FetchOptions o, List<BenchTransport> transports, double slice) {
+        BenchOptions c = o.common;
+        List<BenchCluster> clusters = new ArrayList<>();
+        try {
+            for (BenchTransport transport : transports) {
+                BenchCluster cluster = startFetch(o, transport, false, dev.ferry.ps.PullFormat.F32, 0);
+                clusters.add(cluster);
+                cluster.sendAll(cluster.workers, "RUN");
+                wait("fetch", transport.label(), "warm-up", c.warmup(FetchOptions.WARMUP_SECONDS), null);
+                pause(cluster);
+                cluster.sendAll(cluster.servers, "RESET");
+            }
+            int n = clusters.size();
+            long[] cpu = new long[n];
+            long[] jit = new long[n];
+            long[] stealTicks = new long[n];
+            long[] totalTicks = new long[n];
+            int cycles = (int) Math.max(1, Math.ceil(c.durationSeconds / slice - 1e-9));
+            for (int cycle = 0; cycle < cycles; cycle++) {
+                for (int j = 0; j < n; j++) {
+                    int k = (cycle + j) % n; // each cycle starts one transport later
+                    BenchCluster cluster = clusters.get(k);
+                    cluster.sendAll(cluster.workers, "RESUME");
+                    sleep(SETTLE_SECONDS);
+                    long cpu0 = cluster.cpuNanos();
+                    long jit0 = cluster.compilerNanos();
+                    HostSteal steal0 = HostSteal.now();
+                    cluster.sendAll(cluster.workers, "MEASURE");
+                    sleep(slice);
+                    pause(cluster);
+                    cpu[k] += cluster.cpuNanos() - cpu0;
+                    jit[k] += cluster.compilerNanos() - jit0;
+                    HostSteal steal1 = HostSteal.now();
+                    if (steal0 != null && steal1 != null) {
+                        stealTicks[k] += steal1.stealTicks() - steal0.stealTicks();
+                        totalTicks[k] += steal1.totalTicks() - steal0.totalTicks();
+                    }
+                }
+                progress.printf(Locale.ROOT, "  fetch interleaved  cycle %d/%d  %.1f/%.0f s measured per transport%n",
+                        cycle + 1, cycles, (cycle + 1) * slice, c.durationSeconds);
+            }
+            List<RunResult> results = new ArrayList<>();
+            for (int k = 0; k < n; k++) {
+                BenchCluster cluster = clusters.get(k);
+                cluster.sendAll(cluster.workers, "STOP");
+                RunResult r = withCompilers(cluster.collect("fetch", transports.get(k), true, cluster.workers, cpu[k],
+                        null), jit[k]);
+                results.add(withSteal(r, totalTicks[k] > 0 ? (double) stealTicks[k] / totalTicks[k] : Double.NaN));
+            }
+            return results;
+        } finally {
+            for (BenchCluster cluster : clusters) {
+                cluster.close();
+            }
+        }
+    }
+
+    /** Pauses a cluster's workers and waits until each says every thread has stopped. */
+    static void pause(BenchCluster cluster) {
+        cluster.sendAll(cluster.workers, "PAUSE");
+        for (Child worker : cluster.workers) {
+            worker.expect("PAUSED", START_TIMEOUT_MILLIS);
+        }
+    }
+
+    private static void sleep(double seconds) {
+        try {
+            Thread.sleep((long) (seconds * 1000));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted");
+        }
+    }
+
     /** A transport's run of {@code push}, with Ferry's flow control on or off. */
     RunResult push(PushOptions o, BenchTransport transport, boolean flowControl) {
         return push(o, transport, flowControl, 0);
@@ -164,7 +259,7 @@ final class BenchDriver {
     /** {@link #push(PushOptions, BenchTransport, boolean)} on cluster members with {@code replicas} copies (0: fixed). */
     RunResult push(PushOptions o, BenchTransport transport, boolean flowControl, int replicas) {
         BenchOptions c = o.common;
-        try (Cluster cluster = Cluster.start(c, netlab, transport, flowControl, c.metricsPort != null, "adagrad",
+        try (BenchCluster cluster = BenchCluster.start(c, netlab, transport, flowControl, c.metricsPort != null, "adagrad",
                 o.workerProcesses, o.workers, replicas,
                 Args.of()
                         .with("workload", "push")
@@ -271,210 +366,6 @@ final class BenchDriver {
             }
             progress.printf(Locale.ROOT, "  %s %-10s %-9s %5.1f/%.0f s%s%n", workload, transport, phase,
                     (now - begin) / 1e9, seconds, rate);
-        }
-    }
-
-    /** The processes of one run. */
-    private static final class Cluster implements AutoCloseable {
-        final BenchOptions options;
-        final BenchTransport transport;
-        final boolean flowControl;
-        final boolean metrics;
-        BenchMetrics.Scraper scraper;
-        final List<Child> servers = new ArrayList<>();
-        final List<Child> workers = new ArrayList<>();
-        final List<String> addresses = new ArrayList<>();
-
-        private Cluster(BenchOptions options, BenchTransport transport, boolean flowControl, boolean metrics) {
-            this.options = options;
-            this.transport = transport;
-            this.flowControl = flowControl;
-            this.metrics = metrics;
-        }
-
-        /** The metrics port of server {@code i} (0 when off); client process {@code p} has that of i = servers + p. */
-        int metricsPort(int i) {
-            return metrics ? options.metricsBase() + i : 0;
-        }
-
-        /**
-         * Starts the servers and, at the same time, {@code processes} client processes sharing
-         * {@code threads} threads with the workload's {@code args}; returns once all are ready.
-         */
-        static Cluster start(BenchOptions o, Netlab netlab, BenchTransport transport, boolean flowControl,
-                boolean metrics, String optimizer, int processes, int threads, int replicas, Args workload) {
-            Cluster cluster = new Cluster(o, transport, flowControl, metrics);
-            // In-process runs: the servers live in the one client process, with every client thread.
-            boolean inProcess = transport.inProcess();
-            if (inProcess) {
-                processes = 1;
-                workload = workload.with("servers", o.servers)
-                        .with("serverThreads", o.serverThreads)
-                        .with("optimizer", optimizer)
-                        .with("inlinePulls", o.inlinePulls());
-            }
-            int serverCount = inProcess ? 0 : netlab != null ? 1 : o.servers;
-            if (netlab != null) {
-                // One receiver; a worker process per sender namespace, as many as the threads or the hosts.
-                processes = Math.min(threads, o.netlabHosts > 0 ? Math.min(o.netlabHosts, netlab.hosts()) : netlab.hosts());
-            }
-            try {
-                for (int i = 0; i < serverCount; i++) {
-                    Args args = Args.of()
-                            .with("transport", transport.label())
-                            .with("dimension", o.dimension)
-                            .with("ids", o.ids)
-                            .with("index", i)
-                            .with("servers", o.servers)
-                            .with("threads", o.serverThreads)
-                            .with("optimizer", optimizer)
-                            .with("flowControl", flowControl)
-                            .with("psTuning", o.psTuning())
-                            .with("inlinePulls", o.inlinePulls())
-                            .with("metricsPort", cluster.metricsPort(i))
-                            .with("replicas", replicas);
-                    List<String> prefix = List.of();
-                    if (netlab != null) {
-                        args.with("servers", 1).with("bindHost", Netlab.RECEIVER_HOST);
-                        if (flowControl && transport.ferry()) {
-                            // Receiver-driven pacing of the pushes' rendezvous pulls, sized from the lab's link.
-                            args.with("pullBudget", o.pullBudget >= 0 ? o.pullBudget : netlab.pullBudget());
-                        }
-                        prefix = Netlab.in(netlab.receiverNamespace());
-                    }
-                    cluster.servers.add(Child.start("server " + i, prefix, PsBenchServer.class, o.childJvm(),
-                            args.toList()));
-                }
-                for (int p = 0; p < processes; p++) {
-                    int mine = threads / processes + (p < threads % processes ? 1 : 0);
-                    List<String> args = new ArrayList<>(workload.toList());
-                    args.addAll(Args.of()
-                            .with("transport", transport.label())
-                            .with("dimension", o.dimension)
-                            .with("threads", mine)
-                            .with("ids", o.ids)
-                            .with("seed", o.seed * 131 + p)
-                            .with("bindHost", netlab != null ? Netlab.senderHost(p) : BenchTransport.loopback(o.servers + p))
-                            .with("flowControl", flowControl)
-                            .with("psTuning", o.psTuning())
-                            .with("metricsPort", cluster.metricsPort(o.servers + p)).toList());
-                    cluster.workers.add(Child.start("client " + p,
-                            netlab != null ? Netlab.in(netlab.senderNamespace(p)) : List.of(),
-                            PsBenchWorker.class, o.childJvm(), args));
-                }
-                for (Child server : cluster.servers) {
-                    cluster.addresses.add(server.expect("READY", START_TIMEOUT_MILLIS));
-                }
-                if (replicas > 0) {
-                    // Members: each installs the routing table and replicas naming every server.
-                    cluster.sendAll(cluster.servers, "TABLE " + String.join(",", cluster.addresses));
-                    for (Child server : cluster.servers) {
-                        server.expect("INSTALLED", START_TIMEOUT_MILLIS);
-                    }
-                }
-                cluster.sendAll(cluster.workers, "SERVERS " + (inProcess ? "in-process" : String.join(",", cluster.addresses)));
-                for (Child worker : cluster.workers) {
-                    worker.expect("READY", START_TIMEOUT_MILLIS);
-                }
-                if (metrics) {
-                    List<Integer> ports = new ArrayList<>();
-                    for (int i = 0; i < cluster.servers.size(); i++) {
-                        ports.add(cluster.metricsPort(i));
-                    }
-                    for (int p = 0; p < cluster.workers.size(); p++) {
-                        ports.add(cluster.metricsPort(o.servers + p));
-                    }
-                    cluster.scraper = new BenchMetrics.Scraper(ports);
-                }
-                return cluster;
-            } catch (RuntimeException e) {
-                cluster.close();
-                throw e;
-            }
-        }
-
-        void sendAll(List<Child> children, String line) {
-            for (Child child : children) {
-                child.send(line);
-            }
-        }
-
-        long cpuNanos() {
-            return CpuTime.nanos(pids());
-        }
-
-        /** CPU time of the processes' JIT compiler threads so far (a lower bound, {@link CpuTime#compilerNanos}). */
-        long compilerNanos() {
-            return CpuTime.compilerNanos(pids());
-        }
-
-        private List<Long> pids() {
-            List<Long> pids = new ArrayList<>();
-            servers.forEach(s -> pids.add(s.pid()));
-            workers.forEach(w -> pids.add(w.pid()));
-            return pids;
-        }
-
-        RunResult collect(String workload, BenchTransport transport, boolean flowControl, List<Child> from,
-                long cpuNanos, Histogram steps) {
-            Histogram latency = new Histogram(TimeUnit.SECONDS.toNanos(60), 3);
-            long ops = 0;
-            long keys = 0;
-            long errors = 0;
-            double seconds = 0;
-            Map<String, Long> counters = new LinkedHashMap<>();
-            for (Child worker : from) {
-                String line = worker.expect("RESULT", START_TIMEOUT_MILLIS);
-                for (String field : line.split(" ")) {
-                    int eq = field.indexOf('=');
-                    String key = field.substring(0, eq);
-                    String value = field.substring(eq + 1);
-                    switch (key) {
-                        case "hist" -> latency.add(PsBenchWorker.decode(value));
-                        case "ops" -> ops += Long.parseLong(value);
-                        case "keys" -> keys += Long.parseLong(value);
-                        case "errors" -> errors += Long.parseLong(value);
-                        case "seconds" -> seconds = Math.max(seconds, Double.parseDouble(value));
-                        default -> merge(counters, key.substring(2), Long.parseLong(value));
-                    }
-                }
-            }
-            for (Child server : servers) {
-                server.send("STATS");
-                String line = server.expect("STATS", START_TIMEOUT_MILLIS);
-                for (String field : line.split(" ")) {
-                    int eq = field.indexOf('=');
-                    if (eq > 0) {
-                        merge(counters, field.substring(0, eq), Long.parseLong(field.substring(eq + 1)));
-                    }
-                }
-            }
-            if (scraper != null) {
-                counters.put("metrics_scrapes", scraper.scrapes());
-                counters.put("metrics_scrape_failures", scraper.failures());
-            }
-            String label = transport.label() + (metrics && options.metricsRounds > 0 ? "+metrics" : "");
-            return new RunResult(workload, label, flowControl, latency, ops, keys, errors, seconds,
-                    cpuNanos, steps, counters);
-        }
-
-        /** Sums counters over processes; peaks and levels take the maximum. */
-        private static void merge(Map<String, Long> counters, String key, long value) {
-            boolean peak = key.contains("peak") || key.endsWith("links_open") || key.endsWith("credits_available");
-            counters.merge(key, value, peak ? Math::max : Long::sum);
-        }
-
-        @Override
-        public void close() {
-            if (scraper != null) {
-                scraper.close();
-            }
-            for (Child worker : workers) {
-                worker.close();
-            }
-            for (Child server : servers) {
-                server.close();
-            }
         }
     }
 }

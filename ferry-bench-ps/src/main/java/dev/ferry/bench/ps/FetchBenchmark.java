@@ -50,6 +50,11 @@ public final class FetchBenchmark implements Callable<Integer> {
                     + ", a worker process per sender namespace");
         }
         BenchDriver driver = new BenchDriver(out, netlab);
+        if (options.interleave != null) {
+            out.println("fetch on " + String.join(", ", options.common.transportList().stream()
+                    .map(BenchTransport::label).toList()) + ", interleaved in slices of " + options.interleave + " s ...");
+            return driver.fetchInterleaved(options, options.common.transportList(), options.interleave);
+        }
         List<RunResult> results = new ArrayList<>();
         int rounds = options.common.metricsRounds;
         for (BenchTransport transport : options.common.transportList()) {

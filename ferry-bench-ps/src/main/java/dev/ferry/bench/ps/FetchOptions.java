@@ -44,6 +44,14 @@ public class FetchOptions {
                     + "int8 (comma-separated). gRPC and direct run f32 only. Default: f32.")
     public java.util.List<String> pullFormats = java.util.List.of("f32");
 
+    @Option(names = "--interleave", paramLabel = "<s>",
+            description = "Run every transport's processes at once and measure them in turn, <s> seconds each, cycle "
+                    + "after cycle, until each has --duration seconds (each waits, paused, while another is measured): "
+                    + "a host whose speed drifts over minutes then slows every row alike. The closed loop on loopback "
+                    + "only (no --rate, --concurrency, --replicas, --metrics-rounds, other pull formats). Default: off, "
+                    + "each transport measured once, after the one before.")
+    public Double interleave;
+
     /** The pull formats, parsed. */
     java.util.List<dev.ferry.ps.PullFormat> formats() {
         return pullFormats.stream().map(dev.ferry.ps.PullFormat::parse).distinct().toList();
@@ -79,6 +87,17 @@ public class FetchOptions {
             formats();
         } catch (dev.ferry.ps.PsException e) {
             throw new IllegalArgumentException("--pull-format: " + e.getMessage());
+        }
+        if (interleave != null) {
+            if (!(interleave > 0) || interleave > common.durationSeconds) {
+                throw new IllegalArgumentException("--interleave takes seconds in (0, --duration]: " + interleave);
+            }
+            if (rate > 0 || concurrencyPerThread() != 1 || !common.replicas.isEmpty() || common.metricsRounds > 0
+                    || common.netlab() || !formats().equals(java.util.List.of(dev.ferry.ps.PullFormat.F32))) {
+                throw new IllegalArgumentException("--interleave runs the closed loop of one fetch per thread on "
+                        + "loopback, f32 pulls, a fixed cluster: not with --rate, --concurrency, --replicas, "
+                        + "--metrics-rounds, --network netlab or other pull formats");
+            }
         }
         if (clients < 1 || clientProcesses < 1 || clientProcesses > clients || minBatch() < 1
                 || maxBatch() < minBatch() || concurrencyPerThread() < 1 || rate < 0) {

@@ -30,7 +30,11 @@ import org.HdrHistogram.Recorder;
  * connects and prints {@code READY}. {@code fetch}: on {@code RUN} the threads pull batches (closed loop with {@code concurrency}
  * requests outstanding per thread, or open loop at {@code rate} requests per second for the
  * process, latency counted from each request's intended send time). {@code MEASURE} starts the
- * measured interval, {@code STOP} ends it and prints {@code RESULT ...}.
+ * measured interval, {@code STOP} ends it and prints {@code RESULT ...}. In the closed loop the
+ * measured interval may come in slices ({@code bench fetch --interleave}): {@code PAUSE} ends a
+ * slice, lets every thread finish its fetch and stop, and prints {@code PAUSED}; {@code RESUME}
+ * sets them going unmeasured and the next {@code MEASURE} starts the next slice, the fetches,
+ * latencies and time of the slices adding up. A fetch counts in the slice it started in.
  *
  * <p>{@code push}: the threads push one gradient batch per step. Before each step the process
  * prints {@code STEP <n>} once all its threads are at the barrier, and waits for
@@ -66,11 +70,17 @@ public final class PsBenchWorker {
     /** The client transport's received bytes when measuring started and stopped (answers' bytes on the wire). */
     private volatile long bytesAtStart;
     private volatile long bytesAtEnd;
-    private volatile long measureEndNanos;
+    /** The measured slices' time before the current one; set by the command thread. */
+    private volatile long measuredNanos;
+    /** Guards {@link #parked}; paused fetch threads wait on it. */
+    private final Object gate = new Object();
+    /** Fetch threads waiting at the gate while paused. */
+    private int parked;
 
     private static final int WARM = 0;
     private static final int MEASURE = 1;
     private static final int STOP = 2;
+    private static final int PAUSED = 3;
 
     private PsBenchWorker(Args args, PsBenchClient client, InProcessServers servers) {
         this.args = args;
@@ -154,7 +164,7 @@ public final class PsBenchWorker {
         }
         progress.interrupt();
         Histogram latency = recorder.getIntervalHistogram();
-        double seconds = (measureEndNanos - measureStartNanos) / 1e9;
+        double seconds = measuredNanos / 1e9;
         StringBuilder line = new StringBuilder("RESULT");
         line.append(" hist=").append(encode(latency));
         line.append(" ops=").append(operations.sum());
@@ -196,7 +206,7 @@ public final class PsBenchWorker {
             while (true) {
                 Thread.sleep(ProgressRate.REPORT_MILLIS);
                 if (phase == MEASURE) {
-                    long since = System.nanoTime() - measureStartNanos;
+                    long since = measuredNanos + System.nanoTime() - measureStartNanos;
                     System.out.println("PROGRESS " + operations.sum() + " " + since);
                     System.out.flush();
                 }
@@ -214,15 +224,73 @@ public final class PsBenchWorker {
         operations.reset();
         keys.reset();
         errors.reset();
+        measuredNanos = 0;
         bytesAtStart = client.counters().getOrDefault("client_bytes_received", 0L);
         measureStartNanos = System.nanoTime();
         phase = MEASURE;
     }
 
+    /** The next slice of the measured interval (the first one starts it). */
+    private void measureSlice(boolean first) {
+        if (first) {
+            startMeasuring();
+        } else {
+            measureStartNanos = System.nanoTime();
+            phase = MEASURE;
+        }
+    }
+
+    /** Ends the current slice, if one is under way: its time joins the measured interval's. */
+    private void endSlice() {
+        if (phase == MEASURE) {
+            measuredNanos += System.nanoTime() - measureStartNanos;
+        }
+    }
+
     private void stopMeasuring() {
-        measureEndNanos = System.nanoTime();
+        endSlice();
         bytesAtEnd = client.counters().getOrDefault("client_bytes_received", 0L);
-        phase = STOP;
+        synchronized (gate) {
+            phase = STOP;
+            gate.notifyAll();
+        }
+    }
+
+    /** On the command thread: stops the fetch threads at the gate and says so once they all wait there. */
+    private void pause(List<Thread> running) throws InterruptedException {
+        endSlice();
+        synchronized (gate) {
+            phase = PAUSED;
+            while (parked < running.size() && running.stream().anyMatch(Thread::isAlive)) {
+                gate.wait(100);
+            }
+        }
+        System.out.println("PAUSED");
+        System.out.flush();
+    }
+
+    private void resume() {
+        synchronized (gate) {
+            phase = WARM;
+            gate.notifyAll();
+        }
+    }
+
+    /** On a fetch thread: waits at the gate while the run is paused. */
+    private void waitWhilePaused() {
+        synchronized (gate) {
+            parked++;
+            gate.notifyAll();
+            try {
+                while (phase == PAUSED) {
+                    gate.wait();
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                parked--;
+            }
+        }
     }
 
     private void fail(Throwable t) {
@@ -241,12 +309,25 @@ public final class PsBenchWorker {
             int index = t;
             running.add(Thread.ofPlatform().name("ferry-fetch-" + t).start(() -> fetchLoop(index, concurrency, rate)));
         }
+        boolean measured = false;
         while (true) {
             String command = commands.take();
-            if (command.equals("MEASURE")) {
-                startMeasuring();
-            } else if (command.equals("STOP") || command.equals("EOF")) {
-                stopMeasuring();
+            switch (command) {
+                case "MEASURE" -> {
+                    measureSlice(!measured);
+                    measured = true;
+                }
+                case "PAUSE" -> {
+                    if (concurrency != 1 || rate > 0) {
+                        throw new IllegalStateException("only the closed loop of one fetch per thread pauses");
+                    }
+                    pause(running);
+                }
+                case "RESUME" -> resume();
+                case "STOP", "EOF" -> stopMeasuring();
+                default -> throw new IllegalStateException("unknown command " + command);
+            }
+            if (phase == STOP) {
                 break;
             }
         }
@@ -322,8 +403,13 @@ public final class PsBenchWorker {
         long[] batch = new long[maxBatch];
         float[] out = new float[maxBatch * dimension];
         while (phase != STOP) {
+            if (phase == PAUSED) {
+                waitWhilePaused();
+                continue;
+            }
             int count = ids.batchSize();
             ids.fill(batch, count);
+            boolean measured = phase == MEASURE;
             long from = closedLoopClock();
             Throwable error = null;
             try {
@@ -331,7 +417,7 @@ public final class PsBenchWorker {
             } catch (Exception e) {
                 error = e;
             }
-            complete(from, closedLoopClock(), count, error);
+            complete(from, closedLoopClock(), count, error, measured);
         }
     }
 
@@ -345,12 +431,17 @@ public final class PsBenchWorker {
     }
 
     private void complete(long startNanos, long endNanos, int count, Throwable error) {
+        complete(startNanos, endNanos, count, error, phase == MEASURE);
+    }
+
+    /** Records an operation if {@code measured} (the closed loop: it started in a measured slice). */
+    private void complete(long startNanos, long endNanos, int count, Throwable error, boolean measured) {
         long latency = endNanos - startNanos;
         if (error != null) {
             fail(error);
             return;
         }
-        if (phase == MEASURE) {
+        if (measured) {
             recorder.recordValue(Math.min(latency, HIGHEST_NANOS));
             operations.increment();
             keys.add(count);

@@ -169,6 +169,89 @@ class BenchmarkSmokeTest {
         }
     }
 
+    /**
+     * {@code --interleave}: every transport's processes at once, each measured in its own slices;
+     * the slices' time adds up to the duration, not the settling and pauses between them.
+     */
+    @Test
+    void fetchInterleavedMeasuresEachTransportInItsOwnSlices(@TempDir Path dir) {
+        FetchOptions o = new FetchOptions();
+        small(o.common, dir);
+        o.common.transports = List.of("direct", "shm", "netty");
+        o.common.warmupSeconds = 0.5;
+        o.common.durationSeconds = 0.9;
+        o.interleave = 0.3;
+        o.batchMax = 512;
+        ByteArrayOutputStream printed = new ByteArrayOutputStream();
+        List<RunResult> results = FetchBenchmark.run(o, new PrintStream(printed, true, StandardCharsets.UTF_8));
+        String text = printed.toString(StandardCharsets.UTF_8);
+        assertEquals(List.of("direct", "shm", "netty"), results.stream().map(RunResult::label).toList(), text);
+        check(results, "fetch", 3);
+        for (RunResult r : results) {
+            // Three slices of 0.3 s; with the 0.25 s of settling and the pauses between them it would be 1.6 s or more.
+            assertTrue(r.seconds() >= 0.85 && r.seconds() < 1.5, r.label() + " measured " + r.seconds() + " s");
+            if (HostSteal.now() != null) {
+                assertTrue(r.counters().containsKey(HostSteal.COUNTER), r.json());
+            }
+        }
+        assertTrue(text.contains("cycle 3/3"), text);
+    }
+
+    /** A paused worker's threads stop (its processes use next to no CPU) and its measured time is its slices'. */
+    @Test
+    void aPausedWorkerStopsAndItsSlicesAddUp(@TempDir Path dir) throws Exception {
+        FetchOptions o = new FetchOptions();
+        small(o.common, dir);
+        o.batchMax = 512;
+        BenchDriver driver = new BenchDriver(new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8));
+        try (BenchCluster cluster = driver.startFetch(o, BenchTransport.parse("direct"), false,
+                dev.ferry.ps.PullFormat.F32, 0)) {
+            cluster.sendAll(cluster.workers, "RUN");
+            Thread.sleep(1_000);
+            long c0 = cluster.cpuNanos();
+            Thread.sleep(1_000);
+            long running = cluster.cpuNanos() - c0;
+            BenchDriver.pause(cluster);
+            long p0 = cluster.cpuNanos();
+            Thread.sleep(1_000);
+            long paused = cluster.cpuNanos() - p0;
+            assertTrue(running > 300_000_000L && paused < running / 5, "CPU over a second: running "
+                    + running / 1_000_000 + " ms, paused " + paused / 1_000_000 + " ms");
+            for (int slice = 0; slice < 2; slice++) {
+                cluster.sendAll(cluster.workers, "RESUME");
+                cluster.sendAll(cluster.workers, "MEASURE");
+                Thread.sleep(500);
+                BenchDriver.pause(cluster);
+                Thread.sleep(500);
+            }
+            cluster.sendAll(cluster.workers, "STOP");
+            RunResult r = cluster.collect("fetch", BenchTransport.parse("direct"), true, cluster.workers, 1, null);
+            assertEquals(0, r.errors(), r.json());
+            assertTrue(r.operations() > 5, r.json());
+            assertTrue(r.seconds() >= 0.95 && r.seconds() < 1.5, "two slices of 0.5 s measured as " + r.seconds() + " s");
+        }
+    }
+
+    @Test
+    void interleavingIsTheClosedLoopsOnly() {
+        FetchOptions o = new FetchOptions();
+        o.interleave = 1.0;
+        o.check();
+        o.interleave = 0.0;
+        assertThrows(IllegalArgumentException.class, o::check);
+        o.interleave = 11.0;
+        assertThrows(IllegalArgumentException.class, o::check, "longer than --duration");
+        o.interleave = 1.0;
+        o.rate = 100;
+        assertThrows(IllegalArgumentException.class, o::check);
+        o.rate = 0;
+        o.concurrency = 4;
+        assertThrows(IllegalArgumentException.class, o::check);
+        o.concurrency = null;
+        o.pullFormats = List.of("f32", "f16");
+        assertThrows(IllegalArgumentException.class, o::check);
+    }
+
     /** {@code --replicas 1,2}: cluster members without and with a backup per group, one row each, in that order. */
     @Test
     void pushWithReplicas(@TempDir Path dir) {

@@ -72,15 +72,12 @@ public final class PsBenchWorker {
     private volatile long bytesAtEnd;
     /** The measured slices' time before the current one; set by the command thread. */
     private volatile long measuredNanos;
-    /** Guards {@link #parked}; paused fetch threads wait on it. */
-    private final Object gate = new Object();
-    /** Fetch threads waiting at the gate while paused. */
-    private int parked;
+    /** Where the closed loop's threads wait while the run is paused. */
+    private final PauseGate gate = new PauseGate();
 
     private static final int WARM = 0;
     private static final int MEASURE = 1;
     private static final int STOP = 2;
-    private static final int PAUSED = 3;
 
     private PsBenchWorker(Args args, PsBenchClient client, InProcessServers servers) {
         this.args = args;
@@ -250,47 +247,17 @@ public final class PsBenchWorker {
     private void stopMeasuring() {
         endSlice();
         bytesAtEnd = client.counters().getOrDefault("client_bytes_received", 0L);
-        synchronized (gate) {
-            phase = STOP;
-            gate.notifyAll();
-        }
+        phase = STOP;
+        gate.open();
     }
 
     /** On the command thread: stops the fetch threads at the gate and says so once they all wait there. */
     private void pause(List<Thread> running) throws InterruptedException {
         endSlice();
-        synchronized (gate) {
-            phase = PAUSED;
-            while (parked < running.size() && running.stream().anyMatch(Thread::isAlive)) {
-                gate.wait(100);
-            }
-        }
+        phase = WARM;
+        gate.pause(running);
         System.out.println("PAUSED");
         System.out.flush();
-    }
-
-    private void resume() {
-        synchronized (gate) {
-            phase = WARM;
-            gate.notifyAll();
-        }
-    }
-
-    /** On a fetch thread: waits at the gate while the run is paused. */
-    private void waitWhilePaused() {
-        synchronized (gate) {
-            parked++;
-            gate.notifyAll();
-            try {
-                while (phase == PAUSED) {
-                    gate.wait();
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            } finally {
-                parked--;
-            }
-        }
     }
 
     private void fail(Throwable t) {
@@ -323,7 +290,7 @@ public final class PsBenchWorker {
                     }
                     pause(running);
                 }
-                case "RESUME" -> resume();
+                case "RESUME" -> gate.open();
                 case "STOP", "EOF" -> stopMeasuring();
                 default -> throw new IllegalStateException("unknown command " + command);
             }
@@ -403,8 +370,8 @@ public final class PsBenchWorker {
         long[] batch = new long[maxBatch];
         float[] out = new float[maxBatch * dimension];
         while (phase != STOP) {
-            if (phase == PAUSED) {
-                waitWhilePaused();
+            if (gate.paused()) {
+                gate.await();
                 continue;
             }
             int count = ids.batchSize();

@@ -2,6 +2,7 @@ package dev.ferry.ps;
 
 import java.util.Arrays;
 import java.util.Objects;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * An immutable map from the {@link Slots#COUNT} virtual slots to server indices
@@ -18,7 +19,13 @@ public final class SlotTable {
     private final int serverCount;
     /** The same map a byte per slot (unsigned) where {@code serverCount <= 256}; null otherwise. */
     private final byte[] narrow;
-    /** The last server's {@link #owned} bitmap, kept for the next request (immutable, so shared freely). */
+    /**
+     * Each server's {@link #owned} bitmap, made when first asked, where {@code serverCount <= 256}
+     * (several servers of one process may share a table); null otherwise. Bitmaps are immutable,
+     * so two threads that make the same one at once both get a correct one.
+     */
+    private final AtomicReferenceArray<OwnedSlots> ownedByServer;
+    /** Past 256 servers: the last server's bitmap, kept for the next request. */
     private volatile OwnedSlots lastOwned;
 
     private SlotTable(int[] serverOfSlot, int serverCount) {
@@ -32,6 +39,7 @@ public final class SlotTable {
         } else {
             narrow = null;
         }
+        ownedByServer = serverCount <= 256 ? new AtomicReferenceArray<>(serverCount) : null;
     }
 
     /** Contiguous ranges of slots, as equal as they can be, for {@code serverCount} servers. */
@@ -121,10 +129,18 @@ public final class SlotTable {
 
     /**
      * The slots {@code server} owns in this table, as a bitmap (none for an index outside
-     * {@code [0, serverCount)}, such as a member the table does not name); the same object for
-     * the same server until another server's is asked for.
+     * {@code [0, serverCount)}, such as a member the table does not name); made once per server
+     * up to 256 servers, past that kept for the last server asked.
      */
     public OwnedSlots owned(int server) {
+        if (ownedByServer != null && server >= 0 && server < serverCount) {
+            OwnedSlots known = ownedByServer.get(server);
+            if (known == null) {
+                known = new OwnedSlots(server, serverOfSlot);
+                ownedByServer.set(server, known);
+            }
+            return known;
+        }
         OwnedSlots last = lastOwned;
         if (last != null && last.server() == server) {
             return last;

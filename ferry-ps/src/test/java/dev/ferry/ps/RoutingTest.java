@@ -117,8 +117,19 @@ class RoutingTest {
         OwnedSlots none = table.owned(-1);
         assertEquals(0, none.firstForeign(ids, n));
         assertEquals(0, table.owned(3).firstForeign(ids, n), "a server the table does not name owns nothing");
-        assertTrue(table.owned(1) != mine, "another server's bitmap was asked for in between");
-        assertEquals(-1, table.owned(1).firstForeign(ids, 40));
+        assertTrue(table.owned(1) == mine, "each server's bitmap is kept, whoever asked in between");
+        SlotTable large = SlotTable.balanced(300);
+        OwnedSlots first = large.owned(299);
+        assertTrue(large.owned(299) == first && large.owned(0) != first, "past 256 servers the last one asked is kept");
+        assertEquals(Slots.COUNT / 300, countOwned(large.owned(299)), "server 299 of 300");
+    }
+
+    private static int countOwned(OwnedSlots owned) {
+        int n = 0;
+        for (int slot = 0; slot < Slots.COUNT; slot++) {
+            n += owned.ownsSlot(slot) ? 1 : 0;
+        }
+        return n;
     }
 
     @Test

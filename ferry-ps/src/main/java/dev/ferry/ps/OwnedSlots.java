@@ -29,9 +29,9 @@ public final class OwnedSlots {
         return (bits[slot >>> 6] & (1L << slot)) != 0;
     }
 
-    /** Whether the server owns {@code id}'s slot. */
-    public boolean owns(long id) {
-        return ownsSlot(Slots.slotOf(id));
+    /** A copy of the bitmap: slot {@code s} is bit {@code s & 63} of word {@code s >>> 6}. */
+    public long[] toWords() {
+        return bits.clone();
     }
 
     /**

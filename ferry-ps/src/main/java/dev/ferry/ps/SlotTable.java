@@ -20,13 +20,11 @@ public final class SlotTable {
     /** The same map a byte per slot (unsigned) where {@code serverCount <= 256}; null otherwise. */
     private final byte[] narrow;
     /**
-     * Each server's {@link #owned} bitmap, made when first asked, where {@code serverCount <= 256}
-     * (several servers of one process may share a table); null otherwise. Bitmaps are immutable,
-     * so two threads that make the same one at once both get a correct one.
+     * Each server's {@link #owned} bitmap, made when first asked (several servers of one process
+     * may share a table). Bitmaps are immutable, so two threads that make the same one at once
+     * both get a correct one.
      */
     private final AtomicReferenceArray<OwnedSlots> ownedByServer;
-    /** Past 256 servers: the last server's bitmap, kept for the next request. */
-    private volatile OwnedSlots lastOwned;
 
     private SlotTable(int[] serverOfSlot, int serverCount) {
         this.serverOfSlot = serverOfSlot;
@@ -39,7 +37,7 @@ public final class SlotTable {
         } else {
             narrow = null;
         }
-        ownedByServer = serverCount <= 256 ? new AtomicReferenceArray<>(serverCount) : null;
+        ownedByServer = new AtomicReferenceArray<>(serverCount);
     }
 
     /** Contiguous ranges of slots, as equal as they can be, for {@code serverCount} servers. */
@@ -128,26 +126,20 @@ public final class SlotTable {
     }
 
     /**
-     * The slots {@code server} owns in this table, as a bitmap (none for an index outside
-     * {@code [0, serverCount)}, such as a member the table does not name); made once per server
-     * up to 256 servers, past that kept for the last server asked.
+     * The slots {@code server} owns in this table, as a bitmap made once per server; none (a new,
+     * empty bitmap) for an index outside {@code [0, serverCount)}, such as a member the table
+     * does not name.
      */
     public OwnedSlots owned(int server) {
-        if (ownedByServer != null && server >= 0 && server < serverCount) {
-            OwnedSlots known = ownedByServer.get(server);
-            if (known == null) {
-                known = new OwnedSlots(server, serverOfSlot);
-                ownedByServer.set(server, known);
-            }
-            return known;
+        if (server < 0 || server >= serverCount) {
+            return new OwnedSlots(server, serverOfSlot);
         }
-        OwnedSlots last = lastOwned;
-        if (last != null && last.server() == server) {
-            return last;
+        OwnedSlots known = ownedByServer.get(server);
+        if (known == null) {
+            known = new OwnedSlots(server, serverOfSlot);
+            ownedByServer.set(server, known);
         }
-        OwnedSlots owned = new OwnedSlots(server, serverOfSlot);
-        lastOwned = owned;
-        return owned;
+        return known;
     }
 
     /** How many slots a server owns. */

@@ -113,14 +113,16 @@ class RoutingTest {
         ids[50] = foreign;
         assertEquals(40, mine.firstForeign(ids, n));
         assertEquals(-1, mine.firstForeign(ids, 40), "only the first count ids are checked");
-        assertTrue(!mine.owns(foreign) && mine.owns(ids[0]));
+        assertTrue(!mine.ownsSlot(Slots.slotOf(foreign)) && mine.ownsSlot(Slots.slotOf(ids[0])));
+        long[] words = mine.toWords();
+        assertTrue((words[Slots.slotOf(ids[0]) >>> 6] & 1L << Slots.slotOf(ids[0])) != 0, "the words are the bitmap");
         OwnedSlots none = table.owned(-1);
         assertEquals(0, none.firstForeign(ids, n));
         assertEquals(0, table.owned(3).firstForeign(ids, n), "a server the table does not name owns nothing");
         assertTrue(table.owned(1) == mine, "each server's bitmap is kept, whoever asked in between");
         SlotTable large = SlotTable.balanced(300);
         OwnedSlots first = large.owned(299);
-        assertTrue(large.owned(299) == first && large.owned(0) != first, "past 256 servers the last one asked is kept");
+        assertTrue(large.owned(299) == first && large.owned(0) != first, "each server's bitmap is kept past 256 servers too");
         assertEquals(Slots.COUNT / 300, countOwned(large.owned(299)), "server 299 of 300");
     }
 

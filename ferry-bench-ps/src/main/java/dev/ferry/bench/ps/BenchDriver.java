@@ -2,6 +2,7 @@ package dev.ferry.bench.ps;
 
 import java.io.PrintStream;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -191,8 +192,8 @@ final class BenchDriver {
             int n = clusters.size();
             long[] cpu = new long[n];
             long[] jit = new long[n];
-            long[] stealTicks = new long[n];
-            long[] totalTicks = new long[n];
+            HostSteal[] steal = new HostSteal[n];
+            Arrays.fill(steal, HostSteal.NONE);
             int cycles = (int) Math.max(1, Math.ceil(c.durationSeconds / slice - 1e-9));
             for (int cycle = 0; cycle < cycles; cycle++) {
                 for (int j = 0; j < n; j++) {
@@ -210,8 +211,7 @@ final class BenchDriver {
                     jit[k] += cluster.compilerNanos() - jit0;
                     HostSteal steal1 = HostSteal.now();
                     if (steal0 != null && steal1 != null) {
-                        stealTicks[k] += steal1.stealTicks() - steal0.stealTicks();
-                        totalTicks[k] += steal1.totalTicks() - steal0.totalTicks();
+                        steal[k] = steal[k].plus(steal1.since(steal0));
                     }
                 }
                 progress.printf(Locale.ROOT, "  fetch interleaved  cycle %d/%d  %.1f/%.0f s measured per transport%n",
@@ -223,7 +223,7 @@ final class BenchDriver {
                 cluster.sendAll(cluster.workers, "STOP");
                 RunResult r = withCompilers(cluster.collect("fetch", transports.get(k), true, cluster.workers, cpu[k],
                         null), jit[k]);
-                results.add(withSteal(r, totalTicks[k] > 0 ? (double) stealTicks[k] / totalTicks[k] : Double.NaN));
+                results.add(withSteal(r, steal[k].share()));
             }
             return results;
         } finally {

@@ -51,9 +51,10 @@ public final class FetchBenchmark implements Callable<Integer> {
         }
         BenchDriver driver = new BenchDriver(out, netlab);
         if (options.interleave != null) {
-            out.println("fetch on " + String.join(", ", options.common.transportList().stream()
-                    .map(BenchTransport::label).toList()) + ", interleaved in slices of " + options.interleave + " s ...");
-            return driver.fetchInterleaved(options, options.common.transportList(), options.interleave);
+            List<BenchTransport> transports = options.common.transportList();
+            out.println("fetch on " + String.join(", ", transports.stream().map(BenchTransport::label).toList())
+                    + ", interleaved in slices of " + options.interleave + " s ...");
+            return driver.fetchInterleaved(options, transports, options.interleave);
         }
         List<RunResult> results = new ArrayList<>();
         int rounds = options.common.metricsRounds;

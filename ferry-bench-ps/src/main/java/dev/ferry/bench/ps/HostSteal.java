@@ -46,12 +46,27 @@ record HostSteal(long stealTicks, long totalTicks) {
         return new HostSteal(Long.parseLong(f[8]), total);
     }
 
+    /** No ticks: the start of a sum of intervals. */
+    static final HostSteal NONE = new HostSteal(0, 0);
+
     /** Steal's share of the guest's CPU time from {@code from} to {@code to}; NaN if either is missing. */
     static double share(HostSteal from, HostSteal to) {
-        if (from == null || to == null || to.totalTicks <= from.totalTicks) {
-            return Double.NaN;
-        }
-        return (double) (to.stealTicks - from.stealTicks) / (to.totalTicks - from.totalTicks);
+        return from == null || to == null ? Double.NaN : to.since(from).share();
+    }
+
+    /** The ticks from the reading {@code earlier} to this one. */
+    HostSteal since(HostSteal earlier) {
+        return new HostSteal(stealTicks - earlier.stealTicks, totalTicks - earlier.totalTicks);
+    }
+
+    /** The ticks of this interval and {@code other} together. */
+    HostSteal plus(HostSteal other) {
+        return new HostSteal(stealTicks + other.stealTicks, totalTicks + other.totalTicks);
+    }
+
+    /** Steal's share of the ticks of this interval; NaN if it has none. */
+    double share() {
+        return totalTicks <= 0 ? Double.NaN : (double) stealTicks / totalTicks;
     }
 
     /** The share recorded in {@code r}; NaN if it has none. */

@@ -34,6 +34,11 @@ class HostStealTest {
         assertTrue(Double.isNaN(HostSteal.share(null, to)));
         assertTrue(Double.isNaN(HostSteal.share(from, null)));
         assertTrue(Double.isNaN(HostSteal.share(to, to)), "no time passed");
+        // Slices of an interleaved run: their ticks add up before the share is taken.
+        HostSteal later = new HostSteal(450, 11_000);
+        HostSteal slices = HostSteal.NONE.plus(to.since(from)).plus(later.since(new HostSteal(150, 10_900)));
+        assertEquals(350.0 / 600, slices.share(), 1e-12);
+        assertTrue(Double.isNaN(HostSteal.NONE.share()), "no slice measured");
     }
 
     @Test

@@ -94,12 +94,12 @@ public final class ExportService {
         if (v.self() < 0) {
             return bits;
         }
-        for (int slot = 0; slot < Slots.COUNT; slot++) {
-            int g = RoutingTable.groupOfSlot(slot);
-            boolean held = v.table().slots().serverOfSlot(slot) == v.self()
-                    || (v.replicas() != null && v.replicas().isBackup(g, v.self()));
-            if (held) {
-                bits[slot >>> 6] |= 1L << (slot & 63);
+        bits = v.table().slots().owned(v.self()).toWords();
+        if (v.replicas() != null) {
+            for (int slot = 0; slot < Slots.COUNT; slot++) {
+                if (v.replicas().isBackup(RoutingTable.groupOfSlot(slot), v.self())) {
+                    bits[slot >>> 6] |= 1L << (slot & 63);
+                }
             }
         }
         return bits;
@@ -116,15 +116,12 @@ public final class ExportService {
         if (p != null && p.view() == v) {
             return p;
         }
-        long[] bits = new long[Slots.COUNT / 64];
+        long[] bits;
         if (v.table() == null) {
+            bits = new long[Slots.COUNT / 64];
             Arrays.fill(bits, -1L);
-        } else if (v.self() >= 0) {
-            for (int slot = 0; slot < Slots.COUNT; slot++) {
-                if (v.table().slots().serverOfSlot(slot) == v.self()) {
-                    bits[slot >>> 6] |= 1L << (slot & 63);
-                }
-            }
+        } else {
+            bits = v.table().slots().owned(v.self()).toWords(); // none when it is not in the table
         }
         long mixed = 0;
         for (long word : bits) {

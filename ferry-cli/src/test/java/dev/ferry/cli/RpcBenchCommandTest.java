@@ -89,13 +89,51 @@ class RpcBenchCommandTest {
         assertFalse(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false), "server child " + pid + " alive");
     }
 
+    @Test
+    void comparePingPongRunsPairsAndPrintsTheirRatios() {
+        Run run = ferry("bench", "rpc", "--transport", "shm", "--compare-pingpong", "--runs", "2", "--warmup-ms", "200",
+                "--warmup-calls", "2000", "--duration-ms", "400", "--json");
+        assertEquals(0, run.status(), run.err());
+        Map<String, String> result = json(run.lastLine());
+        assertEquals("rpc-vs-pingpong", result.get("benchmark"));
+        assertEquals("shm", result.get("provider"));
+        assertEquals("2", result.get("runs"));
+        double[] pings = numbers(run.lastLine(), "pingpong_p50_us");
+        double[] rpcs = numbers(run.lastLine(), "rpc_p50_us");
+        double[] ratios = numbers(run.lastLine(), "ratios");
+        assertEquals(2, pings.length, run.lastLine());
+        assertEquals(2, rpcs.length, run.lastLine());
+        assertEquals(2, ratios.length, run.lastLine());
+        for (int i = 0; i < 2; i++) {
+            assertTrue(pings[i] > 0 && rpcs[i] > 0, run.lastLine());
+            assertEquals(rpcs[i] / pings[i], ratios[i], 0.002 + ratios[i] * 0.002, run.lastLine());
+            assertTrue(run.out().contains("pair " + (i + 1) + "/2: pingpong p50 "), run.out());
+        }
+        double best = Double.parseDouble(result.get("best_ratio"));
+        double median = Double.parseDouble(result.get("median_ratio"));
+        double worst = Double.parseDouble(result.get("worst_ratio"));
+        assertEquals(Math.min(ratios[0], ratios[1]), best, 0.001, run.lastLine());
+        assertEquals(Math.max(ratios[0], ratios[1]), worst, 0.001, run.lastLine());
+        assertEquals((ratios[0] + ratios[1]) / 2, median, 0.001, run.lastLine());
+        assertTrue(run.out().contains("rpc p50 over pingpong p50, shm, 64 B, 2 pairs: best "), run.out());
+    }
+
+    /** The numbers of a JSON array member {@code key} in {@code line}. */
+    private static double[] numbers(String line, String key) {
+        Matcher m = Pattern.compile("\"" + key + "\":\\[([^\\]]*)\\]").matcher(line);
+        assertTrue(m.find(), key + " missing in " + line);
+        return java.util.Arrays.stream(m.group(1).split(",")).mapToDouble(Double::parseDouble).toArray();
+    }
+
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {
         "bench rpc --transport nope|unknown transport 'nope'",
         "bench rpc --size 17m|exceeds the limit",
         "bench rpc --concurrency 0|concurrency must be 1..256",
         "bench rpc --duration-ms 0|duration must be positive",
-        "bench rpc --warmup-calls -1|warm-up calls must not be negative"})
+        "bench rpc --warmup-calls -1|warm-up calls must not be negative",
+        "bench rpc --compare-pingpong --concurrency 2|drop --concurrency 2",
+        "bench rpc --compare-pingpong --runs 0|runs must be 1..100"})
     void badInputIsOneLineAndStatusTwo(String caseLine) {
         String[] parts = caseLine.split("\\|");
         Run run = ferry(parts[0].split(" "));

@@ -24,6 +24,8 @@ public final class CallGroup {
     private final AtomicInteger outstanding = new AtomicInteger();
     /** Whether the owner waits (parked or about to park). */
     private volatile boolean waiting;
+    /** The number of calls still out at which a waiting owner is woken; written by the owner before {@link #waiting}. */
+    private volatile int wakeAt;
 
     /** A group owned by the calling thread. */
     public CallGroup() {
@@ -47,19 +49,37 @@ public final class CallGroup {
      * @throws IllegalStateException on a thread other than the owner
      */
     public boolean await(long timeout, TimeUnit unit) {
+        return awaitAtMost(0, timeout, unit);
+    }
+
+    /**
+     * Waits until at most {@code left} calls started with this group are outstanding, or {@code
+     * timeout} passes, or the thread is interrupted (its interrupt status is kept). True if at
+     * most {@code left} are outstanding. A thread that can use the first answers while the others
+     * are still out (a big batch's first parts scattered while the last is gathered) waits for
+     * fewer than it started, uses those whose futures are done, and waits again.
+     *
+     * @throws IllegalArgumentException if {@code left} is negative
+     * @throws IllegalStateException on a thread other than the owner
+     */
+    public boolean awaitAtMost(int left, long timeout, TimeUnit unit) {
         checkOwner();
-        if (outstanding.get() <= 0) {
+        if (left < 0) {
+            throw new IllegalArgumentException("left " + left + " < 0");
+        }
+        if (outstanding.get() <= left) {
             return true;
         }
         long deadline = System.nanoTime() + unit.toNanos(timeout);
+        wakeAt = left;
         waiting = true;
         try {
-            while (outstanding.get() > 0) {
-                long left = deadline - System.nanoTime();
-                if (left <= 0 || Thread.currentThread().isInterrupted()) {
+            while (outstanding.get() > left) {
+                long wait = deadline - System.nanoTime();
+                if (wait <= 0 || Thread.currentThread().isInterrupted()) {
                     return false;
                 }
-                LockSupport.parkNanos(this, left);
+                LockSupport.parkNanos(this, wait);
             }
             return true;
         } finally {
@@ -79,7 +99,8 @@ public final class CallGroup {
 
     /** A call of the group completed; on any thread, once per call. */
     void completed() {
-        if (outstanding.decrementAndGet() == 0 && waiting) {
+        int left = outstanding.decrementAndGet();
+        if (waiting && left <= wakeAt) {
             LockSupport.unpark(owner);
         }
     }

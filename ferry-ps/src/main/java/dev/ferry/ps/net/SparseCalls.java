@@ -58,6 +58,11 @@ final class SparseCalls {
     private static final int PUSH_PLANS = 16;
     /** The largest push whose plan is kept for the next (a plan holds about 50 bytes per id). */
     private static final int PUSH_PLAN_IDS = 65_536;
+    /**
+     * Ids from which a blocking pull of several parts scatters each part as it is answered
+     * instead of waiting for all: below it, the wake-up per part costs more than the overlap saves.
+     */
+    static final int SCATTER_AS_ANSWERED_IDS = Integer.getInteger("ferry.ps.scatterAsAnsweredIds", 2048);
 
     private final RoutingFollower routing;
     private final BatchParts batches;
@@ -98,21 +103,35 @@ final class SparseCalls {
                 partCount = p;
             }
         }
-        // Wait once for every part, however each ends: the thread then wakes once per batch
-        // instead of once per part still out when it finished the one before. A wait that ran
-        // out (or was interrupted) leaves each part's outcome to be read next, and the group may
-        // still count a call of this batch, so the thread takes a new one.
-        if (partCount > 1 && !state.group.await(batches.longestWaitMillis(), TimeUnit.MILLISECONDS)) {
+        // A small batch waits once for every part, however each ends: the thread then wakes once
+        // per batch instead of once per part still out when it finished the one before. A big one
+        // scatters each answer as it comes while the others are still out (the scatter of the
+        // first parts off the batch's critical path, for a wake-up more). A wait that ran out (or was
+        // interrupted) leaves each part's outcome to be read next, and the group may still count
+        // a call of this batch, so the thread takes a new one.
+        boolean waited = true;
+        int left = partCount;
+        if (partCount > 1 && failure == null && plan.count() >= SCATTER_AS_ANSWERED_IDS) {
+            int before = -1;
+            while (left > 0 && left != before && waited) {
+                before = left;
+                waited = state.group.awaitAtMost(left - 1, batches.longestWaitMillis(), TimeUnit.MILLISECONDS);
+                for (int p = 0; p < partCount && waited; p++) {
+                    if (started[p] != null && started[p].isDone()) {
+                        failure = finishPull(started, p, r, plan, name, dimension, wire, out, failure);
+                        left--;
+                    }
+                }
+            }
+        } else if (partCount > 1) {
+            waited = state.group.await(batches.longestWaitMillis(), TimeUnit.MILLISECONDS);
+        }
+        if (!waited) {
             mine[0] = new BlockingPull();
         }
         for (int p = 0; p < partCount; p++) {
-            @SuppressWarnings("unchecked")
-            CompletableFuture<RpcResponse> call = (CompletableFuture<RpcResponse>) started[p];
-            started[p] = null;
-            try {
-                batches.awaitPull(call, r, plan, p, name, dimension, wire, failure == null ? out : null);
-            } catch (RuntimeException e) {
-                failure = failure == null ? e : failure;
+            if (started[p] != null) {
+                failure = finishPull(started, p, r, plan, name, dimension, wire, out, failure);
             }
         }
         if (failure != null) {
@@ -120,6 +139,23 @@ final class SparseCalls {
             // keeps this plan and its writer, and the thread plans its next batches in new ones.
             mine[0] = new BlockingPull();
             throw failure;
+        }
+    }
+
+    /**
+     * Reads part {@code p} of a blocking pull (waiting for it if it is still out), scatters it into
+     * {@code out} unless an earlier part failed, and clears its slot; returns the batch's first failure.
+     */
+    private RuntimeException finishPull(CompletableFuture<?>[] started, int p, Route r, BatchPlan plan, byte[] name,
+            int dimension, PullFormat wire, float[] out, RuntimeException failure) {
+        @SuppressWarnings("unchecked")
+        CompletableFuture<RpcResponse> call = (CompletableFuture<RpcResponse>) started[p];
+        started[p] = null;
+        try {
+            batches.awaitPull(call, r, plan, p, name, dimension, wire, failure == null ? out : null);
+            return failure;
+        } catch (RuntimeException e) {
+            return failure == null ? e : failure;
         }
     }
 

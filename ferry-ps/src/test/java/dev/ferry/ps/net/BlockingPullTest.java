@@ -53,9 +53,9 @@ class BlockingPullTest extends PsNetTestBase {
         SplittableRandom random = new SplittableRandom(5);
         try (ParameterServer local = ParameterServer.create(PsConfig.defaults())) {
             local.createTable(table("emb"));
-            // Large, small, empty, one id, all duplicates, one server only, then large again: the
-            // plan's arrays grow, are re-used shorter, and grow again.
-            int[] sizes = {3000, 17, 0, 1, 64, 900, 5, 4000, 2};
+            // Large (its parts scattered as answered), small, empty, one id, all duplicates, one
+            // server only, then large again: the plan's arrays grow, are re-used shorter, and grow again.
+            int[] sizes = {3000, 17, 0, 1, 64, 900, 5, 4000, 2, 2500, 2048};
             float[] out = new float[4000 * DIMENSION + 1];
             for (int round = 0; round < sizes.length; round++) {
                 int n = sizes[round];
@@ -84,16 +84,20 @@ class BlockingPullTest extends PsNetTestBase {
         for (int i = 0; i < first.length; i++) {
             first[i] = i;
         }
-        float[] out = new float[300 * DIMENSION];
+        float[] out = new float[3000 * DIMENSION];
         c.client().pull("small", first, 0, first.length, out);
         float[] before = Arrays.copyOf(out, first.length * DIMENSION);
-        long[] many = new long[200];
-        for (int i = 0; i < many.length; i++) {
-            many[i] = 1000 + i;
+        // A batch waited for as a whole, and one big enough to be scattered part by part as answered.
+        for (int size : new int[] {200, SparseCalls.SCATTER_AS_ANSWERED_IDS + 500}) {
+            long[] many = new long[size];
+            for (int i = 0; i < many.length; i++) {
+                many[i] = 1000 + i;
+            }
+            PsException full = assertThrows(PsException.class,
+                    () -> c.client().pull("small", many, 0, many.length, out));
+            assertEquals(PsException.Code.TABLE_FULL, full.code(), full.getMessage());
+            assertTrue(full.getMessage().contains("server"), "names the server: " + full.getMessage());
         }
-        PsException full = assertThrows(PsException.class, () -> c.client().pull("small", many, 0, many.length, out));
-        assertEquals(PsException.Code.TABLE_FULL, full.code(), full.getMessage());
-        assertTrue(full.getMessage().contains("server"), "names the server: " + full.getMessage());
         // The same thread again, with a shorter batch of rows that exist: exactly the first answer.
         Arrays.fill(out, Float.NaN);
         c.client().pull("small", first, 0, first.length, out);

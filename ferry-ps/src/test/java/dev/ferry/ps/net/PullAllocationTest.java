@@ -16,7 +16,7 @@ import dev.ferry.ps.PsConfig;
 import dev.ferry.ps.TableConfig;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * What a blocking pull over two servers allocates in steady state, measured with the threads'
@@ -32,7 +32,6 @@ import org.junit.jupiter.params.provider.ValueSource;
 class PullAllocationTest extends PsNetTestBase {
 
     private static final int DIMENSION = 16;
-    private static final int BATCH = 256;
     private static final int PULLS = 4_000;
     /**
      * Bytes per pull of two parts on the calling thread: 975 (shm) and 1,293 (local) while a pull
@@ -44,10 +43,10 @@ class PullAllocationTest extends PsNetTestBase {
     private static final com.sun.management.ThreadMXBean THREADS =
             (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
 
-    @ParameterizedTest
-    @ValueSource(strings = {"local", "shm"})
+    @ParameterizedTest(name = "{0}, {1} ids")
+    @CsvSource({"local, 256", "shm, 256", "shm, 2560"}) // 2,560: parts scattered as they are answered
     @Timeout(120)
-    void aPullAllocatesOnlyTheRpcsOwnHandles(String provider) {
+    void aPullAllocatesOnlyTheRpcsOwnHandles(String provider, int batch) {
         List<ParameterServer> stores = new ArrayList<>();
         for (int i = 0; i < 2; i++) {
             stores.add(ParameterServer.create(PsConfig.defaults()));
@@ -57,26 +56,26 @@ class PullAllocationTest extends PsNetTestBase {
                 .withInitializer(Initializer.uniform(-1, 1, 11));
         c.client().createTable(table);
         SplittableRandom random = new SplittableRandom(3);
-        long[] ids = new long[BATCH * 8];
+        long[] ids = new long[batch * 8];
         for (int i = 0; i < ids.length; i++) {
             ids[i] = random.nextLong(5_000);
         }
-        float[] out = new float[BATCH * DIMENSION];
+        float[] out = new float[batch * DIMENSION];
         try (ParameterServer local = ParameterServer.create(PsConfig.defaults())) {
             local.createTable(table);
-            pulls(c, ids, out, PULLS); // warm-up: pools filled, code compiled, rows created
+            pulls(c, ids, out, batch, PULLS); // warm-up: pools filled, code compiled, rows created
             long callerBefore = THREADS.getCurrentThreadAllocatedBytes();
             long everywhereBefore = allocatedEverywhere();
-            pulls(c, ids, out, PULLS);
+            pulls(c, ids, out, batch, PULLS);
             double caller = (THREADS.getCurrentThreadAllocatedBytes() - callerBefore) / (double) PULLS;
             double everywhere = (allocatedEverywhere() - everywhereBefore) / (double) PULLS;
             String figure = String.format("%s: %.0f B per pull of %d ids on the calling thread, %.0f B in all threads",
-                    provider, caller, BATCH, everywhere);
+                    provider, caller, batch, everywhere);
             System.out.println(figure);
             // The rows of the last batch are the local server's, bit for bit.
-            int last = (PULLS - 1) % 8 * BATCH;
-            float[] expected = new float[BATCH * DIMENSION];
-            local.pull("emb", DIMENSION, ids, last, BATCH, MemorySegment.ofArray(expected));
+            int last = (PULLS - 1) % 8 * batch;
+            float[] expected = new float[batch * DIMENSION];
+            local.pull("emb", DIMENSION, ids, last, batch, MemorySegment.ofArray(expected));
             for (int i = 0; i < expected.length; i++) {
                 assertEquals(Float.floatToRawIntBits(expected[i]), Float.floatToRawIntBits(out[i]), "float " + i);
             }
@@ -84,9 +83,9 @@ class PullAllocationTest extends PsNetTestBase {
         }
     }
 
-    private static void pulls(Cluster c, long[] ids, float[] out, int n) {
+    private static void pulls(Cluster c, long[] ids, float[] out, int batch, int n) {
         for (int i = 0; i < n; i++) {
-            c.client().pull("emb", ids, i % 8 * BATCH, BATCH, out);
+            c.client().pull("emb", ids, i % 8 * batch, batch, out);
         }
     }
 

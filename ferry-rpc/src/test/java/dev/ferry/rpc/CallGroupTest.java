@@ -36,6 +36,18 @@ class CallGroupTest extends RpcTestBase {
         return channel;
     }
 
+    /** A thread that cancels {@code call} after {@code millis}, as a caller giving up would. */
+    private static Thread cancelLater(CompletableFuture<RpcResponse> call, long millis) {
+        return Thread.ofPlatform().start(() -> {
+            try {
+                Thread.sleep(millis);
+            } catch (InterruptedException e) {
+                return;
+            }
+            call.cancel(false);
+        });
+    }
+
     private static RequestWriter sleep(long millis) {
         return body -> body.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, millis);
     }
@@ -56,14 +68,7 @@ class CallGroupTest extends RpcTestBase {
         int out = group.outstanding();
         assertTrue(out >= 2 && out <= 4, "every call counts once: " + out + " outstanding");
         // Another thread gives up on one call while the owner waits.
-        Thread canceller = Thread.ofPlatform().start(() -> {
-            try {
-                Thread.sleep(100);
-            } catch (InterruptedException e) {
-                return;
-            }
-            abandoned.cancel(false);
-        });
+        Thread canceller = cancelLater(abandoned, 100);
         assertTrue(group.await(30, TimeUnit.SECONDS), "the group's calls all complete");
         canceller.join();
         for (CompletableFuture<RpcResponse> f : List.of(answered, failed, slow, abandoned)) {
@@ -116,14 +121,7 @@ class CallGroupTest extends RpcTestBase {
         }
         assertFalse(group.awaitAtMost(0, 20, TimeUnit.MILLISECONDS), "the stuck call is still out");
         assertThrows(IllegalArgumentException.class, () -> group.awaitAtMost(-1, 1, TimeUnit.SECONDS));
-        Thread canceller = Thread.ofPlatform().start(() -> {
-            try {
-                Thread.sleep(50);
-            } catch (InterruptedException e) {
-                return;
-            }
-            stuck.cancel(false);
-        });
+        Thread canceller = cancelLater(stuck, 50);
         assertTrue(group.awaitAtMost(0, 30, TimeUnit.SECONDS), "the cancel wakes the owner");
         canceller.join();
         assertEquals(0, group.outstanding());

@@ -37,13 +37,17 @@ final class SparseCalls {
         final BatchPlan plan = new BatchPlan();
         final CallGroup group = new CallGroup();
         CompletableFuture<?>[] started = new CompletableFuture<?>[2];
+        /** Per part of the batch: read (scattered, or failed) already. */
+        boolean[] finished = new boolean[2];
         BatchParts.PullRequest[] requests = new BatchParts.PullRequest[0];
 
-        /** Room for {@code parts} parts. */
+        /** Room for {@code parts} parts, none of them finished. */
         void reserve(int parts) {
             if (started.length < parts) {
                 started = new CompletableFuture<?>[parts];
+                finished = new boolean[parts];
             }
+            Arrays.fill(finished, 0, parts, false);
             if (requests.length < parts) {
                 BatchParts.PullRequest[] more = Arrays.copyOf(requests, parts);
                 for (int p = requests.length; p < parts; p++) {
@@ -109,16 +113,22 @@ final class SparseCalls {
         // first parts off the batch's critical path, for a wake-up more). A wait that ran out (or was
         // interrupted) leaves each part's outcome to be read next, and the group may still count
         // a call of this batch, so the thread takes a new one.
+        // A part the client could not send whole has no call (null): it is pulled in pieces, by
+        // id, when it is read below.
+        boolean[] finished = state.finished;
         boolean waited = true;
-        int left = partCount;
         if (partCount > 1 && failure == null && plan.count() >= SCATTER_AS_ANSWERED_IDS) {
+            int left = 0;
+            for (int p = 0; p < partCount; p++) {
+                left += started[p] != null ? 1 : 0;
+            }
             int before = -1;
             while (left > 0 && left != before && waited) {
                 before = left;
                 waited = state.group.awaitAtMost(left - 1, batches.longestWaitMillis(), TimeUnit.MILLISECONDS);
                 for (int p = 0; p < partCount && waited; p++) {
-                    if (started[p] != null && started[p].isDone()) {
-                        failure = finishPull(started, p, r, plan, name, dimension, wire, out, failure);
+                    if (!finished[p] && started[p] != null && started[p].isDone()) {
+                        failure = finishPull(state, p, r, plan, name, dimension, wire, out, failure);
                         left--;
                     }
                 }
@@ -130,8 +140,8 @@ final class SparseCalls {
             mine[0] = new BlockingPull();
         }
         for (int p = 0; p < partCount; p++) {
-            if (started[p] != null) {
-                failure = finishPull(started, p, r, plan, name, dimension, wire, out, failure);
+            if (!finished[p]) {
+                failure = finishPull(state, p, r, plan, name, dimension, wire, out, failure);
             }
         }
         if (failure != null) {
@@ -143,14 +153,16 @@ final class SparseCalls {
     }
 
     /**
-     * Reads part {@code p} of a blocking pull (waiting for it if it is still out), scatters it into
-     * {@code out} unless an earlier part failed, and clears its slot; returns the batch's first failure.
+     * Reads part {@code p} of a blocking pull (waiting for it if it is still out, pulling it by id
+     * if it has no call), scatters it into {@code out} unless an earlier part failed, and marks it
+     * finished; returns the batch's first failure.
      */
-    private RuntimeException finishPull(CompletableFuture<?>[] started, int p, Route r, BatchPlan plan, byte[] name,
+    private RuntimeException finishPull(BlockingPull state, int p, Route r, BatchPlan plan, byte[] name,
             int dimension, PullFormat wire, float[] out, RuntimeException failure) {
         @SuppressWarnings("unchecked")
-        CompletableFuture<RpcResponse> call = (CompletableFuture<RpcResponse>) started[p];
-        started[p] = null;
+        CompletableFuture<RpcResponse> call = (CompletableFuture<RpcResponse>) state.started[p];
+        state.started[p] = null;
+        state.finished[p] = true;
         try {
             batches.awaitPull(call, r, plan, p, name, dimension, wire, failure == null ? out : null);
             return failure;

@@ -112,6 +112,40 @@ class BlockingPullTest extends PsNetTestBase {
         }
     }
 
+    @Test
+    void aBigBatchWithPartsAboveTheServersLimitsGivesTheLocalRows() {
+        // Parts above 1,024 ids go in pieces, by id, where a part under it is one call: a big
+        // batch scattered part by part as answered mixes both.
+        Cluster c = cluster("local", SERVERS, PsConfig.defaults().withRequestLimits(1024, 1 << 20), null);
+        c.client().createTable(table("emb"));
+        try (ParameterServer local = ParameterServer.create(PsConfig.defaults())) {
+            local.createTable(table("emb"));
+            SplittableRandom random = new SplittableRandom(9);
+            long[] mixed = new long[2100];
+            long next0 = 0;
+            long next1 = 0;
+            for (int i = 0; i < mixed.length; i++) {
+                // 2,000 ids of server 0 (above the limit) and 100 of server 1 (under it), shuffled.
+                if (i % 21 == 20) {
+                    mixed[i] = next1 = idOn(1, next1 + 1);
+                } else {
+                    mixed[i] = next0 = idOn(0, next0 + 1);
+                }
+            }
+            long[] both = new long[3000]; // about 1,500 ids per server: both parts above the limit
+            for (int i = 0; i < both.length; i++) {
+                both[i] = random.nextLong(1 << 20);
+            }
+            float[] out = new float[3000 * DIMENSION];
+            for (long[] ids : new long[][] {mixed, both, mixed}) {
+                Arrays.fill(out, Float.NaN);
+                c.client().pull("emb", ids, 0, ids.length, out);
+                assertBitsEqual(pullLocal(local, "emb", ids, 0, ids.length), out, ids.length * DIMENSION,
+                        "a batch of " + ids.length);
+            }
+        }
+    }
+
     /** The smallest id at or above {@code from} that server {@code server} owns in the balanced slot table. */
     private static long idOn(int server, long from) {
         dev.ferry.ps.SlotTable slots = dev.ferry.ps.SlotTable.balanced(SERVERS);

@@ -6,9 +6,7 @@ import dev.ferry.bench.rpc.RpcBenchResult;
 import dev.ferry.bench.rpc.RpcBenchSpec;
 import dev.ferry.bench.rpc.RpcBenchmark;
 import java.io.PrintWriter;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import java.util.stream.Collectors;
@@ -120,15 +118,15 @@ final class RpcBenchCommand implements Callable<Integer> {
     /** {@code --compare-pingpong}: pairs of the raw ping-pong and the RPC, one after the other. */
     private int compare(RpcBenchSpec rpc, PingPongSpec raw) {
         PrintWriter out = spec.commandLine().getOut();
-        List<PingPongResult> pings = new ArrayList<>();
-        List<RpcBenchResult> calls = new ArrayList<>();
+        double[] pingP50 = new double[runs];
+        double[] rpcP50 = new double[runs];
         double[] ratios = new double[runs];
         for (int run = 0; run < runs; run++) {
             PingPongResult ping = PingPongCommand.newPingPong().run(raw);
             RpcBenchResult call = RpcBenchmark.run(rpc, spec.commandLine().getErr());
-            pings.add(ping);
-            calls.add(call);
-            ratios[run] = call.p50Us() / ping.p50Us();
+            pingP50[run] = ping.p50Us();
+            rpcP50[run] = call.p50Us();
+            ratios[run] = rpcP50[run] / pingP50[run];
             out.printf(Locale.ROOT, "pair %d/%d: pingpong p50 %.2f us (mean %.2f, p99 %.2f)   rpc p50 %.2f us "
                     + "(mean %.2f, p99 %.2f)   ratio %.2fx%n", run + 1, runs, ping.p50Us(), ping.meanUs(), ping.p99Us(),
                     call.p50Us(), call.meanUs(), call.p99Us(), ratios[run]);
@@ -143,8 +141,7 @@ final class RpcBenchCommand implements Callable<Integer> {
             out.printf(Locale.ROOT, "{\"benchmark\":\"rpc-vs-pingpong\",\"provider\":\"%s\",\"size\":%d,\"runs\":%d,"
                     + "\"best_ratio\":%.3f,\"median_ratio\":%.3f,\"worst_ratio\":%.3f,\"pingpong_p50_us\":[%s],"
                     + "\"rpc_p50_us\":[%s],\"ratios\":[%s]}%n", transport, size, runs, sorted[0], median,
-                    sorted[runs - 1], join(pings.stream().mapToDouble(PingPongResult::p50Us).toArray()),
-                    join(calls.stream().mapToDouble(RpcBenchResult::p50Us).toArray()), join(ratios));
+                    sorted[runs - 1], join(pingP50), join(rpcP50), join(ratios));
         }
         out.flush();
         return 0;

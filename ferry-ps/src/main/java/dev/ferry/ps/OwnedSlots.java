@@ -10,6 +10,11 @@ public final class OwnedSlots {
     private final int server;
     private final long[] bits = new long[Slots.COUNT / Long.SIZE];
 
+    /** A server that owns no slot (one the table does not name): nothing to scan. */
+    OwnedSlots(int server) {
+        this.server = server;
+    }
+
     OwnedSlots(int server, int[] serverOfSlot) {
         this.server = server;
         for (int slot = 0; slot < serverOfSlot.length; slot++) {

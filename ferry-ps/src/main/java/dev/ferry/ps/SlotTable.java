@@ -25,6 +25,11 @@ public final class SlotTable {
      * both get a correct one.
      */
     private final AtomicReferenceArray<OwnedSlots> ownedByServer;
+    /**
+     * The last bitmap asked for by a server outside the table (one that left, or has not joined):
+     * every request to it is refused, and it should not scan the table for each.
+     */
+    private volatile OwnedSlots outside;
 
     private SlotTable(int[] serverOfSlot, int serverCount) {
         this.serverOfSlot = serverOfSlot;
@@ -126,13 +131,18 @@ public final class SlotTable {
     }
 
     /**
-     * The slots {@code server} owns in this table, as a bitmap made once per server; none (a new,
-     * empty bitmap) for an index outside {@code [0, serverCount)}, such as a member the table
-     * does not name.
+     * The slots {@code server} owns in this table, as a bitmap made once per server; none (an
+     * empty bitmap, kept for the next ask) for an index outside {@code [0, serverCount)}, such as a
+     * member the table does not name.
      */
     public OwnedSlots owned(int server) {
         if (server < 0 || server >= serverCount) {
-            return new OwnedSlots(server, serverOfSlot);
+            OwnedSlots none = outside;
+            if (none == null || none.server() != server) {
+                none = new OwnedSlots(server);
+                outside = none;
+            }
+            return none;
         }
         OwnedSlots known = ownedByServer.get(server);
         if (known == null) {

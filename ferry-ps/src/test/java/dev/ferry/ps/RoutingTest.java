@@ -118,6 +118,8 @@ class RoutingTest {
         assertTrue((words[Slots.slotOf(ids[0]) >>> 6] & 1L << Slots.slotOf(ids[0])) != 0, "the words are the bitmap");
         OwnedSlots none = table.owned(-1);
         assertEquals(0, none.firstForeign(ids, n));
+        assertEquals(0, countOwned(none), "a server outside the table owns no slot");
+        assertTrue(table.owned(-1) == none, "an outsider's empty bitmap is kept for its next request");
         assertEquals(0, table.owned(3).firstForeign(ids, n), "a server the table does not name owns nothing");
         assertTrue(table.owned(1) == mine, "each server's bitmap is kept, whoever asked in between");
         SlotTable large = SlotTable.balanced(300);

@@ -86,16 +86,13 @@ public final class ExportService {
      * it has no routing table (a server on its own), none when it is not in the table.
      */
     static long[] heldSlots(PsServer.View v) {
-        long[] bits = new long[Slots.COUNT / 64];
         if (v.table() == null) {
-            Arrays.fill(bits, -1L);
-            return bits;
+            long[] every = new long[Slots.COUNT / 64];
+            Arrays.fill(every, -1L);
+            return every;
         }
-        if (v.self() < 0) {
-            return bits;
-        }
-        bits = v.table().slots().owned(v.self()).toWords();
-        if (v.replicas() != null) {
+        long[] bits = v.table().slots().owned(v.self()).toWords(); // none when it is not in the table
+        if (v.self() >= 0 && v.replicas() != null) {
             for (int slot = 0; slot < Slots.COUNT; slot++) {
                 if (v.replicas().isBackup(RoutingTable.groupOfSlot(slot), v.self())) {
                     bits[slot >>> 6] |= 1L << (slot & 63);

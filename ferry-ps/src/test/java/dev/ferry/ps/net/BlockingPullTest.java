@@ -64,7 +64,7 @@ class BlockingPullTest extends PsNetTestBase {
                     ids[i] = switch (round % 3) {
                         case 0 -> random.nextLong(2 * n + 1) - 10;
                         case 1 -> 42;
-                        default -> idOn(0, random.nextLong(1 << 20));
+                        default -> idOn(0, SERVERS, random.nextLong(1 << 20));
                     };
                 }
                 Arrays.fill(out, Float.NaN);
@@ -127,9 +127,9 @@ class BlockingPullTest extends PsNetTestBase {
             for (int i = 0; i < mixed.length; i++) {
                 // 2,000 ids of server 0 (above the limit) and 100 of server 1 (under it), shuffled.
                 if (i % 21 == 20) {
-                    mixed[i] = next1 = idOn(1, next1 + 1);
+                    mixed[i] = next1 = idOn(1, SERVERS, next1 + 1);
                 } else {
-                    mixed[i] = next0 = idOn(0, next0 + 1);
+                    mixed[i] = next0 = idOn(0, SERVERS, next0 + 1);
                 }
             }
             long[] both = new long[3000]; // about 1,500 ids per server: both parts above the limit
@@ -144,15 +144,5 @@ class BlockingPullTest extends PsNetTestBase {
                         "a batch of " + ids.length);
             }
         }
-    }
-
-    /** The smallest id at or above {@code from} that server {@code server} owns in the balanced slot table. */
-    private static long idOn(int server, long from) {
-        dev.ferry.ps.SlotTable slots = dev.ferry.ps.SlotTable.balanced(SERVERS);
-        long id = from;
-        while (slots.serverOf(id) != server) {
-            id++;
-        }
-        return id;
     }
 }

@@ -75,6 +75,25 @@ class RetryBudgetTest extends PsNetTestBase {
     }
 
     @Test
+    void aBigBlockingPullToAGoneServerFailsWhenItsBudgetIsSpent() {
+        // Over SparseCalls.SCATTER_AS_ANSWERED_IDS ids on both servers: the live server's part is
+        // scattered as it answers while the gone server's part is retried until the budget is spent.
+        Cluster c = cluster("tcp", 2, PsConfig.defaults(), null);
+        PsClient client = deadServerClient(c);
+        long[] ids = new long[SparseCalls.SCATTER_AS_ANSWERED_IDS + 100];
+        for (int i = 0; i < ids.length; i++) {
+            ids[i] = i;
+        }
+        float[] out = new float[ids.length * 2];
+        RpcException e = assertThrows(RpcException.class, () -> client.pull("t", ids, 0, ids.length, out));
+        assertGaveUpOnTheDeadServer(e);
+        assertTrue(client.retries() < ATTEMPTS - 1, "the budget ended the retries, not their count: " + client.retries());
+        assertTrue(client.retries() >= 1, "the part was retried within its budget");
+        assertArrayEquals(new float[] {0, 0}, client.pull("t", new long[] {idOn(0, 2, 0)}),
+                "the live server still answers");
+    }
+
+    @Test
     void anAsyncPullAndAPushToAGoneServerFailWhenTheirBudgetIsSpent() {
         Cluster c = cluster("tcp", 2, PsConfig.defaults(), null);
         PsClient client = deadServerClient(c);
